@@ -1,0 +1,8 @@
+"""``python -m pytest_cudagraph compare BASE.json NEW.json``."""
+
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

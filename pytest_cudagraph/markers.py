@@ -1,0 +1,177 @@
+"""The plugin's markers: their documentation and the validation of their arguments.
+
+Arguments are validated at collection, so a typo such as ``capture_sizes=[0, 8]``
+is reported once, before any GPU time is spent, as one sentence that names the
+test, the marker, the argument and the value given.  Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import inspect
+import numbers
+from dataclasses import dataclass
+from typing import Any, Callable
+
+COMPILE_CACHE_MODES = ("inprocess", "subprocess")
+
+MARKER_DOCS = {
+    "cudagraph": (
+        "cudagraph(capture_sizes=None, rtol=None, atol=None): a CUDA graph test; "
+        "runs only with --cudagraph, and its arguments become the defaults of the "
+        "cudagraphs fixture."
+    ),
+    "max_recompiles": (
+        "max_recompiles(n=0): fail the test if torch.compile (Dynamo) recompiles "
+        "more than n times or hits the recompile limit while it runs."
+    ),
+    "compile_cache": (
+        "compile_cache(mode='inprocess'|'subprocess', rtol=None, atol=None): run the "
+        "test body cold against an empty compile cache, then warm; the warm pass must "
+        "hit the FX-graph and AOTAutograd caches with no miss, save or bypass, compile "
+        "no Triton kernel, and record the same tensors."
+    ),
+}
+
+
+class MarkerArgumentError(ValueError):
+    """A marker was given an argument it cannot use.
+
+    ``str()`` of the error is the sentence shown to the user; the plugin prefixes
+    the test's node id.
+    """
+
+
+@dataclass(frozen=True)
+class CudagraphMarker:
+    capture_sizes: tuple[int, ...] | None = None
+    rtol: float | None = None
+    atol: float | None = None
+
+
+@dataclass(frozen=True)
+class MaxRecompilesMarker:
+    n: int = 0
+
+
+@dataclass(frozen=True)
+class CompileCacheMarker:
+    mode: str = "inprocess"
+    rtol: float | None = None
+    atol: float | None = None
+
+    @property
+    def bitwise(self) -> bool:
+        return self.rtol is None and self.atol is None
+
+
+def _bind(name: str, signature: Callable[..., Any], args: tuple, kwargs: dict) -> dict:
+    try:
+        bound = inspect.signature(signature).bind(*args, **kwargs)
+    except TypeError as exc:
+        raise MarkerArgumentError(
+            f"@pytest.mark.{name}: {exc}; the signature is {MARKER_DOCS[name].split(':')[0]}"
+        ) from None
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _tolerance(marker: str, arg: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
+        raise MarkerArgumentError(
+            f"@pytest.mark.{marker}: {arg}={value!r} is not a non-negative number; "
+            f"give a float such as {arg}=1e-5, or leave it out for the dtype's default"
+        )
+    return float(value)
+
+
+def parse_capture_sizes(value: Any, where: str) -> tuple[int, ...]:
+    """Validate a list of batch sizes; ``where`` names the marker argument or ini option."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        raise MarkerArgumentError(
+            f"{where}={value!r} is not a list of batch sizes; give positive integers "
+            f"such as [1, 2, 4, 8]"
+        )
+    sizes = list(value)
+    if not sizes:
+        raise MarkerArgumentError(
+            f"{where}=[] is empty; give at least one positive batch size such as [1, 2, 4, 8]"
+        )
+    for size in sizes:
+        if not _is_int(size) or size <= 0:
+            raise MarkerArgumentError(
+                f"{where}={value!r} contains {size!r}, which is not a positive integer "
+                f"batch size; give sizes such as [1, 2, 4, 8]"
+            )
+    return tuple(sorted({int(s) for s in sizes}))
+
+
+def _cudagraph(capture_sizes=None, rtol=None, atol=None):  # pragma: no cover - signature only
+    pass
+
+
+def _max_recompiles(n=0):  # pragma: no cover - signature only
+    pass
+
+
+def _compile_cache(mode="inprocess", rtol=None, atol=None):  # pragma: no cover - signature only
+    pass
+
+
+def parse_cudagraph(args: tuple, kwargs: dict) -> CudagraphMarker:
+    bound = _bind("cudagraph", _cudagraph, args, kwargs)
+    sizes = bound["capture_sizes"]
+    return CudagraphMarker(
+        capture_sizes=None
+        if sizes is None
+        else parse_capture_sizes(sizes, "@pytest.mark.cudagraph: capture_sizes"),
+        rtol=_tolerance("cudagraph", "rtol", bound["rtol"]),
+        atol=_tolerance("cudagraph", "atol", bound["atol"]),
+    )
+
+
+def parse_max_recompiles(args: tuple, kwargs: dict) -> MaxRecompilesMarker:
+    n = _bind("max_recompiles", _max_recompiles, args, kwargs)["n"]
+    if not _is_int(n) or n < 0:
+        raise MarkerArgumentError(
+            f"@pytest.mark.max_recompiles: n={n!r} is not a non-negative integer; "
+            f"give the number of recompiles the test may cause, such as n=0"
+        )
+    return MaxRecompilesMarker(n=int(n))
+
+
+def parse_compile_cache(args: tuple, kwargs: dict) -> CompileCacheMarker:
+    bound = _bind("compile_cache", _compile_cache, args, kwargs)
+    mode = bound["mode"]
+    if mode not in COMPILE_CACHE_MODES:
+        raise MarkerArgumentError(
+            f"@pytest.mark.compile_cache: mode={mode!r} is not a known mode; "
+            f"use mode='inprocess' or mode='subprocess'"
+        )
+    return CompileCacheMarker(
+        mode=mode,
+        rtol=_tolerance("compile_cache", "rtol", bound["rtol"]),
+        atol=_tolerance("compile_cache", "atol", bound["atol"]),
+    )
+
+
+PARSERS: dict[str, Callable[[tuple, dict], Any]] = {
+    "cudagraph": parse_cudagraph,
+    "max_recompiles": parse_max_recompiles,
+    "compile_cache": parse_compile_cache,
+}
+
+
+def parse_item_markers(item: Any) -> dict[str, Any]:
+    """Parse the closest of each plugin marker on ``item``; raises MarkerArgumentError."""
+    parsed = {}
+    for name, parse in PARSERS.items():
+        mark = item.get_closest_marker(name)
+        if mark is not None:
+            parsed[name] = parse(tuple(mark.args), dict(mark.kwargs))
+    return parsed

@@ -1,0 +1,494 @@
+"""pytest hooks of pytest-cudagraph: options, markers, fixtures, the report and the summary.
+
+This module is loaded by every pytest run in an environment where the plugin is
+installed, so it imports nothing heavy: torch is imported only once a test uses
+a marker or fixture of the plugin, or an option asks for GPU work.  The checks
+themselves live in the library modules (``capture``, ``recompiles``, ``caches``,
+``piecewise``, ``report``); the hooks here only wire them to pytest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from .errors import CudagraphError, InvariantViolation, ReportError, UsageProblem
+from .markers import MARKER_DOCS, MarkerArgumentError, parse_item_markers
+from .record import TestRecord, set_current_record
+from .session import RunState, read_options
+
+STATE_KEY = pytest.StashKey[RunState]()
+RECORD_KEY = pytest.StashKey[TestRecord]()
+MARKERS_KEY = pytest.StashKey[dict]()
+CACHE_SNAPSHOT_KEY = pytest.StashKey[Any]()
+RECOMPILE_WATCH_KEY = pytest.StashKey[Any]()
+
+PLUGIN_FIXTURES = frozenset({"cudagraphs", "recompiles", "compile_cache", "piecewise"})
+WORKER_RECORDS = "cudagraph_records"
+WORKER_ROOT = "cudagraph_cache_root"
+
+
+# ----------------------------------------------------------------------------
+# options and markers
+# ----------------------------------------------------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("cudagraph", "CUDA graph and torch.compile cache validation (pytest-cudagraph)")
+    group.addoption(
+        "--cudagraph",
+        action="store_true",
+        default=False,
+        help="run the tests marked cudagraph (without it they skip with 'needs --cudagraph').",
+    )
+    group.addoption(
+        "--cudagraph-require-gpu",
+        action="store_true",
+        default=False,
+        help="implies --cudagraph; stop at start with a usage error when no CUDA device is visible, "
+        "instead of skipping the GPU tests.",
+    )
+    group.addoption(
+        "--cudagraph-report",
+        metavar="PATH",
+        default=None,
+        help="write the run's JSON report (schema pytest-cudagraph/1) to PATH.",
+    )
+    group.addoption(
+        "--cudagraph-baseline",
+        metavar="PATH",
+        default=None,
+        help="compare the run against an earlier report at the end; a regression fails the session.",
+    )
+    group.addoption(
+        "--cudagraph-cache-dir",
+        metavar="PATH",
+        default=None,
+        help="root of the compile caches (Inductor, AOTAutograd, Triton) for the whole run; "
+        "default: a fresh private directory per run, used only by the plugin's checks.",
+    )
+    parser.addini(
+        "cudagraph_capture_sizes",
+        "default batch sizes for the cudagraphs fixture, e.g. '1 2 4 8'",
+        default="",
+    )
+    parser.addini("cudagraph_rtol", "default relative tolerance of replay-vs-eager checks", default="")
+    parser.addini("cudagraph_atol", "default absolute tolerance of replay-vs-eager checks", default="")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    for doc in MARKER_DOCS.values():
+        config.addinivalue_line("markers", doc)
+    try:
+        options = read_options(config)
+    except UsageProblem as exc:
+        raise pytest.UsageError(str(exc)) from None
+    state = RunState(
+        options=options,
+        rootdir=Path(str(config.rootpath)),
+        basetemp_factory=getattr(config, "_tmp_path_factory", None),
+    )
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and workerinput.get(WORKER_ROOT):
+        state.shared_root_hint = Path(workerinput[WORKER_ROOT])
+    config.stash[STATE_KEY] = state
+
+    try:
+        _validate_options_at_start(config, state)
+    except (UsageProblem, ReportError) as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+    if _hypothesis_profile_requested(config) == "cudagraph":
+        # Hypothesis loads --hypothesis-profile in its own pytest_configure; register
+        # ours first.  Importing the strategies module imports hypothesis, not torch.
+        from . import strategies  # noqa: F401
+
+    if workerinput is not None:
+        config.pluginmanager.register(_WorkerOutput(state), "cudagraph-xdist-worker")
+    elif config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_ControllerInput(state), "cudagraph-xdist-controller")
+
+
+def _hypothesis_profile_requested(config: pytest.Config) -> str | None:
+    try:
+        return config.getoption("hypothesis_profile")
+    except ValueError:  # hypothesis' plugin absent
+        return None
+
+
+def _validate_options_at_start(config: pytest.Config, state: RunState) -> None:
+    """Bad option values stop the run at once, even if no test uses the plugin."""
+    from .report import check_report_path_writable, load_report
+
+    options = state.options
+    if options.cache_dir is not None:
+        state.apply_run_cache_environment()
+    if options.report_path is not None:
+        problem = check_report_path_writable(options.report_path)
+        if problem:
+            raise UsageProblem(problem)
+    if options.baseline_path is not None:
+        try:
+            state.baseline = load_report(options.baseline_path)
+        except ReportError as exc:
+            raise UsageProblem(f"--cudagraph-baseline: {exc}") from None
+    if options.require_gpu and getattr(config, "workerinput", None) is None:
+        from ._compat import cuda_available
+
+        if not cuda_available():
+            import torch
+
+            raise UsageProblem(
+                f"--cudagraph-require-gpu: no CUDA device is visible (torch {torch.__version__}, "
+                f"CUDA {torch.version.cuda or 'not built in'}); run on a GPU runner or drop the flag"
+            )
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(STATE_KEY, None)
+    if state is not None:
+        state.restore_environment()
+
+
+# ----------------------------------------------------------------------------
+# collection: marker validation and gating
+# ----------------------------------------------------------------------------
+
+
+def _uses_plugin(item: pytest.Item) -> bool:
+    if item.stash.get(MARKERS_KEY, None):
+        return True
+    return bool(PLUGIN_FIXTURES.intersection(getattr(item, "fixturenames", ())))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: object):
+    result = yield
+    items = result if isinstance(result, list) else [result]
+    for item in items:
+        if isinstance(item, pytest.Item):
+            try:
+                item.stash[MARKERS_KEY] = parse_item_markers(item)
+            except MarkerArgumentError as exc:
+                # A CollectError prints its message alone, without a traceback.
+                raise collector.CollectError(f"{item.nodeid}: {exc}") from None
+    return result
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    state = config.stash[STATE_KEY]
+    gpu_items = [item for item in items if item.get_closest_marker("cudagraph") is not None]
+    if any(_uses_plugin(item) for item in items):
+        state.uses_plugin = True
+    if not gpu_items:
+        return
+    if not state.options.enabled:
+        skip = pytest.mark.skip(reason="needs --cudagraph")
+    else:
+        from ._compat import cuda_available
+
+        if cuda_available():
+            return
+        import torch
+
+        skip = pytest.mark.skip(
+            reason=f"no CUDA device (torch {torch.__version__} reports torch.cuda.is_available() == False)"
+        )
+    for item in gpu_items:
+        item.add_marker(skip)
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    state = config.stash.get(STATE_KEY, None)
+    if state is None or not state.options.any_given:
+        return None
+    return _header_line(state)
+
+
+def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> str | None:
+    state = config.stash.get(STATE_KEY, None)
+    if state is None or state.options.any_given or not state.uses_plugin:
+        return None  # already in the header, or the run does not use the plugin
+    return _header_line(state)
+
+
+def _header_line(state: RunState) -> str:
+    from .environment import header_line
+
+    root = state.options.cache_dir or state.shared_root_hint
+    if root is None and state.cache_root_if_created is not None:
+        root = state.cache_root_if_created.path
+    shown = str(root) if root is not None else "a fresh private directory per run (created on first use)"
+    return header_line(shown)
+
+
+# ----------------------------------------------------------------------------
+# per-test records
+# ----------------------------------------------------------------------------
+
+
+def _record(item: pytest.Item) -> TestRecord:
+    record = item.stash.get(RECORD_KEY, None)
+    if record is None:
+        record = item.stash[RECORD_KEY] = TestRecord(item.nodeid)
+    return record
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if MARKERS_KEY not in item.stash:
+        # markers added after collection (item.add_marker in a conftest hook)
+        try:
+            item.stash[MARKERS_KEY] = parse_item_markers(item)
+        except MarkerArgumentError as exc:
+            pytest.fail(f"{item.nodeid}: {exc}", pytrace=False)
+    if _uses_plugin(item):
+        set_current_record(_record(item))
+    if "torch" in sys.modules:
+        # Cache counters are read only where torch is already loaded: a test that
+        # compiled something gets its cache deltas reported, and nothing imports torch.
+        from .counters import counter_snapshot
+
+        item.stash[CACHE_SNAPSHOT_KEY] = counter_snapshot()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    marker = item.stash.get(MARKERS_KEY, {}).get("max_recompiles")
+    if marker is None:
+        return (yield)
+    from .recompiles import watch_recompiles
+
+    watch = item.stash.get(RECOMPILE_WATCH_KEY, None)
+    own = watch is None
+    if own:
+        watch = watch_recompiles()
+        watch.__enter__()
+    try:
+        result = yield
+    finally:
+        if own:
+            watch.__exit__(None, None, None)
+            _record(item).set("recompiles", watch.result())
+    try:
+        watch.assert_at_most(marker.n, context=f"@pytest.mark.max_recompiles({marker.n})")
+    except InvariantViolation as exc:
+        pytest.fail(str(exc), pytrace=False)
+    return result
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    marker = pyfuncitem.stash.get(MARKERS_KEY, {}).get("compile_cache")
+    if marker is None:
+        return None
+    from .caches import run_marked_test
+
+    state = pyfuncitem.config.stash[STATE_KEY]
+    try:
+        run_marked_test(pyfuncitem, marker, state.cache_root(), _record(pyfuncitem))
+    except InvariantViolation as exc:
+        pytest.fail(str(exc), pytrace=False)
+    return True
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    report = yield
+    record = item.stash.get(RECORD_KEY, None)
+    if call.when == "teardown":
+        _finish_record(item, record)
+        return report
+    if record is None:
+        return report
+    record.duration_s += report.duration
+    if hasattr(report, "wasxfail"):
+        record.outcome = "xfailed" if report.skipped else "xpassed"
+    elif report.failed:
+        record.outcome = "failed" if call.when == "call" else "error"
+    elif report.skipped:
+        record.outcome = "skipped"
+    elif call.when == "call" and record.outcome is None:
+        record.outcome = "passed"
+    return report
+
+
+def _finish_record(item: pytest.Item, record: TestRecord | None) -> None:
+    set_current_record(None)
+    snapshot = item.stash.get(CACHE_SNAPSHOT_KEY, None)
+    if snapshot is not None or "torch" in sys.modules:
+        from .counters import counter_delta, counter_snapshot
+
+        if snapshot is None:
+            # torch was first imported by this test: every counter started at zero
+            snapshot = counter_snapshot(empty=True)
+        delta = counter_delta(snapshot)
+        if delta is not None:
+            record = record or _record(item)
+            if record.get("caches") is None:
+                record.set("caches", delta)
+    if record is None:
+        return
+    state = item.config.stash[STATE_KEY]
+    state.records[item.nodeid] = record.to_json()
+
+
+# ----------------------------------------------------------------------------
+# fixtures
+# ----------------------------------------------------------------------------
+
+
+def _capture_defaults(request: pytest.FixtureRequest) -> dict[str, Any]:
+    state = request.config.stash[STATE_KEY]
+    marker = request.node.stash.get(MARKERS_KEY, {}).get("cudagraph")
+    sizes = (marker.capture_sizes if marker else None) or state.options.capture_sizes
+    rtol = marker.rtol if marker and marker.rtol is not None else state.options.rtol
+    atol = marker.atol if marker and marker.atol is not None else state.options.atol
+    return {"sizes": sizes, "rtol": rtol, "atol": atol}
+
+
+@pytest.fixture
+def cudagraphs(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """Capture a function per batch size in one shared pool and check replay, pointers and pool size.
+
+    ``cudagraphs.capture(fn, make_inputs, sizes=None, ...)`` returns a GraphSet;
+    defaults come from the test's ``cudagraph`` marker and the ini options.
+    Skips when no CUDA device is visible.
+    """
+    from .capture import CudagraphsFixture
+
+    handle = CudagraphsFixture(record=_record(request.node), **_capture_defaults(request))
+    try:
+        yield handle
+    finally:
+        handle.close()
+
+
+@pytest.fixture
+def recompiles(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """Watch Dynamo for the whole test: ``.count``, ``.reasons``, ``.by_function``, ``.assert_at_most(n)``."""
+    from .recompiles import watch_recompiles
+
+    with watch_recompiles() as watch:
+        request.node.stash[RECOMPILE_WATCH_KEY] = watch
+        try:
+            yield watch
+        finally:
+            del request.node.stash[RECOMPILE_WATCH_KEY]
+    _record(request.node).set("recompiles", watch.result())
+
+
+@pytest.fixture
+def compile_cache(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """An isolated compile-cache directory with per-layer counter deltas and ``.cold_warm()``."""
+    from .caches import cache_probe
+
+    state = request.config.stash[STATE_KEY]
+    with cache_probe(root=state.cache_root(), name=request.node.name) as probe:
+        yield probe
+    record = _record(request.node)
+    if record.get("caches") is None:
+        record.set("caches", probe.result())
+
+
+@pytest.fixture
+def piecewise(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """``piecewise(module, splitting_ops, capture_sizes=None, ...)``: split at splitting ops, capture the rest."""
+    from .piecewise import PiecewiseFixture
+
+    handle = PiecewiseFixture(record=_record(request.node), **_capture_defaults(request))
+    try:
+        yield handle
+    finally:
+        handle.close()
+
+
+# ----------------------------------------------------------------------------
+# end of the run: report, baseline, summary
+# ----------------------------------------------------------------------------
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    state = config.stash.get(STATE_KEY, None)
+    if state is None or getattr(config, "workerinput", None) is not None:
+        return  # workers hand their records to the controller (_WorkerOutput)
+    if state.options.report_path is not None:
+        from .environment import collect_environment
+        from .report import build_report, write_report
+
+        env = collect_environment(state.rootdir)
+        config.hook.pytest_cudagraph_update_env(config=config, env=env)
+        write_report(state.options.report_path, build_report(env, state.records))
+    if state.baseline is not None:
+        from .compare import compare_reports
+        from .environment import collect_environment
+        from .report import build_report
+
+        new = build_report(collect_environment(state.rootdir), state.records)
+        comparison = compare_reports(state.baseline, new)
+        state.baseline_comparison = comparison
+        if comparison.regressed and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    state = config.stash.get(STATE_KEY, None)
+    if state is None or not state.records and state.options.report_path is None:
+        return
+    from .summary import terminal_summary_lines
+
+    lines = terminal_summary_lines(state.records, state.options.report_path)
+    comparison = getattr(state, "baseline_comparison", None)
+    if comparison is not None:
+        lines += ["", f"compared with baseline {state.options.baseline_path}:"]
+        lines += comparison.format_text().splitlines()
+    if lines:
+        terminalreporter.write_sep("=", "cudagraph")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hooks
+
+    pluginmanager.add_hookspecs(hooks)
+
+
+# ----------------------------------------------------------------------------
+# xdist: one cache root for all workers, records back to the controller
+# ----------------------------------------------------------------------------
+
+
+class _ControllerInput:
+    def __init__(self, state: RunState):
+        self.state = state
+
+    def pytest_configure_node(self, node: Any) -> None:
+        if self.state.options.cache_dir is None:
+            root = self.state.default_root_path()
+        else:
+            root = self.state.options.cache_dir
+        node.workerinput[WORKER_ROOT] = str(root)
+
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        payload = getattr(node, "workeroutput", {}).get(WORKER_RECORDS)
+        if payload:
+            for nodeid, record in json.loads(payload).items():
+                self.state.records[nodeid] = record
+
+
+class _WorkerOutput:
+    def __init__(self, state: RunState):
+        self.state = state
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        session.config.workeroutput[WORKER_RECORDS] = json.dumps(self.state.records, default=str)

@@ -1,0 +1,105 @@
+"""One test's record: what the plugin measured while the test ran.
+
+Fixtures, markers and the plain API add frozen result objects (anything with a
+``to_json()``) to the record of the test that is running; ``to_json()`` builds the
+report's per-test entry from them.  The record of the running test is reachable
+without a fixture (``current_record()``), so the plain API used inside a
+``@hypothesis.given`` body still reports into its test.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class JsonResult(Protocol):
+    def to_json(self) -> dict[str, Any]: ...
+
+
+class TestRecord:
+    """Accumulates one test's results; sections follow the report schema."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, nodeid: str):
+        self.nodeid = nodeid
+        self.outcome: str | None = None
+        self.duration_s: float = 0.0
+        self._single: dict[str, JsonResult] = {}
+        self._graph_sets: list[JsonResult] = []
+        self._piecewise: list[JsonResult] = []
+        self._extra: dict[str, Any] = {}
+
+    # -- adding results -------------------------------------------------
+    def set(self, section: str, result: JsonResult) -> None:
+        """Set a section that a test has once (``recompiles``, ``caches``, ``reduce_overhead``)."""
+        self._single[section] = result
+
+    def get(self, section: str) -> JsonResult | None:
+        return self._single.get(section)
+
+    def add_graph_set(self, result: JsonResult) -> None:
+        self._graph_sets.append(result)
+
+    def add_piecewise(self, result: JsonResult) -> None:
+        self._piecewise.append(result)
+
+    def note(self, key: str, value: Any) -> None:
+        """A free-form JSON value under ``extra`` (e.g. the compile_cache marker's passes)."""
+        self._extra[key] = value
+
+    @property
+    def graph_sets(self) -> list[JsonResult]:
+        return list(self._graph_sets)
+
+    # -- building the report entry ----------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"outcome": self.outcome or "unknown", "duration_s": round(self.duration_s, 4)}
+        for section, result in self._single.items():
+            out[section] = result.to_json()
+        if self._graph_sets:
+            out["graphs"] = merge_graph_sets([g.to_json() for g in self._graph_sets])
+        if self._piecewise:
+            pieces = [p.to_json() for p in self._piecewise]
+            out["piecewise"] = pieces[0] if len(pieces) == 1 else {"sets": pieces}
+        if self._extra:
+            out["extra"] = dict(self._extra)
+        return out
+
+
+def _max_or_none(values: list[Any]) -> Any:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def merge_graph_sets(sets: list[dict[str, Any]]) -> dict[str, Any]:
+    """The test's ``graphs`` entry for several GraphSets (DESIGN.md, "Several GraphSets").
+
+    ``captured`` and ``capture_s`` add up, ``sizes`` is the union, the byte figures
+    and the numerics error take the maximum, and each set's own record is kept.
+    """
+    if len(sets) == 1:
+        return dict(sets[0])
+    return {
+        "sizes": sorted({s for g in sets for s in g.get("sizes", [])}),
+        "captured": sum(int(g.get("captured", 0)) for g in sets),
+        "pool_bytes": _max_or_none([g.get("pool_bytes") for g in sets]),
+        "largest_graph_bytes": _max_or_none([g.get("largest_graph_bytes") for g in sets]),
+        "max_abs_err": _max_or_none([g.get("max_abs_err") for g in sets]),
+        "capture_s": round(sum(float(g.get("capture_s") or 0.0) for g in sets), 6),
+        "sets": sets,
+    }
+
+
+# The record of the test that is running in this process, set by the plugin
+# around each test; None outside tests (plain API used from a script).
+_current: TestRecord | None = None
+
+
+def current_record() -> TestRecord | None:
+    return _current
+
+
+def set_current_record(record: TestRecord | None) -> None:
+    global _current
+    _current = record

@@ -1,0 +1,145 @@
+"""The state of one pytest run, kept on ``config.stash``.
+
+One object holds the validated options, the cache root (created on first use),
+and the per-test records that end up in the report.  Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .cacheroot import CacheRoot, ensure_private_dir
+from .errors import UsageProblem
+from .markers import MarkerArgumentError, parse_capture_sizes
+
+# ini option values are strings: "1 2 4 8" or "1,2,4,8"
+_SIZE_SEPARATORS = re.compile(r"[,\s]+")
+
+
+@dataclass(frozen=True)
+class Options:
+    """The plugin's command-line and ini options, validated."""
+
+    enabled: bool = False
+    require_gpu: bool = False
+    report_path: Path | None = None
+    baseline_path: Path | None = None
+    cache_dir: Path | None = None
+    capture_sizes: tuple[int, ...] | None = None
+    rtol: float | None = None
+    atol: float | None = None
+
+    @property
+    def any_given(self) -> bool:
+        return bool(self.enabled or self.report_path or self.baseline_path or self.cache_dir)
+
+
+def _ini_float(config: Any, name: str) -> float | None:
+    raw = str(config.getini(name) or "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise UsageProblem(f"ini option {name} = {raw!r} is not a non-negative number; set it to a float such as 1e-5")
+    return value
+
+
+def _ini_sizes(config: Any) -> tuple[int, ...] | None:
+    raw = str(config.getini("cudagraph_capture_sizes") or "").strip()
+    if not raw:
+        return None
+    parts = [p for p in _SIZE_SEPARATORS.split(raw) if p]
+    values: list[Any] = []
+    for part in parts:
+        try:
+            values.append(int(part))
+        except ValueError:
+            values.append(part)
+    try:
+        return parse_capture_sizes(values, "ini option cudagraph_capture_sizes")
+    except MarkerArgumentError as exc:
+        raise UsageProblem(str(exc)) from None
+
+
+def read_options(config: Any) -> Options:
+    require_gpu = bool(config.getoption("cudagraph_require_gpu"))
+    report = config.getoption("cudagraph_report")
+    baseline = config.getoption("cudagraph_baseline")
+    cache_dir = config.getoption("cudagraph_cache_dir")
+    return Options(
+        enabled=bool(config.getoption("cudagraph")) or require_gpu,
+        require_gpu=require_gpu,
+        report_path=Path(report).expanduser().absolute() if report else None,
+        baseline_path=Path(baseline).expanduser() if baseline else None,
+        cache_dir=Path(cache_dir).expanduser().absolute() if cache_dir else None,
+        capture_sizes=_ini_sizes(config),
+        rtol=_ini_float(config, "cudagraph_rtol"),
+        atol=_ini_float(config, "cudagraph_atol"),
+    )
+
+
+@dataclass
+class RunState:
+    """Everything the plugin keeps for one run (one per process under xdist)."""
+
+    options: Options
+    rootdir: Path
+    # set by the xdist controller for its workers, so that all share one default root
+    shared_root_hint: Path | None = None
+    basetemp_factory: Any = None
+    baseline: dict[str, Any] | None = None
+    records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    uses_plugin: bool = False
+    saved_environ: dict[str, str | None] = field(default_factory=dict)
+    # set at the end of a run with --cudagraph-baseline (a compare.Comparison)
+    baseline_comparison: Any = None
+    _cache_root: CacheRoot | None = None
+
+    def cache_root(self) -> CacheRoot:
+        """The run's cache root, created (0700) on first use."""
+        if self._cache_root is None:
+            if self.options.cache_dir is not None:
+                path = ensure_private_dir(self.options.cache_dir, "--cudagraph-cache-dir")
+                self._cache_root = CacheRoot(path, persistent=True)
+            else:
+                path = self.shared_root_hint or self.default_root_path()
+                self._cache_root = CacheRoot(ensure_private_dir(path, "cache root"), persistent=False)
+        return self._cache_root
+
+    @property
+    def cache_root_if_created(self) -> CacheRoot | None:
+        return self._cache_root
+
+    def default_root_path(self) -> Path:
+        """A fresh directory for this run under pytest's base temp directory."""
+        if self.basetemp_factory is not None:
+            try:
+                return Path(self.basetemp_factory.getbasetemp()) / "cudagraph-cache"
+            except Exception:  # basetemp unusable (read-only tmp): fall back below
+                pass
+        return Path(tempfile.mkdtemp(prefix="pytest-cudagraph-"))
+
+    def apply_run_cache_environment(self) -> None:
+        """With --cudagraph-cache-dir, point the whole run's compile caches into the root."""
+        root = self.cache_root()
+        ensure_private_dir(root.inductor_dir, "Inductor cache directory")
+        ensure_private_dir(root.triton_dir, "Triton cache directory")
+        for name, value in root.run_cache_environment().items():
+            self.saved_environ.setdefault(name, os.environ.get(name))
+            os.environ[name] = value
+
+    def restore_environment(self) -> None:
+        for name, value in self.saved_environ.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        self.saved_environ.clear()
