@@ -184,3 +184,97 @@ def accelerator_error_types() -> tuple[type[BaseException], ...]:
 
     accel = getattr(torch, "AcceleratorError", None)
     return (accel, RuntimeError) if isinstance(accel, type) else (RuntimeError,)
+
+
+# --------------------------------------------------------------------------
+# Dynamo: recompile watching (recompiles.py)
+# --------------------------------------------------------------------------
+
+# Artifact names of Dynamo's "Recompiling function ..." log, and the loggers that
+# carry it: "recompiles_verbose" takes over from "recompiles" when the user enabled
+# it (2.4+ both).  The loggers are named "<module>.__<artifact>".
+RECOMPILE_LOG_ARTIFACTS = ("recompiles", "recompiles_verbose")
+
+
+def recompile_log_names() -> tuple[str, ...]:
+    """Loggers that carry one DEBUG record per recompile (``torch._dynamo.guards``, 2.4+)."""
+    return tuple(f"torch._dynamo.guards.__{artifact}" for artifact in RECOMPILE_LOG_ARTIFACTS)
+
+
+def log_artifact_enabled(name: str) -> bool:
+    """Whether a TORCH_LOGS artifact is on; Dynamo checks this, not the logger level."""
+    from torch._logging._internal import log_state
+
+    return log_state.is_artifact_enabled(name)
+
+
+def set_log_artifact(name: str, enabled: bool) -> None:
+    """Turn one TORCH_LOGS artifact on or off without touching the rest of the logging state.
+
+    ``torch._logging.set_logs`` would replace every other TORCH_LOGS setting, so the
+    artifact set of ``torch._logging._internal.log_state`` (2.4+) is edited directly.
+    """
+    from torch._logging._internal import log_state
+
+    if enabled:
+        log_state.enable_artifact(name)
+    else:
+        log_state.artifact_names.discard(name)
+
+
+def guard_failures_table() -> Any:
+    """Dynamo's ``guard_failures``: original code object -> list of reason strings (2.4+).
+
+    Filled on every recompile whatever the logging settings, and cleared by
+    ``torch._dynamo.reset()``.  Strings carry a ``"frame/compile: "`` prefix from 2.6.
+    """
+    from torch._dynamo.utils import guard_failures
+
+    return guard_failures
+
+
+def graph_break_counter() -> Any:
+    """``counters["graph_break"]``: graph-break message -> times hit (2.4+; never reset by Dynamo)."""
+    from torch._dynamo.utils import counters
+
+    return counters["graph_break"]
+
+
+def error_on_recompile() -> contextlib.AbstractContextManager:
+    """Make the first recompile of any function raise ``torch._dynamo.exc.RecompileError`` (2.4+).
+
+    First compiles pass; the error message holds the guard-failure reasons.
+    """
+    import torch._dynamo.config as dynamo_config
+
+    return dynamo_config.patch(error_on_recompile=True)
+
+
+def fail_on_any_compile() -> contextlib.AbstractContextManager:
+    """Refuse every Dynamo compile inside the block (the warm-up is over).
+
+    ``torch.compiler.set_stance("fail_on_recompile")`` where it exists (2.6+; its
+    message carries the guard-failure reasons from 2.11); there it refuses a frame's
+    first compile too.  Before 2.6, ``error_on_recompile`` refuses recompiles only.
+    """
+    if has_fail_on_recompile_stance():
+        import torch
+
+        return torch.compiler.set_stance("fail_on_recompile")
+    return error_on_recompile()
+
+
+def recompile_refusal_types() -> tuple[type[BaseException], ...]:
+    """Exceptions that mean "Dynamo refused to recompile": RecompileError, or the stance's RuntimeError."""
+    from torch._dynamo.exc import RecompileError
+
+    return (RecompileError, RuntimeError)
+
+
+def is_recompile_refusal(exc: BaseException) -> bool:
+    """Whether ``exc`` is Dynamo refusing a (re)compile under error_on_recompile or the stance."""
+    from torch._dynamo.exc import RecompileError
+
+    if isinstance(exc, RecompileError):
+        return True
+    return isinstance(exc, RuntimeError) and "stance is 'fail_on_recompile'" in str(exc)

@@ -243,12 +243,12 @@ def _record(item: pytest.Item) -> TestRecord:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    if MARKERS_KEY not in item.stash:
-        # markers added after collection (item.add_marker in a conftest hook)
-        try:
-            item.stash[MARKERS_KEY] = parse_item_markers(item)
-        except MarkerArgumentError as exc:
-            pytest.fail(f"{item.nodeid}: {exc}", pytrace=False)
+    # Parsed again: markers added after collection (item.add_marker in a conftest
+    # hook) never went through pytest_pycollect_makeitem.
+    try:
+        item.stash[MARKERS_KEY] = parse_item_markers(item)
+    except MarkerArgumentError as exc:
+        pytest.fail(f"{item.nodeid}: {exc}", pytrace=False)
     if _uses_plugin(item):
         set_current_record(_record(item))
     if "torch" in sys.modules:

@@ -1,58 +1,168 @@
-"""The terminal summary: one compact row per test that used the plugin."""
+"""The terminal summary: one compact row per test that used the plugin, and the report's path.
+
+Example (``pytest --cudagraph --cudagraph-report=run.json``)::
+
+    test                        outcome  graphs     pool / largest       recompiles  fxgraph  aot    triton
+    tests/test_mlp.py::test_mlp passed   4 (1-8)    60.0M / 42.0M  1.43x  0           0h/1m    0h/1m  3c/0l
+    tests/test_mlp.py::test_rec failed   -          -                    2 LIMIT     -        -      -
+    1 passed, 1 failed; 4 graphs captured; 2 recompiles (1 limit hit)
+    cache columns: h hits / m misses; triton: c compiled / l loaded (s/l: bundler files saved/loaded)
+    report written to /ci/run.json
+
+Nothing here imports torch.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
+
+from .report import as_int, limit_hit_count, summarize
+
+HEADER = ["test", "outcome", "graphs", "pool / largest", "recompiles", "fxgraph", "aot", "triton"]
+
+# Beyond this many rows the table elides the middle; the report holds every test.
+DEFAULT_MAX_ROWS = 40
 
 
-def _mib(value: Any) -> str:
-    return "-" if value is None else f"{value / 2**20:.1f}M"
+def mib(value: Any) -> str:
+    """Bytes as MiB with one decimal (``62914560`` -> ``"60.0M"``); ``-`` when unknown."""
+    if value is None or isinstance(value, bool):
+        return "-"
+    try:
+        return f"{float(value) / 2**20:.1f}M"
+    except (TypeError, ValueError):
+        return str(value)
 
 
-def _layer(record: dict[str, Any], layer: str) -> str:
-    counts = (record.get("caches") or {}).get(layer)
-    if not counts:
+def _section(record: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    value = record.get(name)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _layer_cell(record: Mapping[str, Any], layer: str) -> str:
+    counts = _section(record, "caches").get(layer)
+    if not isinstance(counts, Mapping) or not counts:
         return "-"
     if layer == "triton":
-        if "compiled" in counts:
-            return f"{counts.get('compiled', 0)}c/{counts.get('loaded', 0)}l"
+        if "compiled" in counts or "loaded" in counts:
+            return f"{as_int(counts.get('compiled'))}c/{as_int(counts.get('loaded'))}l"
+        if "bundler_saved_files" in counts or "bundler_loaded_files" in counts:
+            return f"{as_int(counts.get('bundler_saved_files'))}s/{as_int(counts.get('bundler_loaded_files'))}l"
         return "-"
-    return f"{counts.get('hit', 0)}h/{counts.get('miss', 0)}m"
+    cell = f"{as_int(counts.get('hit'))}h/{as_int(counts.get('miss'))}m"
+    if as_int(counts.get("bypass")):
+        cell += f"/{as_int(counts.get('bypass'))}b"
+    return cell
 
 
-def _row(nodeid: str, record: dict[str, Any]) -> list[str]:
-    graphs = record.get("graphs") or {}
-    rec = record.get("recompiles") or {}
-    sizes = graphs.get("sizes") or []
-    graph_text = f"{graphs.get('captured', 0)} ({len(sizes)} sizes)" if graphs else "-"
-    pool = f"{_mib(graphs.get('pool_bytes'))}/{_mib(graphs.get('largest_graph_bytes'))}" if graphs else "-"
-    limit_hits = rec.get("limit_hits") or []
-    recompiles = "-" if not rec else f"{rec.get('count', 0)}" + (" LIMIT" if limit_hits else "")
+def _sizes_text(sizes: Any) -> str:
+    if not isinstance(sizes, (list, tuple)) or not sizes:
+        return ""
+    numbers = sorted(as_int(s) for s in sizes)
+    if len(numbers) <= 3:
+        return ",".join(map(str, numbers))
+    return f"{numbers[0]}-{numbers[-1]}"
+
+
+def _graphs_cells(record: Mapping[str, Any]) -> tuple[str, str]:
+    graphs = _section(record, "graphs")
+    piecewise = _section(record, "piecewise")
+    if not graphs and not piecewise:
+        return "-", "-"
+    if graphs:
+        sizes = _sizes_text(graphs.get("sizes"))
+        graph_text = f"{as_int(graphs.get('captured'))}" + (f" ({sizes})" if sizes else "")
+    else:
+        graph_text = f"{as_int(piecewise.get('graphs_captured'))} pw/{as_int(piecewise.get('pieces'))}p"
+    pool, largest = graphs.get("pool_bytes"), graphs.get("largest_graph_bytes")
+    if pool is None and largest is None:
+        return graph_text, "-"
+    pool_text = f"{mib(pool)} / {mib(largest)}"
+    try:
+        ratio = float(pool) / float(largest)
+    except (TypeError, ValueError, ZeroDivisionError):
+        return graph_text, pool_text
+    # a shared pool should cost about the largest graph alone: a ratio well above 1 is the smell
+    return graph_text, f"{pool_text}  {ratio:.2f}x"
+
+
+def _recompiles_cell(record: Mapping[str, Any]) -> str:
+    rec = _section(record, "recompiles")
+    if not rec:
+        return "-"
+    text = str(as_int(rec.get("count")))
+    if limit_hit_count(rec):
+        text += " LIMIT"
+    breaks = rec.get("graph_breaks")
+    if isinstance(breaks, Mapping) and as_int(breaks.get("count")):
+        text += f" +{as_int(breaks.get('count'))}brk"
+    return text
+
+
+def summary_row(nodeid: str, record: Mapping[str, Any]) -> list[str]:
+    graphs, pool = _graphs_cells(record)
     return [
         nodeid,
-        record.get("outcome", "?"),
-        graph_text,
+        str(record.get("outcome", "?")),
+        graphs,
         pool,
-        recompiles,
-        _layer(record, "fxgraph"),
-        _layer(record, "aot_autograd"),
-        _layer(record, "triton"),
+        _recompiles_cell(record),
+        _layer_cell(record, "fxgraph"),
+        _layer_cell(record, "aot_autograd"),
+        _layer_cell(record, "triton"),
     ]
 
 
-HEADER = ["test", "outcome", "graphs", "pool/largest", "recompiles", "fxgraph", "aot", "triton"]
-
-
 def format_table(rows: list[list[str]]) -> list[str]:
+    """Left-aligned columns separated by two spaces; the first row is the header."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
 
 
-def terminal_summary_lines(records: dict[str, dict[str, Any]], report_path: Path | None) -> list[str]:
+def totals_line(records: Mapping[str, Mapping[str, Any]]) -> str:
+    totals = summarize(records)
+    outcomes = ", ".join(f"{n} {outcome}" for outcome, n in totals["outcomes"].items())
+    parts = [outcomes or "no tests", f"{totals['graphs_captured']} graphs captured"]
+    recompiles = f"{totals['recompiles']} recompiles"
+    if totals["recompile_limit_hits"]:
+        recompiles += f" ({totals['recompile_limit_hits']} recompile-limit hits)"
+    parts.append(recompiles)
+    return "; ".join(parts)
+
+
+def terminal_summary_lines(
+    records: Mapping[str, Mapping[str, Any]],
+    report_path: Path | None,
+    *,
+    max_rows: int | None = DEFAULT_MAX_ROWS,
+    report_error: str | None = None,
+) -> list[str]:
+    """The lines of the ``cudagraph`` section of pytest's terminal summary.
+
+    One row per recorded test (failed tests and tests that hit the recompile limit
+    first, so an elided table never hides them), a totals line, a legend, and where
+    the report went (or why it could not be written).
+    """
     lines: list[str] = []
     if records:
-        lines += format_table([HEADER] + [_row(n, r) for n, r in sorted(records.items())])
-    if report_path is not None:
+        ordered = sorted(records.items(), key=lambda item: (not _needs_attention(item[1]), item[0]))
+        rows = [summary_row(nodeid, record) for nodeid, record in ordered]
+        hidden = 0
+        if max_rows is not None and len(rows) > max_rows:
+            hidden = len(rows) - max_rows
+            rows = rows[:max_rows]
+        lines += format_table([HEADER] + rows)
+        if hidden:
+            lines.append(f"... {hidden} more tests (use -v for all of them, or see the report)")
+        lines.append(totals_line(records))
+        lines.append("cache columns: h hits / m misses / b bypasses; triton: c compiled / l loaded (s/l: bundler files)")
+    if report_error is not None:
+        lines.append(report_error)
+    elif report_path is not None:
         lines.append(f"report written to {report_path}")
     return lines
+
+
+def _needs_attention(record: Mapping[str, Any]) -> bool:
+    return record.get("outcome") in ("failed", "error") or bool(limit_hit_count(_section(record, "recompiles")))

@@ -1,0 +1,71 @@
+"""Marker argument parsing: the library part behind the collection errors."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_cudagraph.markers import (
+    CompileCacheMarker,
+    MarkerArgumentError,
+    parse_capture_sizes,
+    parse_compile_cache,
+    parse_cudagraph,
+    parse_max_recompiles,
+)
+
+
+@given(st.lists(st.integers(min_value=1, max_value=4096), min_size=1, max_size=60))
+def test_valid_capture_sizes_come_back_sorted_and_unique(sizes):
+    parsed = parse_capture_sizes(sizes, "capture_sizes")
+    assert list(parsed) == sorted(set(sizes))
+
+
+@given(
+    st.lists(st.integers(min_value=1, max_value=512), max_size=10),
+    st.one_of(st.integers(max_value=0), st.floats(allow_nan=True), st.text(max_size=3), st.booleans(), st.none()),
+    st.integers(min_value=0, max_value=10),
+)
+def test_any_invalid_size_is_rejected_and_named(good, bad, position):
+    sizes = list(good)
+    sizes.insert(min(position, len(sizes)), bad)
+    with pytest.raises(MarkerArgumentError) as info:
+        parse_capture_sizes(sizes, "capture_sizes")
+    assert repr(bad) in str(info.value)
+    assert "positive integer" in str(info.value)
+
+
+def test_cudagraph_accepts_positional_sizes_and_tolerances():
+    marker = parse_cudagraph(([8, 1, 4],), {"rtol": 1e-3, "atol": 0})
+    assert marker.capture_sizes == (1, 4, 8)
+    assert (marker.rtol, marker.atol) == (1e-3, 0.0)
+    assert parse_cudagraph((), {}).capture_sizes is None
+
+
+@pytest.mark.parametrize("n", [0, 1, 7])
+def test_max_recompiles_accepts_non_negative_ints(n):
+    assert parse_max_recompiles((n,), {}).n == n
+    assert parse_max_recompiles((), {"n": n}).n == n
+
+
+def test_max_recompiles_defaults_to_zero():
+    assert parse_max_recompiles((), {}).n == 0
+
+
+@pytest.mark.parametrize("n", [-1, 1.0, "1", None, True])
+def test_max_recompiles_rejects(n):
+    with pytest.raises(MarkerArgumentError, match="is not a non-negative integer"):
+        parse_max_recompiles((n,), {})
+
+
+def test_max_recompiles_rejects_extra_arguments():
+    with pytest.raises(MarkerArgumentError, match="too many positional arguments"):
+        parse_max_recompiles((1, 2), {})
+
+
+def test_compile_cache_modes():
+    assert parse_compile_cache((), {}) == CompileCacheMarker(mode="inprocess")
+    assert parse_compile_cache(("subprocess",), {}).mode == "subprocess"
+    assert parse_compile_cache((), {"rtol": 1e-6}).bitwise is False
+    assert parse_compile_cache((), {}).bitwise is True
+    with pytest.raises(MarkerArgumentError, match="use mode='inprocess' or mode='subprocess'"):
+        parse_compile_cache(("cold",), {})
