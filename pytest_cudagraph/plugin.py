@@ -280,8 +280,12 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     try:
         watch.assert_at_most(marker.n, context=f"@pytest.mark.max_recompiles({marker.n})")
     except InvariantViolation as exc:
-        pytest.fail(str(exc), pytrace=False)
-    return result
+        failure = str(exc)
+    else:
+        return result
+    # Failed outside the except block: pytest would print the InvariantViolation
+    # again as the "During handling ..." context.
+    pytest.fail(failure, pytrace=False)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -420,20 +424,31 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = config.stash.get(STATE_KEY, None)
     if state is None or getattr(config, "workerinput", None) is not None:
         return  # workers hand their records to the controller (_WorkerOutput)
-    if state.options.report_path is not None:
-        from .environment import collect_environment
-        from .report import build_report, write_report
+    options = state.options
+    if options.report_path is None and state.baseline is None:
+        return
+    from .environment import collect_environment
+    from .report import build_report, write_report
 
-        env = collect_environment(state.rootdir)
-        config.hook.pytest_cudagraph_update_env(config=config, env=env)
-        write_report(state.options.report_path, build_report(env, state.records))
+    env = collect_environment(state.rootdir)
+    config.hook.pytest_cudagraph_update_env(config=config, env=env)
+    report = build_report(env, state.records, exitstatus=int(exitstatus))
+    if options.report_path is not None:
+        try:
+            write_report(options.report_path, report)
+        except (OSError, TypeError, ValueError) as exc:
+            # checked writable at start; a full disk or a vanished directory can still happen
+            reason = getattr(exc, "strerror", None) or str(exc)
+            state.report_error = (
+                f"cudagraph: the report was NOT written to {options.report_path} ({reason}); "
+                f"free space or give another --cudagraph-report path"
+            )
+            if session.exitstatus == 0:
+                session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
     if state.baseline is not None:
         from .compare import compare_reports
-        from .environment import collect_environment
-        from .report import build_report
 
-        new = build_report(collect_environment(state.rootdir), state.records)
-        comparison = compare_reports(state.baseline, new)
+        comparison = compare_reports(state.baseline, report)
         state.baseline_comparison = comparison
         if comparison.regressed and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -441,19 +456,27 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     state = config.stash.get(STATE_KEY, None)
-    if state is None or not state.records and state.options.report_path is None:
+    if state is None or getattr(config, "workerinput", None) is not None:
+        return
+    comparison = state.baseline_comparison
+    report_error = getattr(state, "report_error", None)
+    if not state.records and state.options.report_path is None and comparison is None:
         return
     from .summary import terminal_summary_lines
 
-    lines = terminal_summary_lines(state.records, state.options.report_path)
-    comparison = getattr(state, "baseline_comparison", None)
+    lines = terminal_summary_lines(
+        state.records,
+        state.options.report_path,
+        max_rows=None if config.get_verbosity() > 0 else 40,
+        report_error=report_error,
+    )
     if comparison is not None:
         lines += ["", f"compared with baseline {state.options.baseline_path}:"]
         lines += comparison.format_text().splitlines()
-    if lines:
-        terminalreporter.write_sep("=", "cudagraph")
-        for line in lines:
-            terminalreporter.write_line(line)
+    terminalreporter.write_sep("=", "cudagraph")
+    for line in lines:
+        red = line.startswith("REGRESSION") or line == report_error
+        terminalreporter.write_line(line, red=red, bold=red)
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -468,6 +491,8 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 
 class _ControllerInput:
+    """On the xdist controller: give workers the shared cache root, collect their records."""
+
     def __init__(self, state: RunState):
         self.state = state
 
@@ -479,16 +504,21 @@ class _ControllerInput:
         node.workerinput[WORKER_ROOT] = str(root)
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        payload = getattr(node, "workeroutput", {}).get(WORKER_RECORDS)
-        if payload:
-            for nodeid, record in json.loads(payload).items():
-                self.state.records[nodeid] = record
+        # A worker that crashed sends no workeroutput; its tests are reported by
+        # xdist as crashed and have no record here.
+        from .report import merge_worker_records
+
+        merge_worker_records(self.state.records, getattr(node, "workeroutput", {}).get(WORKER_RECORDS))
 
 
 class _WorkerOutput:
+    """On an xdist worker: send this worker's records to the controller when the session ends."""
+
     def __init__(self, state: RunState):
         self.state = state
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        session.config.workeroutput[WORKER_RECORDS] = json.dumps(self.state.records, default=str)
+        from .report import encode_worker_records
+
+        session.config.workeroutput[WORKER_RECORDS] = encode_worker_records(self.state.records)

@@ -1,0 +1,620 @@
+"""Watch Dynamo for recompiles, with every guard-failure reason verbatim.
+
+A recompile is a compile of a code object that Dynamo has compiled before: one of
+its guards failed (a new shape or dtype, a changed Python scalar, global, closure
+value, module attribute, or grad mode), so Dynamo traced it again.  Each one costs
+a full compile, and past ``config.recompile_limit`` Dynamo gives up and runs the
+function eagerly, *silently*: only a WARNING on ``torch._dynamo.convert_frame``
+shows it.  :func:`watch_recompiles` counts both, per function.
+
+How it listens (and why it survives ``torch._dynamo.reset()`` in the test body):
+
+* Dynamo logs one "Recompiling function ..." record per recompile on the
+  ``recompiles`` artifact logger, synchronously, right after it appended that
+  recompile's reasons to ``torch._dynamo.utils.guard_failures``.  The watch turns
+  on just that artifact (never ``torch._logging.set_logs``, which would replace
+  the user's TORCH_LOGS), silences its echo unless the user asked for it, and
+  reads the new reasons at each record.  ``reset()`` clears ``guard_failures`` but
+  not the logging state, and nothing is read only at the end.
+* A handler on ``torch._dynamo.convert_frame`` catches the recompile-limit WARNING;
+  the recompile attempt it follows is booked as a limit hit, not as a recompile
+  (nothing was compiled: Dynamo ran the function eagerly).
+* Graph breaks are a separate figure: the delta of ``counters["graph_break"]``.
+
+Everything the watch changes (artifact set, logger levels, propagation, handlers,
+``error_on_recompile``, the compile stance) is restored when it exits.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import textwrap
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from . import _compat as compat
+from .errors import InvariantViolation
+from .record import current_record
+
+__all__ = [
+    "watch_recompiles",
+    "RecompileWatch",
+    "RecompileStats",
+    "FunctionRecompiles",
+    "GraphBreaks",
+]
+
+_RECOMPILE_HEAD = re.compile(r"Recompiling function (?P<name>.+?) in (?P<file>.+):(?P<line>\d+)\s*\n")
+_LIMIT_HIT = re.compile(r"hit config\.(?P<limit>\w+) \((?P<value>\d+)\)")
+_LIMIT_FUNCTION = re.compile(r"function: '(?P<name>.+?)' \((?P<file>.+):(?P<line>\d+)\)")
+_LIMIT_REASON = re.compile(r"last reason: (?P<reason>.*?)(?:\nTo log all recompilation reasons|\Z)", re.S)
+
+
+def function_label(name: str, filename: str, line: int | str) -> str:
+    """``"name (file:line)"``, the file relative to the working directory when inside it.
+
+    Relative paths keep report keys equal between checkouts in different places.
+    """
+    try:
+        rel = os.path.relpath(filename)
+        if not rel.startswith(".."):
+            filename = rel
+    except ValueError:  # another drive on Windows
+        pass
+    return f"{name} ({filename}:{line})"
+
+
+# ----------------------------------------------------------------------------
+# results
+# ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FunctionRecompiles:
+    """One compiled function's recompiles: ``count``, its ``reasons`` in order, its ``limit_hits``."""
+
+    count: int = 0
+    reasons: tuple[str, ...] = ()
+    limit_hits: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"count": self.count, "reasons": list(self.reasons), "limit_hits": list(self.limit_hits)}
+
+
+@dataclass(frozen=True)
+class GraphBreaks:
+    """Graph breaks seen while watching: ``count`` and ``by_reason`` (message -> times).
+
+    Kept apart from recompiles: a graph break splits one compile into several
+    graphs, it does not make Dynamo compile again.
+    """
+
+    count: int = 0
+    by_reason: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def reasons(self) -> list[str]:
+        return list(self.by_reason)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"count": self.count, "reasons": self.reasons}
+
+
+@dataclass(frozen=True)
+class RecompileStats:
+    """What a :class:`RecompileWatch` saw; the report's ``recompiles`` section."""
+
+    count: int = 0
+    reasons: tuple[str, ...] = ()
+    limit_hits: tuple[str, ...] = ()
+    by_function: Mapping[str, FunctionRecompiles] = field(default_factory=dict)
+    graph_breaks: GraphBreaks = field(default_factory=GraphBreaks)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "count": self.count,
+            "reasons": list(self.reasons),
+            "limit_hits": list(self.limit_hits),
+            "by_function": {name: fn.to_json() for name, fn in self.by_function.items()},
+            "graph_breaks": self.graph_breaks.to_json(),
+        }
+
+    def merged(self, other: RecompileStats) -> RecompileStats:
+        """Both watches' figures added up (several plain watches in one test, e.g. hypothesis examples)."""
+        by_function = dict(self.by_function)
+        for name, fn in other.by_function.items():
+            mine = by_function.get(name, FunctionRecompiles())
+            by_function[name] = FunctionRecompiles(
+                mine.count + fn.count, mine.reasons + fn.reasons, mine.limit_hits + fn.limit_hits
+            )
+        breaks = Counter(self.graph_breaks.by_reason)
+        breaks.update(other.graph_breaks.by_reason)
+        return RecompileStats(
+            count=self.count + other.count,
+            reasons=self.reasons + other.reasons,
+            limit_hits=self.limit_hits + other.limit_hits,
+            by_function=by_function,
+            graph_breaks=GraphBreaks(self.graph_breaks.count + other.graph_breaks.count, dict(breaks)),
+        )
+
+
+@dataclass
+class _Event:
+    """One recompile attempt as Dynamo logged it."""
+
+    function: str
+    reasons: list[str]
+    limit_hit: str | None = None  # the readable description once the limit WARNING named it
+
+
+# ----------------------------------------------------------------------------
+# the watch
+# ----------------------------------------------------------------------------
+
+
+class _Listener(logging.Handler):
+    def __init__(self, watch: RecompileWatch):
+        super().__init__(level=logging.DEBUG)
+        self.watch = watch
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+        except Exception:  # a broken record must never break the user's compile
+            return
+        if record.name.startswith("torch._dynamo.guards"):
+            self.watch._on_recompile(message)
+        elif record.levelno >= logging.WARNING and _LIMIT_HIT.search(message):
+            self.watch._on_limit_hit(message)
+
+
+class RecompileWatch:
+    """Counts Dynamo recompiles per function, with every guard-failure reason, while active.
+
+    Invariant checked by :meth:`assert_at_most`: the code under watch recompiled at
+    most ``n`` times and never hit the recompile limit (past the limit Dynamo runs
+    the function eagerly without a word, so a hit always fails).
+
+    Attributes, live during the block and final after it:
+
+    * ``count``: recompiles (compiles of an already-compiled code object beyond its first);
+    * ``reasons``: every guard-failure reason verbatim, e.g.
+      ``"0/0: tensor 'x' size mismatch at index 0. expected 4, actual 8"``
+      (one per cached entry that failed, so a third compile brings two);
+    * ``by_function``: ``"name (file:line)"`` -> :class:`FunctionRecompiles`;
+    * ``limit_hits``: one readable line per recompile-limit hit (function, limit, last reason);
+    * ``graph_breaks``: :class:`GraphBreaks`, a separate figure.
+
+    Example::
+
+        with watch_recompiles() as w:
+            f(torch.ones(4))
+            f(torch.ones(8))      # size mismatch -> one recompile
+        assert w.count == 1
+        w.assert_at_most(1)
+
+    Strict mode (``watch_recompiles(strict=True)``): each function's first compile is
+    its warm-up; its first recompile raises :class:`InvariantViolation` from the
+    call that caused it, with the reasons.  :meth:`strict` instead ends the warm-up
+    explicitly: inside ``with w.strict():`` nothing may compile at all.
+    """
+
+    def __init__(self, *, strict: bool = False):
+        self.strict_mode = strict
+        self._events: list[_Event] = []
+        self._orphan_limit_hits: list[str] = []
+        self._active = False
+        self._restore: list[Any] = []
+        self._seen: dict[Any, tuple[list, int]] = {}
+        self._breaks_before: dict[str, int] = {}
+        self._breaks_after: dict[str, int] | None = None
+        self._listener = _Listener(self)
+
+    # -- context manager --------------------------------------------------
+    def __enter__(self) -> RecompileWatch:
+        if self._active:
+            raise RuntimeError("this RecompileWatch is already active; create a new one with watch_recompiles()")
+        import torch._dynamo  # noqa: F401  (registers the artifact loggers)
+
+        self._events.clear()
+        self._orphan_limit_hits.clear()
+        self._breaks_after = None
+        self._seen = self._guard_failure_positions()
+        self._breaks_before = dict(compat.graph_break_counter())
+        try:
+            self._listen()
+            if self.strict_mode:
+                patch = compat.error_on_recompile()
+                patch.__enter__()
+                self._restore.append(lambda: patch.__exit__(None, None, None))
+        except BaseException:
+            self._undo()
+            raise
+        self._active = True
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        __tracebackhide__ = True
+        if not self._active:
+            return False
+        self._active = False
+        try:
+            self._breaks_after = dict(compat.graph_break_counter())
+        finally:
+            self._undo()
+        self._report_to_current_test()
+        if exc is not None and self.strict_mode and compat.is_recompile_refusal(exc):
+            raise InvariantViolation(self._refusal_message(exc, "after its warm-up compile")) from None
+        return False
+
+    def _listen(self) -> None:
+        """Attach the handlers and turn on the recompile artifact, remembering how to undo it."""
+        user_asked = any(compat.log_artifact_enabled(a) for a in compat.RECOMPILE_LOG_ARTIFACTS)
+        if not user_asked:
+            # Dynamo formats the record only when the artifact is on.
+            artifact = compat.RECOMPILE_LOG_ARTIFACTS[0]
+            compat.set_log_artifact(artifact, True)
+            self._restore.append(lambda: compat.set_log_artifact(artifact, False))
+        for name in compat.recompile_log_names():
+            logger = logging.getLogger(name)
+            level, propagate = logger.level, logger.propagate
+            logger.addHandler(self._listener)
+            if not logger.isEnabledFor(logging.DEBUG):
+                logger.setLevel(logging.DEBUG)
+            if not user_asked:
+                logger.propagate = False  # the user did not ask to see it: keep it off their stderr
+
+            def restore(logger=logger, level=level, propagate=propagate) -> None:
+                logger.removeHandler(self._listener)
+                logger.setLevel(level)
+                logger.propagate = propagate
+
+            self._restore.append(restore)
+        for name in compat.recompile_limit_logger_names():
+            logger = logging.getLogger(name)
+            logger.addHandler(self._listener)
+            self._restore.append(lambda logger=logger: logger.removeHandler(self._listener))
+            if not logger.isEnabledFor(logging.WARNING):
+                # The user silenced Dynamo's warnings; we still need the limit WARNING,
+                # and keep it from their stderr.
+                level, propagate = logger.level, logger.propagate
+                logger.setLevel(logging.WARNING)
+                logger.propagate = False
+
+                def restore_level(logger=logger, level=level, propagate=propagate) -> None:
+                    logger.setLevel(level)
+                    logger.propagate = propagate
+
+                self._restore.append(restore_level)
+
+    def _undo(self) -> None:
+        errors = []
+        while self._restore:
+            undo = self._restore.pop()
+            try:
+                undo()
+            except Exception as exc:  # keep restoring the rest
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
+    def _report_to_current_test(self) -> None:
+        record = current_record()
+        if record is None:
+            return
+        previous = record.get("recompiles")
+        stats = self.result()
+        record.set("recompiles", previous.merged(stats) if isinstance(previous, RecompileStats) else stats)
+
+    # -- strict block -----------------------------------------------------
+    def strict(self) -> _StrictBlock:
+        """End the warm-up: inside ``with w.strict():`` any Dynamo compile raises InvariantViolation.
+
+        Uses ``torch.compiler.set_stance("fail_on_recompile")`` where torch has it, so a
+        function seen for the first time inside the block fails too: warm up every
+        function you call before entering.  The message names the function and
+        the guard-failure reasons (torch 2.11+ gives them to the stance).
+
+        Example::
+
+            with watch_recompiles() as w:
+                f(x)                    # warm-up compile
+                with w.strict():
+                    f(x)                # cached: fine
+                    f(x.double())       # raises InvariantViolation: dtype mismatch
+        """
+        return _StrictBlock(self)
+
+    # -- listening --------------------------------------------------------
+    def _guard_failure_positions(self) -> dict[Any, tuple[list, int]]:
+        # The list object is kept, not only its length: reset() drops the lists,
+        # and a fresh list as long as the old one must still read as new.
+        return {code: (reasons, len(reasons)) for code, reasons in list(compat.guard_failures_table().items())}
+
+    def _new_guard_failures(self) -> list[str]:
+        new: list[str] = []
+        now = self._guard_failure_positions()
+        for code, (reasons, length) in now.items():
+            before = self._seen.get(code)
+            start = before[1] if before is not None and before[0] is reasons else 0
+            new.extend(reasons[start:length])
+        self._seen = now
+        return new
+
+    def _on_recompile(self, message: str) -> None:
+        head = _RECOMPILE_HEAD.search(message)
+        function = function_label(head["name"], head["file"], head["line"]) if head else "<unknown function>"
+        reasons = self._new_guard_failures() or _reasons_from_message(message)
+        self._events.append(_Event(function, reasons))
+
+    def _on_limit_hit(self, message: str) -> None:
+        limit = _LIMIT_HIT.search(message)
+        where = _LIMIT_FUNCTION.search(message)
+        why = _LIMIT_REASON.search(message)
+        function = function_label(where["name"], where["file"], where["line"]) if where else "<unknown function>"
+        reason = why["reason"].strip() if why else "unknown"
+        text = (
+            f"{function} hit config.{limit['limit']} ({limit['value']}); Dynamo then ran it eagerly "
+            f"without compiling, silently; last reason: {reason}"
+        )
+        # Dynamo logs the reasons of this attempt just before the WARNING: that
+        # attempt compiled nothing, so it is booked as the limit hit.
+        if self._events and self._events[-1].function == function and self._events[-1].limit_hit is None:
+            self._events[-1].limit_hit = text
+        else:
+            self._orphan_limit_hits.append(text)
+
+    # -- figures ----------------------------------------------------------
+    @property
+    def count(self) -> int:
+        return sum(1 for e in self._events if e.limit_hit is None)
+
+    @property
+    def reasons(self) -> list[str]:
+        return [r for e in self._events if e.limit_hit is None for r in e.reasons]
+
+    @property
+    def limit_hits(self) -> list[str]:
+        return [e.limit_hit for e in self._events if e.limit_hit is not None] + list(self._orphan_limit_hits)
+
+    @property
+    def by_function(self) -> dict[str, FunctionRecompiles]:
+        out: dict[str, FunctionRecompiles] = {}
+        for e in self._events:
+            fn = out.get(e.function, FunctionRecompiles())
+            if e.limit_hit is None:
+                fn = FunctionRecompiles(fn.count + 1, fn.reasons + tuple(e.reasons), fn.limit_hits)
+            else:
+                fn = FunctionRecompiles(fn.count, fn.reasons, fn.limit_hits + (e.limit_hit,))
+            out[e.function] = fn
+        return out
+
+    @property
+    def graph_breaks(self) -> GraphBreaks:
+        after = self._breaks_after if self._breaks_after is not None else dict(compat.graph_break_counter())
+        by_reason = {}
+        for reason, times in after.items():
+            before = self._breaks_before.get(reason, 0)
+            # A test that cleared torch's counters restarted them from zero.
+            delta = times - before if times >= before else times
+            if delta > 0:
+                by_reason[reason] = delta
+        return GraphBreaks(sum(by_reason.values()), by_reason)
+
+    def result(self) -> RecompileStats:
+        return RecompileStats(
+            count=self.count,
+            reasons=tuple(self.reasons),
+            limit_hits=tuple(self.limit_hits),
+            by_function=self.by_function,
+            graph_breaks=self.graph_breaks,
+        )
+
+    # -- the check ----------------------------------------------------------
+    def assert_at_most(self, n: int, context: str | None = None) -> None:
+        """Fail unless at most ``n`` recompiles happened and the recompile limit was never hit.
+
+        Raises :class:`InvariantViolation` whose message is the whole report: the
+        count against ``n``, a table of function and guard-failure reason, the limit
+        hits, the graph breaks, and what to try.
+
+        Example::
+
+            with watch_recompiles() as w:
+                run_model()
+            w.assert_at_most(0)
+        """
+        __tracebackhide__ = True
+        count, hits = self.count, self.limit_hits
+        if count <= n and not hits:
+            return
+        raise InvariantViolation(self.failure_report(n, context))
+
+    def failure_report(self, n: int, context: str | None = None) -> str:
+        count, hits = self.count, self.limit_hits
+        where = f"{context}: " if context else ""
+        if count > n:
+            head = f"{where}Dynamo recompiled {count} time{'s' if count != 1 else ''}, expected at most {n}"
+        else:
+            head = f"{where}Dynamo recompiled {count} time{'s' if count != 1 else ''} (at most {n} allowed)"
+        if hits:
+            head += f", and hit the recompile limit {len(hits)} time{'s' if len(hits) != 1 else ''}"
+        lines = [head + "."]
+        by_function = self.by_function
+        if any(fn.count for fn in by_function.values()):
+            lines += ["", *_table(by_function)]
+        if hits:
+            lines += ["", "recompile limit hits (Dynamo fell back to eager silently; the limit is "
+                      f"torch._dynamo.config.{compat.recompile_limit_name()}):"]
+            lines += [f"  - {hit}" for hit in hits]
+        breaks = self.graph_breaks
+        if breaks.count:
+            lines += ["", f"graph breaks (not recompiles): {breaks.count}"]
+            lines += [f"  - {_one_line(reason)} (x{times})" for reason, times in breaks.by_reason.items()]
+        hints = _hints(self.reasons + [h for h in hits])
+        if hints:
+            lines += ["", "what to try:", *[f"  - {hint}" for hint in hints]]
+        return "\n".join(lines)
+
+    def _refusal_message(self, exc: BaseException, when: str) -> str:
+        events = [e for e in self._events if e.limit_hit is None]
+        if events:
+            last = events[-1]
+            function, reasons = last.function, last.reasons
+        else:
+            function, reasons = _function_from_refusal(str(exc)), _reasons_from_message(str(exc))
+        lines = [f"strict recompile check: {function} was compiled again {when}; Dynamo refused it."]
+        if reasons:
+            lines += ["guard failure(s):", *[f"  - {_indent_continuation(r)}" for r in reasons]]
+        else:
+            lines.append(f"torch said: {_one_line(str(exc))}")
+        hints = _hints(reasons)
+        if hints:
+            lines += ["what to try:", *[f"  - {hint}" for hint in hints]]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (
+            f"<RecompileWatch count={self.count} limit_hits={len(self.limit_hits)} "
+            f"graph_breaks={self.graph_breaks.count}{' strict' if self.strict_mode else ''}>"
+        )
+
+
+class _StrictBlock:
+    """``with watch.strict():`` -- no Dynamo compile may happen inside (see RecompileWatch.strict)."""
+
+    def __init__(self, watch: RecompileWatch):
+        self.watch = watch
+        self._stance: Any = None
+
+    def __enter__(self) -> RecompileWatch:
+        if not self.watch._active:
+            raise RuntimeError(
+                "RecompileWatch.strict() needs an active watch: use it inside `with watch_recompiles() as w:`"
+            )
+        self._stance = compat.fail_on_any_compile()
+        self._stance.__enter__()
+        return self.watch
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        __tracebackhide__ = True
+        self._stance.__exit__(None, None, None)
+        if exc is not None and compat.is_recompile_refusal(exc):
+            raise InvariantViolation(
+                self.watch._refusal_message(exc, "inside `with w.strict():`, after the warm-up")
+            ) from None
+        return False
+
+
+def watch_recompiles(*, strict: bool = False) -> RecompileWatch:
+    """Watch Dynamo recompiles inside a ``with`` block; usable in ``@hypothesis.given`` bodies.
+
+    Returns a :class:`RecompileWatch`.  With ``strict=True`` the first recompile of
+    any function raises :class:`InvariantViolation` at once (its first compile is
+    the warm-up).  Inside a test that uses the plugin, the figures are added to the
+    test's report record when the block ends.
+
+    Example::
+
+        from pytest_cudagraph import watch_recompiles
+
+        @given(batch=st.integers(1, 64))
+        def test_no_recompile(batch):
+            with watch_recompiles() as w:
+                model(torch.randn(batch, 16))
+            w.assert_at_most(1)
+    """
+    return RecompileWatch(strict=strict)
+
+
+# ----------------------------------------------------------------------------
+# formatting
+# ----------------------------------------------------------------------------
+
+
+def _one_line(text: str, width: int = 160) -> str:
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return first if len(first) <= width else first[: width - 3] + "..."
+
+
+def _indent_continuation(text: str) -> str:
+    return text.rstrip().replace("\n", "\n    ")
+
+
+def _table(by_function: Mapping[str, FunctionRecompiles]) -> list[str]:
+    rows = [("function", "recompiles", "guard failure reason")]
+    for name, fn in by_function.items():
+        if not fn.count:
+            continue
+        reasons = [_one_line(r) for r in fn.reasons] or ["(no reason recorded)"]
+        rows.append((name, str(fn.count), reasons[0]))
+        rows.extend(("", "", r) for r in reasons[1:])
+    w0 = max(len(r[0]) for r in rows)
+    w1 = max(len(r[1]) for r in rows)
+    return [f"  {a.ljust(w0)}  {b.rjust(w1) if i else b.ljust(w1)}  {c}".rstrip() for i, (a, b, c) in enumerate(rows)]
+
+
+def _reasons_from_message(message: str) -> list[str]:
+    """The "- reason" lines of Dynamo's recompile message (used when guard_failures had none)."""
+    _, _, tail = message.partition("guard failure(s):")
+    reasons: list[str] = []
+    for line in textwrap.dedent(tail).splitlines():
+        stripped = line.strip()
+        if stripped.startswith("- "):
+            reasons.append(stripped[2:])
+    return reasons
+
+
+def _function_from_refusal(message: str) -> str:
+    head = _RECOMPILE_HEAD.search(message)
+    if head:
+        return function_label(head["name"], head["file"], head["line"])
+    stance = re.search(
+        r"filename: '(?P<file>.+?)', function name: '(?P<name>.+?)', line number: (?P<line>\d+)", message
+    )
+    if stance:
+        return function_label(stance["name"], stance["file"], stance["line"])
+    return "a compiled function"
+
+
+_HINTS = (
+    (
+        re.compile(r"size mismatch|rank mismatch|stride mismatch|\.size\(\)|\.stride\(\)"),
+        "a size changed: mark the varying dimension with torch._dynamo.mark_dynamic(x, dim) before the "
+        "first call, or compile with dynamic=True",
+    ),
+    (re.compile(r"dtype mismatch"), "a dtype changed: cast inputs to one dtype, or expect one compile per dtype"),
+    (re.compile(r"device mismatch"), "a device changed: keep the compiled function's inputs on one device"),
+    (re.compile(r"requires_grad mismatch"), "requires_grad changed: call it consistently with or without gradients"),
+    (
+        re.compile(r"GLOBAL_STATE changed"),
+        "global state changed (grad mode, autocast, ...): call the compiled function under the same "
+        "torch.no_grad()/inference_mode()/autocast context every time",
+    ),
+    (
+        re.compile(r"\.training\b"),
+        "a module's training flag changed: call .eval() or .train() once, before the first call",
+    ),
+    (
+        re.compile(r"___check_obj_id|ID_MATCH|id\("),
+        "an object's identity changed (a global, closure or module attribute): keep the same object "
+        "or pass it as a tensor argument",
+    ),
+    (
+        re.compile(r"(?<![<>=!])==(?!=)|TYPE_MATCH|___check_type_id"),
+        "a Python value or type Dynamo specialized on changed: pass it as a tensor, or expect one "
+        "compile per value",
+    ),
+    (
+        re.compile(r"hit config\.\w+"),
+        "raise the limit only if every compile is intended; otherwise fix the guard that fails",
+    ),
+)
+
+
+def _hints(reasons: list[str]) -> list[str]:
+    text = "\n".join(reasons)
+    return [hint for pattern, hint in _HINTS if pattern.search(text)]

@@ -1,0 +1,221 @@
+"""@pytest.mark.max_recompiles and the `recompiles` fixture, seen from outside through pytester.
+
+The runs are in-process (torch is already imported by tests/conftest.py) and every
+compile uses backend="eager", so each run costs well under a second.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import torch._dynamo
+
+
+@pytest.fixture(scope="module", autouse=True)
+def dynamo_modules_loaded():
+    """Load every module a Dynamo compile imports lazily, before the in-process runs.
+
+    pytester's in-process runs drop the modules they imported, and a second
+    import of torch's compile stack fails (its registries refuse duplicates).
+    """
+    import torch._dynamo.testing  # noqa: F401
+
+    torch.compile(lambda tokens: tokens + 1, backend="eager")(torch.ones(1))
+    torch._dynamo.reset()
+
+DTYPE_RECOMPILE = """
+import pytest
+import torch
+
+def double(tokens):
+    return tokens * 2
+
+compiled = torch.compile(double, backend="eager")
+"""
+
+
+def test_failing_max_recompiles_prints_reason_and_function(pytester):
+    pytester.makepyfile(
+        test_bad=DTYPE_RECOMPILE
+        + """
+@pytest.mark.max_recompiles(0)
+def test_dtype_flip():
+    compiled(torch.ones(2))
+    compiled(torch.ones(2, dtype=torch.float64))
+"""
+    )
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*@pytest.mark.max_recompiles(0): Dynamo recompiled 1 time, expected at most 0.",
+            "*function*recompiles*guard failure reason*",
+            "*double (test_bad.py:*)*1*/0: tensor 'tokens' dtype mismatch. expected Float, actual Double*",
+            "*what to try:*",
+        ]
+    )
+    # the plugin's own report, not a traceback from inside torch
+    assert "torch/_dynamo" not in result.stdout.str()
+
+
+def test_passing_max_recompiles_stays_quiet(pytester):
+    pytester.makepyfile(
+        test_ok=DTYPE_RECOMPILE
+        + """
+@pytest.mark.max_recompiles(1)
+def test_one_allowed():
+    compiled(torch.ones(2))
+    compiled(torch.ones(2, dtype=torch.float64))
+"""
+    )
+    result = pytester.runpytest("-p", "no:terminalsummary")
+    result.assert_outcomes(passed=1)
+    text = result.stdout.str()
+    assert "recompiled" not in text and "guard failure" not in text and "Recompiling" not in text
+
+
+def test_recompile_limit_hit_fails_even_with_a_large_n(pytester):
+    pytester.makepyfile(
+        test_limit=DTYPE_RECOMPILE
+        + """
+from pytest_cudagraph import _compat
+
+@pytest.mark.max_recompiles(100)
+def test_many_sizes():
+    fixed = torch.compile(double, backend="eager", dynamic=False)
+    with torch._dynamo.config.patch(**{_compat.recompile_limit_name(): 2}):
+        for size in range(2, 8):
+            fixed(torch.ones(size))
+"""
+    )
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*Dynamo recompiled 1 time (at most 100 allowed), and hit the recompile limit 1 time.",
+            "*recompile limit hits (Dynamo fell back to eager silently*",
+            "*double (test_limit.py:*) hit config.*(2); Dynamo then ran it eagerly*size mismatch*",
+        ]
+    )
+
+
+def test_state_is_clean_for_the_next_test(pytester):
+    pytester.makepyfile(
+        test_two=DTYPE_RECOMPILE
+        + """
+import logging
+from torch._logging._internal import log_state
+
+def _state():
+    names = ["torch._dynamo.guards.__recompiles", "torch._dynamo.convert_frame"]
+    return (
+        sorted(log_state.artifact_names),
+        [(logging.getLogger(n).level, logging.getLogger(n).propagate, len(logging.getLogger(n).handlers))
+         for n in names],
+        torch._dynamo.config.error_on_recompile,
+    )
+
+START = _state()
+
+@pytest.mark.max_recompiles(0)
+def test_first_fails():
+    compiled(torch.ones(2))
+    compiled(torch.ones(2, dtype=torch.float64))
+
+def test_second_sees_nothing(recompiles):
+    compiled(torch.ones(2, dtype=torch.int64))  # one more recompile, seen by this test only
+    assert recompiles.count == 1
+    assert "expected Double, actual Long" in recompiles.reasons[0] or "actual Long" in recompiles.reasons[-1]
+
+def test_third_sees_clean_state():
+    assert _state() == START
+"""
+    )
+    result = pytester.runpytest("-p", "no:randomly")
+    result.assert_outcomes(failed=1, passed=2)
+
+
+def test_fixture_result_goes_into_the_report(pytester, tmp_path):
+    pytester.makepyfile(
+        test_fixture=DTYPE_RECOMPILE
+        + """
+def test_watch(recompiles):
+    compiled(torch.ones(2))
+    compiled(torch.ones(2, dtype=torch.float64))
+    assert recompiles.count == 1
+    assert recompiles.by_function["double (test_fixture.py:4)"].count == 1
+"""
+    )
+    report = tmp_path / "report.json"
+    result = pytester.runpytest(f"--cudagraph-report={report}")
+    result.assert_outcomes(passed=1)
+    entry = json.loads(report.read_text())["tests"]["test_fixture.py::test_watch"]
+    recompiles = entry["recompiles"]
+    assert recompiles["count"] == 1
+    assert recompiles["limit_hits"] == []
+    [reason] = recompiles["reasons"]
+    assert reason.endswith("/0: tensor 'tokens' dtype mismatch. expected Float, actual Double")
+    assert recompiles["by_function"]["double (test_fixture.py:4)"]["count"] == 1
+    assert recompiles["graph_breaks"] == {"count": 0, "reasons": []}
+
+
+def test_fixture_assert_at_most_fails_the_test_with_the_report(pytester):
+    pytester.makepyfile(
+        test_fixture_fail=DTYPE_RECOMPILE
+        + """
+def test_watch(recompiles):
+    compiled(torch.ones(2))
+    compiled(torch.ones(3))
+    recompiles.assert_at_most(0)
+"""
+    )
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*Dynamo recompiled 1 time, expected at most 0.*", "*size mismatch*"])
+
+
+def test_strict_mode_fails_at_the_recompile(pytester):
+    pytester.makepyfile(
+        test_strict=DTYPE_RECOMPILE
+        + """
+from pytest_cudagraph import watch_recompiles
+
+def test_strict():
+    with watch_recompiles(strict=True):
+        compiled(torch.ones(2))
+        compiled(torch.ones(2, dtype=torch.float64))
+        raise AssertionError("not reached")
+"""
+    )
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*strict recompile check: double (test_strict.py:*) was compiled again after its warm-up compile*",
+            "*/0: tensor 'tokens' dtype mismatch*",
+        ]
+    )
+    assert "not reached" not in result.stdout.str()
+
+
+def test_watch_in_a_hypothesis_body_reports_every_example(pytester):
+    pytester.makepyfile(
+        test_hypo=DTYPE_RECOMPILE
+        + """
+from hypothesis import given, settings, strategies as st
+from pytest_cudagraph import watch_recompiles
+
+@settings(deadline=None, max_examples=5, database=None)
+@given(size=st.integers(2, 6))
+@pytest.mark.max_recompiles(1)
+def test_sizes(size):
+    with watch_recompiles() as w:
+        compiled(torch.ones(size))
+    w.assert_at_most(1)
+"""
+    )
+    result = pytester.runpytest()
+    # automatic dynamic shapes: at most one recompile over all examples
+    result.assert_outcomes(passed=1)
