@@ -264,13 +264,6 @@ def fail_on_any_compile() -> contextlib.AbstractContextManager:
     return error_on_recompile()
 
 
-def recompile_refusal_types() -> tuple[type[BaseException], ...]:
-    """Exceptions that mean "Dynamo refused to recompile": RecompileError, or the stance's RuntimeError."""
-    from torch._dynamo.exc import RecompileError
-
-    return (RecompileError, RuntimeError)
-
-
 def is_recompile_refusal(exc: BaseException) -> bool:
     """Whether ``exc`` is Dynamo refusing a (re)compile under error_on_recompile or the stance."""
     from torch._dynamo.exc import RecompileError
@@ -278,3 +271,375 @@ def is_recompile_refusal(exc: BaseException) -> bool:
     if isinstance(exc, RecompileError):
         return True
     return isinstance(exc, RuntimeError) and "stance is 'fail_on_recompile'" in str(exc)
+
+
+# --------------------------------------------------------------------------
+# CUDA graph capture, graph pools and cudagraph trees (capture.py, memory.py, trees.py)
+# --------------------------------------------------------------------------
+
+
+def memory_snapshot_segments(pool_id: tuple[int, int] | None = None) -> list[dict]:
+    """Allocator segments, restricted to ``pool_id``'s where the torch can filter itself.
+
+    ``memory_snapshot(mempool_id=)`` exists from 2.8 and ``include_traces=`` from
+    2.13; older versions return every segment (callers always filter by
+    ``segment_pool_id`` too, so the answer is the same, only slower).
+    """
+    import inspect
+
+    import torch
+
+    params = inspect.signature(torch.cuda.memory_snapshot).parameters
+    kwargs: dict[str, Any] = {}
+    if "include_traces" in params:
+        kwargs["include_traces"] = False
+    if pool_id is not None and "mempool_id" in params:
+        kwargs["mempool_id"] = tuple(pool_id)
+    return list(torch.cuda.memory_snapshot(**kwargs))
+
+
+def graph_capture_begin(graph: Any, pool: Any, capture_error_mode: str) -> None:
+    """``CUDAGraph.capture_begin`` with a pool; its keyword set grew (check_input_liveness 2.13)."""
+    graph.capture_begin(pool, capture_error_mode=capture_error_mode)
+
+
+def abandon_capture_pool(device: int, pool_id: tuple[int, int], end_allocation: bool) -> None:
+    """Undo what a capture that never ended did to the allocator's pool bookkeeping.
+
+    ``capture_begin`` registers the pool for allocation and takes a reference on it;
+    when ``capture_end`` raises before ``endAllocateToPool`` the pool stays
+    "recording" forever (the next capture into it fails with "already recording to
+    mempool_id") and it is never freed.  ``_cuda_endAllocateToPool`` and
+    ``_cuda_releasePool`` are the bindings ``torch.cuda.MemPool`` uses (2.6+).
+    """
+    import torch
+
+    if end_allocation:
+        try:
+            torch._C._cuda_endAllocateToPool(device, tuple(pool_id))
+        except RuntimeError:
+            pass  # capture_end got far enough to end it itself
+    release = getattr(torch._C, "_cuda_releasePool", None)
+    if release is not None:
+        release(device, tuple(pool_id))
+
+
+def clear_cublas_workspaces() -> bool:
+    """Free cuBLAS/cuBLASLt workspaces so the next matmul allocates a fresh one.
+
+    Cleared before a first capture the workspace is allocated inside the graph's
+    pool (as Inductor's cudagraph trees do), so no later ``clear`` elsewhere can
+    hand memory a graph still uses to other tensors.  Present in every supported
+    torch; returns False where it is not.
+    """
+    import torch
+
+    clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+    if clear is None:
+        return False
+    clear()
+    return True
+
+
+def non_owning_alias(tensor: Any) -> Any:
+    """A tensor viewing ``tensor``'s memory without keeping it allocated.
+
+    This is vLLM's "weak ref" output: the graph keeps writing there on replay while
+    the allocator may hand the block to a later capture in the same pool.  Built the
+    way Inductor's cudagraph trees rebuild outputs (``_construct_storage_from_data_pointer``).
+    """
+    import torch
+
+    storage = tensor.untyped_storage()
+    alias_storage = torch._C._construct_storage_from_data_pointer(
+        storage.data_ptr(), tensor.device, storage.nbytes()
+    )
+    alias = torch.empty((0,), dtype=tensor.dtype, device=tensor.device)
+    alias.set_(alias_storage, tensor.storage_offset(), tensor.shape, tensor.stride())
+    return alias
+
+
+def cudagraph_skip_logger_names() -> tuple[str, ...]:
+    """Loggers that carry reduce-overhead's "skipping cudagraphs due to ..." WARNING.
+
+    ``torch._inductor.cudagraph_utils.__cudagraphs`` from 2.11,
+    ``...__perf_hints`` in 2.4-2.8; both are listed, one of them stays silent.
+    """
+    return (
+        "torch._inductor.cudagraph_utils.__cudagraphs",
+        "torch._inductor.cudagraph_utils.__perf_hints",
+    )
+
+
+def watch_cudagraph_recordings(callback: Any) -> Any | None:
+    """Call ``callback()`` each time cudagraph trees record a graph; returns an undo function.
+
+    Uses Dynamo's start callbacks with ``CallbackTrigger.CUDAGRAPH_RECORDING`` (2.8+);
+    returns None where that trigger does not exist (callers then count tree nodes).
+    """
+    import torch._dynamo
+
+    try:
+        from torch._dynamo.callback import CallbackTrigger
+    except ImportError:
+        return None
+    trigger = getattr(CallbackTrigger, "CUDAGRAPH_RECORDING", None)
+    handler = getattr(torch._dynamo, "callback_handler", None)
+    if trigger is None or handler is None:
+        return None
+
+    def on_start(args: Any) -> None:
+        if getattr(args, "callback_trigger", None) == trigger:
+            callback()
+
+    handler.register_start_callback(on_start)
+    return lambda: handler.remove_start_callback(on_start)
+
+
+def cudagraph_tree_manager(device_index: int) -> Any | None:
+    """The thread's cudagraph-tree manager for a device, or None (never creates one)."""
+    from torch._inductor import cudagraph_trees
+
+    return cudagraph_trees.get_manager(device_index, create_if_none_exists=False)
+
+
+def cudagraph_tree_node_count(manager: Any) -> int:
+    """Graphs recorded in a tree manager: every root and every descendant is one recording."""
+    if manager is None:
+        return 0
+    return sum(1 + node.num_descendants() for nodes in manager.roots.values() for node in nodes)
+
+
+def cudagraph_tree_pool(manager: Any) -> tuple[int, int] | None:
+    pool = getattr(manager, "cuda_graphs_thread_pool", None)
+    return tuple(pool) if pool is not None else None
+
+
+# --------------------------------------------------------------------------
+# Compile caches across runs (caches.py): flags, bypass loggers, Triton hooks,
+# portable cache artifacts, forwarding config to a child interpreter
+# --------------------------------------------------------------------------
+
+# (config module, flag, environment variable) of each on-disk cache layer
+_CACHE_FLAGS = (
+    ("torch._inductor.config", "fx_graph_cache", "TORCHINDUCTOR_FX_GRAPH_CACHE"),
+    ("torch._functorch.config", "enable_autograd_cache", "TORCHINDUCTOR_AUTOGRAD_CACHE"),
+)
+
+
+def _env_says_off(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("0", "false", "no", "off")
+
+
+def cache_disabled_reasons() -> list[str]:
+    """Why the FX-graph / AOTAutograd disk caches cannot answer in this process (empty: they can).
+
+    ``force_disable_caches`` lives in ``torch.compiler.config`` from 2.11 and in
+    ``torch._inductor.config`` before; a flag turned off by its environment variable
+    counts as disabled.  A flag that is merely off by default (FX cache in 2.4,
+    AOTAutograd cache in 2.6) is not a reason: ``enable_default_off_caches()`` turns it on.
+    """
+    import importlib
+
+    reasons = []
+    owner = force_disable_caches_owner()
+    if getattr(owner, "force_disable_caches", False):
+        env = os.environ.get("TORCHINDUCTOR_FORCE_DISABLE_CACHES")
+        where = f"TORCHINDUCTOR_FORCE_DISABLE_CACHES={env}" if env else "set in code"
+        reasons.append(f"{owner.__name__}.force_disable_caches is True ({where})")
+    for module_name, flag, env_name in _CACHE_FLAGS:
+        module = importlib.import_module(module_name)
+        if hasattr(module, flag) and not getattr(module, flag) and _env_says_off(env_name):
+            reasons.append(f"{module_name}.{flag} is False ({env_name}={os.environ[env_name]})")
+    return reasons
+
+
+def enable_default_off_caches() -> contextlib.AbstractContextManager:
+    """Turn on the cache layers that this torch leaves off by default, for the block.
+
+    The FX-graph cache is off by default in 2.4 and AOTAutograd's in 2.6; both are on
+    from 2.8.  A layer the user turned off with its environment variable stays off, so
+    that the check reports it instead of hiding it.
+    """
+    import importlib
+
+    stack = contextlib.ExitStack()
+    for module_name, flag, env_name in _CACHE_FLAGS:
+        module = importlib.import_module(module_name)
+        if hasattr(module, flag) and not getattr(module, flag) and not _env_says_off(env_name):
+            stack.enter_context(module.patch(**{flag: True}))
+    return stack
+
+
+def cache_bypass_loggers() -> dict[str, tuple[str, str]]:
+    """Logger name -> (cache layer, message prefix) of the INFO records that give bypass reasons.
+
+    Same in 2.6-2.13: ``"Bypassing FX Graph Cache because '%s'"`` on
+    ``torch._inductor.codecache`` and ``"Bypassing autograd cache due to: %s"`` on
+    ``torch._functorch._aot_autograd.autograd_cache``.
+    """
+    return {
+        "torch._inductor.codecache": ("fxgraph", "Bypassing FX Graph Cache"),
+        "torch._functorch._aot_autograd.autograd_cache": ("aot_autograd", "Bypassing autograd cache"),
+    }
+
+
+def triton_compilation_knobs() -> Any | None:
+    """Triton's ``knobs.compilation`` when it has the compile ``listener`` slot (Triton 3.4+, torch 2.8+).
+
+    The listener is called inside ``triton.compile()`` with ``cache_hit=``; Triton 3.0-3.3
+    have no such slot (None here: count new kernel directories instead).  Triton is
+    imported only where a CUDA device makes Inductor use it.
+    """
+    import importlib.util
+
+    if importlib.util.find_spec("triton") is None or not cuda_available():
+        return None
+    try:
+        import triton
+    except Exception:  # a broken Triton install must not break a CPU-side check
+        return None
+    compilation = getattr(getattr(triton, "knobs", None), "compilation", None)
+    if compilation is None or not hasattr(compilation, "listener"):
+        return None
+    return compilation
+
+
+def has_portable_cache_artifacts() -> bool:
+    """``torch.compiler.save_cache_artifacts``/``load_cache_artifacts`` exist (2.7+)."""
+    import torch
+
+    compiler = getattr(torch, "compiler", None)
+    return hasattr(compiler, "save_cache_artifacts") and hasattr(compiler, "load_cache_artifacts")
+
+
+@contextlib.contextmanager
+def fresh_cache_artifact_recording() -> Iterator[None]:
+    """Record the mega-cache artifacts of the block only, then put back what was recorded before.
+
+    ``CacheArtifactManager.with_fresh_cache`` exists in 2.13; older versions only have
+    ``clear()``, which also drops what the user recorded (unavoidable there).
+    """
+    from torch.compiler._cache import CacheArtifactManager
+
+    fresh = getattr(CacheArtifactManager, "with_fresh_cache", None)
+    if fresh is not None:
+        with fresh():
+            yield
+        return
+    CacheArtifactManager.clear()
+    try:
+        yield
+    finally:
+        CacheArtifactManager.clear()
+
+
+def save_cache_artifacts() -> bytes | None:
+    import torch
+
+    saved = torch.compiler.save_cache_artifacts()
+    return None if saved is None else saved[0]
+
+
+def load_cache_artifacts(blob: bytes) -> None:
+    import torch
+
+    torch.compiler.load_cache_artifacts(blob)
+
+
+_FORWARDED_CONFIG_MODULES = ("torch._inductor.config", "torch._functorch.config")
+
+
+def changed_compile_config() -> dict[str, dict[str, Any]]:
+    """Inductor and functorch config entries that differ from their defaults and can be pickled.
+
+    A child interpreter given these computes the same cache keys as this process.
+    ``ConfigModule._get_dict(skip_default=True)`` is the one export that leaves out
+    defaults in 2.6-2.13; unpicklable values (a lambda pass) are left out, since they
+    make the graph uncacheable anyway.
+    """
+    import importlib
+    import pickle
+
+    out: dict[str, dict[str, Any]] = {}
+    for module_name in _FORWARDED_CONFIG_MODULES:
+        module = importlib.import_module(module_name)
+        get_dict = getattr(module, "_get_dict", None)
+        if get_dict is None:
+            continue
+        try:
+            changed = get_dict(skip_default=True)
+        except TypeError:  # an older signature without skip_default
+            continue
+        kept = {}
+        for key, value in changed.items():
+            try:
+                pickle.dumps(value)
+            except Exception:
+                continue
+            kept[key] = value
+        out[module_name] = kept
+    return out
+
+
+def applied_compile_config(config: dict[str, dict[str, Any]]) -> contextlib.AbstractContextManager:
+    """Patch the modules named in ``changed_compile_config()`` output for the block."""
+    import importlib
+
+    stack = contextlib.ExitStack()
+    for module_name, values in config.items():
+        module = importlib.import_module(module_name)
+        known = {k: v for k, v in values.items() if hasattr(module, k)}
+        if known:
+            stack.enter_context(module.patch(known))
+    return stack
+
+
+# --------------------------------------------------------------------------
+# Piecewise graphs: Inductor's graph partition at custom ops (piecewise.py)
+# --------------------------------------------------------------------------
+
+
+def inductor_partition_missing() -> str | None:
+    """What this torch lacks to partition a graph inside Inductor at custom ops; None if nothing.
+
+    The seed's "strategy 2" needs ``torch._inductor.config.graph_partition``,
+    ``config.custom_should_partition_ops`` (op names Inductor's scheduler cuts at,
+    checked on ``FallbackKernel`` nodes after fusion) and
+    ``torch._inductor.utils.set_customized_partition_wrappers`` (a hook that wraps
+    each cudagraph-safe partition).  All three are in 2.13 (read in its source);
+    vLLM gates its ``use_inductor_graph_partition`` on torch 2.9.
+    """
+    import torch._inductor.config as inductor_config
+    import torch._inductor.utils as inductor_utils
+
+    for owner, name in (
+        (inductor_config, "graph_partition"),
+        (inductor_config, "custom_should_partition_ops"),
+        (inductor_utils, "set_customized_partition_wrappers"),
+        (inductor_utils, "_unstable_customized_partition_wrapper"),
+    ):
+        if not hasattr(owner, name):
+            return f"{owner.__name__}.{name}"
+    return None
+
+
+@contextlib.contextmanager
+def inductor_partition_at_ops(op_names: list[str], wrapper: Any) -> Iterator[None]:
+    """Compile in the block with Inductor partitioning at ``op_names``, each partition wrapped.
+
+    ``wrapper(fn, metadata)`` receives each partition function (called with one list
+    of inputs) and its ``CUDAGraphWrapperMetadata``.  Inductor applies it when the
+    compiled graph is loaded (``post_compile``, also on a cache hit), so it only has
+    to be set while compiling.  The previous wrapper and config are restored.
+    """
+    import torch._inductor.config as inductor_config
+    import torch._inductor.utils as inductor_utils
+
+    previous = inductor_utils._unstable_customized_partition_wrapper.wrapper
+    inductor_utils.set_customized_partition_wrappers(wrapper)
+    try:
+        with inductor_config.patch(graph_partition=True, custom_should_partition_ops=list(op_names)):
+            yield
+    finally:
+        inductor_utils.set_customized_partition_wrappers(previous)
