@@ -37,9 +37,6 @@ SCHEMA = "pytest-cudagraph/1"
 # Per-test sections the plugin writes; anything else is kept and compared generically.
 SECTIONS = ("recompiles", "caches", "graphs", "piecewise", "reduce_overhead", "extra")
 
-# The workeroutput key under which an xdist worker hands its records to the controller.
-WORKER_RECORDS_KEY = "cudagraph_records"
-
 
 # ----------------------------------------------------------------------------
 # building
@@ -165,9 +162,14 @@ def write_report(path: str | os.PathLike, report: Mapping[str, Any]) -> Path:
     If anything fails (serialising, a full disk), the temporary file is removed,
     an existing report at ``path`` is left as it was, and the error propagates.
     """
-    path = Path(path)
-    text = dumps_report(report)  # serialise first: a bad value must not even create a file
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    # serialise first: a value that cannot be written must not even create a file
+    return write_text_atomically(Path(path), dumps_report(report))
+
+
+def write_text_atomically(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary sibling and ``os.replace``; no partial file, ever."""
+    parent = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)

@@ -101,6 +101,8 @@ class RunState:
     saved_environ: dict[str, str | None] = field(default_factory=dict)
     # set at the end of a run with --cudagraph-baseline (a compare.Comparison)
     baseline_comparison: Any = None
+    # one sentence when the report could not be written at the end of the run
+    report_error: str | None = None
     _cache_root: CacheRoot | None = None
 
     def cache_root(self) -> CacheRoot:

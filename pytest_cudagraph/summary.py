@@ -2,14 +2,14 @@
 
 Example (``pytest --cudagraph --cudagraph-report=run.json``)::
 
-    test                        outcome  graphs     pool / largest       recompiles  fxgraph  aot    triton
-    tests/test_mlp.py::test_mlp passed   4 (1-8)    60.0M / 42.0M  1.43x  0           0h/1m    0h/1m  3c/0l
-    tests/test_mlp.py::test_rec failed   -          -                    2 LIMIT     -        -      -
-    1 passed, 1 failed; 4 graphs captured; 2 recompiles (1 limit hit)
-    cache columns: h hits / m misses; triton: c compiled / l loaded (s/l: bundler files saved/loaded)
+    test                         outcome  graphs     pool / largest        recompiles  fxgraph  aot    triton
+    tests/test_mlp.py::test_rec  failed   -          -                     9 LIMIT     -        -      -
+    tests/test_mlp.py::test_mlp  passed   4 (1-8)    60.0M / 42.0M  1.43x  0           0h/1m    0h/1m  3c/0l
+    1 failed, 1 passed; 4 graphs captured; 9 recompiles (1 recompile-limit hits)
+    cache columns: h hits / m misses / b bypasses; triton: c compiled / l loaded (s/l: bundler files)
     report written to /ci/run.json
 
-Nothing here imports torch.
+Failed tests and recompile-limit hits come first.  Nothing here imports torch.
 """
 
 from __future__ import annotations

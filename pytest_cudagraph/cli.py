@@ -1,0 +1,193 @@
+"""The ``pytest-cudagraph`` command: compare two reports, or show one.
+
+::
+
+    pytest-cudagraph compare BASE.json NEW.json [--fail-on RULES] [--pool-threshold PCT] [--json]
+    pytest-cudagraph show REPORT.json [--html OUT.html]
+    python -m pytest_cudagraph compare BASE.json NEW.json
+
+Exit status of ``compare``: 0 when no selected rule fired, 1 on a regression, 2 when
+an input is unreadable or incompatible (one line on stderr, no traceback).
+``show`` exits 0, or 2 on an unreadable report or an unwritable output.  Reads JSON
+only; never imports torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Sequence, TextIO
+
+from .compare import (
+    ALL_RULES,
+    DEFAULT_NUMERICS_FLOOR,
+    DEFAULT_NUMERICS_GROWTH,
+    DEFAULT_POOL_THRESHOLD,
+    DEFAULT_RULES,
+    compare_reports,
+    parse_rules,
+)
+from .errors import ReportError
+from .report import load_report, write_text_atomically
+
+EXIT_OK = 0
+EXIT_REGRESSION = 1
+EXIT_BAD_INPUT = 2
+
+
+def _percent(text: str) -> float:
+    """A percentage option: ``10`` and ``10%`` both mean 10 % (returned as 0.10)."""
+    try:
+        value = float(text.rstrip("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage; give a number such as 10") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is negative; give a growth percentage such as 10")
+    return value / 100.0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pytest-cudagraph",
+        description="Compare or show pytest-cudagraph run reports (written with --cudagraph-report).",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+
+    compare = commands.add_parser(
+        "compare",
+        help="compare two reports; exit 1 on a regression",
+        description="Show what changed per test between two reports, and exit 1 when a selected rule "
+        "flags a regression (2 when a report is unreadable or of another schema).",
+    )
+    compare.add_argument("base", metavar="BASE.json", help="the earlier report (e.g. the old torch version)")
+    compare.add_argument("new", metavar="NEW.json", help="the later report")
+    compare.add_argument(
+        "--fail-on",
+        action="append",
+        metavar="RULES",
+        help=f"comma-separated regression rules, repeatable: {', '.join(ALL_RULES)}, 'all', 'default' or 'none' "
+        f"(default: {','.join(DEFAULT_RULES)})",
+    )
+    compare.add_argument(
+        "--pool-threshold",
+        type=_percent,
+        default=DEFAULT_POOL_THRESHOLD,
+        metavar="PCT",
+        help=f"pool growth in percent that counts as a regression (default {DEFAULT_POOL_THRESHOLD * 100:g})",
+    )
+    compare.add_argument(
+        "--numerics-growth",
+        type=_percent,
+        default=DEFAULT_NUMERICS_GROWTH,
+        metavar="PCT",
+        help="growth of the replay error in percent that counts as a regression, on top of "
+        f"--numerics-floor (default {DEFAULT_NUMERICS_GROWTH * 100:g}, i.e. doubled)",
+    )
+    compare.add_argument(
+        "--numerics-floor",
+        type=float,
+        default=DEFAULT_NUMERICS_FLOOR,
+        metavar="ERR",
+        help=f"absolute error growth always tolerated (default {DEFAULT_NUMERICS_FLOOR:g})",
+    )
+    compare.add_argument("--timings", action="store_true", help="also show duration_s and capture_s changes")
+    compare.add_argument("--json", action="store_true", help="print the comparison as JSON instead of tables")
+
+    show = commands.add_parser(
+        "show",
+        help="print a report's summary table, or render it as one HTML page",
+        description="Print a report's per-test table, or with --html write a self-contained HTML page "
+        "(inline CSS and SVG charts, no scripts, no network).",
+    )
+    show.add_argument("report", metavar="REPORT.json")
+    show.add_argument("--html", metavar="OUT.html", help="write the HTML page here")
+    return parser
+
+
+def _fail(message: str, stderr: TextIO) -> int:
+    stderr.write(f"pytest-cudagraph: {message}\n")
+    return EXIT_BAD_INPUT
+
+
+def _write(stream: TextIO, text: str) -> None:
+    """Write ``text``; the arrow of "torch 2.13 → 2.14" becomes "->" where the console cannot print it."""
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        text.encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        text = text.replace("→", "->").encode("ascii", "replace").decode("ascii")
+    try:
+        stream.write(text)
+        stream.flush()
+    except BrokenPipeError:  # `pytest-cudagraph compare a b | head`: the exit status still counts
+        import os
+
+        # Python would report the failed flush again at exit; point stdout at /dev/null
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, stream.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+
+
+def _compare(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    try:
+        rules = parse_rules(args.fail_on)
+    except ValueError as exc:
+        return _fail(str(exc), stderr)
+    try:
+        base = load_report(args.base)
+        new = load_report(args.new)
+    except ReportError as exc:
+        return _fail(str(exc), stderr)
+    comparison = compare_reports(
+        base,
+        new,
+        rules=rules,
+        pool_threshold=args.pool_threshold,
+        numerics_growth=args.numerics_growth,
+        numerics_floor=args.numerics_floor,
+        include_timings=args.timings,
+        labels=(Path(args.base).name, Path(args.new).name),
+    )
+    if args.json:
+        _write(stdout, json.dumps(comparison.to_json(), indent=2, default=str) + "\n")
+    else:
+        _write(stdout, comparison.format_text() + "\n")
+    return EXIT_REGRESSION if comparison.regressed else EXIT_OK
+
+
+def _show(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from .summary import terminal_summary_lines
+
+    try:
+        report = load_report(args.report)
+    except ReportError as exc:
+        return _fail(str(exc), stderr)
+    if args.html is None:
+        lines = terminal_summary_lines(report["tests"], None, max_rows=None)
+        _write(stdout, "\n".join(lines or ["the report has no tests"]) + "\n")
+        return EXIT_OK
+    from .show import render_html
+
+    out = Path(args.html)
+    page = render_html(report, title=f"pytest-cudagraph report: {Path(args.report).name}")
+    try:
+        write_text_atomically(out, page)
+    except OSError as exc:
+        return _fail(f"cannot write {out} ({exc.strerror or type(exc).__name__}); give a writable path", stderr)
+    _write(stdout, f"wrote {out}\n")
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    """Entry point of the ``pytest-cudagraph`` console script; returns the exit status."""
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    args = build_parser().parse_args(argv)
+    if args.command == "compare":
+        return _compare(args, stdout, stderr)
+    return _show(args, stdout, stderr)

@@ -1,0 +1,549 @@
+"""Compare two run reports: what changed per test, and which changes are regressions.
+
+This is the offline half of "upgrading PyTorch": run the same suite under two
+torch versions with ``--cudagraph-report``, then::
+
+    pytest-cudagraph compare torch-2.13.json torch-2.14.json
+
+or, at the end of a run, ``--cudagraph-baseline=torch-2.13.json``.  It reads only
+JSON and never imports torch, so it runs anywhere.
+
+A regression is a change that a rule flags (``--fail-on`` selects the rules):
+
+==================  =========================================================================
+rule                regressed when, for a test in both reports
+==================  =========================================================================
+``outcome``         it passed (or xfailed) and now fails or errors
+``recompiles``      Dynamo recompiled more often (``recompiles.count`` went up)
+``recompile-limit`` it hit the recompile limit more often (Dynamo then silently runs eager)
+``cache-miss``      an FX-graph or AOTAutograd cache layer misses or bypasses more (a layer
+                    that hit now misses), or Triton compiles more kernels
+``graphs``          more CUDA graphs were captured (``graphs.captured``, piecewise too)
+``pool``            the graph pool grew by more than ``pool_threshold`` (default 10 %) and by
+                    more than one 2 MiB allocator segment
+``numerics``        the replay error grew past ``base * (1 + numerics_growth) + numerics_floor``
+                    (defaults: doubled plus 1e-6), or became NaN
+``graph-breaks``    more graph breaks (off by default)
+``vanished``        a test of the base report is missing from the new one (off by default)
+==================  =========================================================================
+
+Example::
+
+    comparison = compare_reports(load_report("old.json"), load_report("new.json"))
+    print(comparison.format_text())
+    sys.exit(1 if comparison.regressed else 0)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from .report import as_int, limit_hit_count
+
+COMPARISON_SCHEMA = "pytest-cudagraph-compare/1"
+
+DEFAULT_RULES = ("outcome", "recompiles", "recompile-limit", "cache-miss", "graphs", "pool", "numerics")
+OPTIONAL_RULES = ("graph-breaks", "vanished")
+ALL_RULES = DEFAULT_RULES + OPTIONAL_RULES
+
+DEFAULT_POOL_THRESHOLD = 0.10
+# The allocator hands out small-pool segments of 2 MiB: a smaller growth is rounding, not a regression.
+POOL_MIN_GROWTH_BYTES = 2 * 2**20
+DEFAULT_NUMERICS_GROWTH = 1.0
+DEFAULT_NUMERICS_FLOOR = 1e-6
+
+PASSING = ("passed", "xfailed")
+FAILING = ("failed", "error")
+
+# Sections whose scalar leaves appear in the side-by-side table.
+_TABLE_SECTIONS = ("recompiles", "caches", "graphs", "piecewise", "reduce_overhead", "extra")
+# Per-size or per-set detail: summarised elsewhere, too long for a table row each.
+_TABLE_SKIP_KEYS = frozenset({"sets", "graph_bytes", "reasons", "limit_hits", "by_function"})
+
+
+def parse_rules(values: Iterable[str] | None) -> tuple[str, ...]:
+    """``--fail-on`` values (comma-separated, repeatable; ``all``, ``default``, ``none``) -> rule names.
+
+    Raises ValueError naming the unknown rule and listing the known ones.
+    """
+    if values is None:
+        return DEFAULT_RULES
+    chosen: list[str] = []
+    for value in values:
+        for name in (part.strip() for part in str(value).split(",")):
+            if not name:
+                continue
+            if name == "all":
+                expanded: tuple[str, ...] = ALL_RULES
+            elif name == "default":
+                expanded = DEFAULT_RULES
+            elif name == "none":
+                expanded = ()
+            elif name in ALL_RULES:
+                expanded = (name,)
+            else:
+                raise ValueError(
+                    f"unknown rule {name!r} for --fail-on; choose from {', '.join(ALL_RULES)}, all, default or none"
+                )
+            chosen.extend(r for r in expanded if r not in chosen)
+    return tuple(chosen)
+
+
+# ----------------------------------------------------------------------------
+# results
+# ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Change:
+    """One metric of one test that differs between the reports."""
+
+    metric: str
+    base: Any
+    new: Any
+    rule: str | None = None  # the rule that flags this change as a regression, if any
+
+    def to_json(self) -> dict[str, Any]:
+        return {"metric": self.metric, "base": self.base, "new": self.new, "rule": self.rule}
+
+
+@dataclass(frozen=True)
+class Regression:
+    """A rule that fired for a test, with the sentence that explains it."""
+
+    nodeid: str
+    rule: str
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"nodeid": self.nodeid, "rule": self.rule, "message": self.message}
+
+
+@dataclass(frozen=True)
+class TestComparison:
+    """One test present in both reports."""
+
+    __test__ = False  # not a pytest test class
+
+    nodeid: str
+    changes: tuple[Change, ...]
+    regressions: tuple[Regression, ...]
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.changes or self.regressions)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": "regressed" if self.regressions else "changed" if self.changes else "same",
+            "changes": [c.to_json() for c in self.changes],
+            "regressions": [r.to_json() for r in self.regressions],
+        }
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The result of ``compare_reports``: env diff, per-test changes, new and vanished tests."""
+
+    env_changes: tuple[tuple[str, Any, Any], ...]
+    env_same: tuple[tuple[str, Any], ...]
+    tests: tuple[TestComparison, ...]
+    new_tests: tuple[str, ...]
+    vanished_tests: tuple[str, ...]
+    rules: tuple[str, ...]
+    # regressions not tied to a test in both reports (the ``vanished`` rule)
+    run_regressions: tuple[Regression, ...] = ()
+    labels: tuple[str, str] = ("base", "new")
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def regressions(self) -> tuple[Regression, ...]:
+        return tuple(r for t in self.tests for r in t.regressions) + self.run_regressions
+
+    @property
+    def regressed(self) -> bool:
+        """True when any selected rule fired: the exit status 1 of ``compare``."""
+        return bool(self.regressions)
+
+    def rule_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for regression in self.regressions:
+            counts[regression.rule] = counts.get(regression.rule, 0) + 1
+        return counts
+
+    def to_json(self) -> dict[str, Any]:
+        """A machine-readable comparison (``pytest-cudagraph compare --json``)."""
+        return {
+            "schema": COMPARISON_SCHEMA,
+            "labels": {"base": self.labels[0], "new": self.labels[1]},
+            "rules": list(self.rules),
+            "settings": dict(self.settings),
+            "regressed": self.regressed,
+            "env": {key: {"base": base, "new": new} for key, base, new in self.env_changes},
+            "tests": {t.nodeid: t.to_json() for t in self.tests if t.changed},
+            "unchanged": sum(1 for t in self.tests if not t.changed),
+            "new_tests": list(self.new_tests),
+            "vanished_tests": list(self.vanished_tests),
+            "regressions": [r.to_json() for r in self.regressions],
+            "rule_counts": self.rule_counts(),
+        }
+
+    def format_text(self, *, arrow: str = "→") -> str:
+        """The side-by-side report: environment diff, one table per changed test, new/vanished, summary."""
+        base_label, new_label = self.labels
+        lines: list[str] = []
+        if self.env_changes:
+            lines.append("environment:")
+            width = max(len(key) for key, _, _ in self.env_changes)
+            base_width = max(len(_env_text(base)) for _, base, _ in self.env_changes)
+            for key, base, new in self.env_changes:
+                lines.append(f"  {key.ljust(width)}  {_env_text(base).ljust(base_width)}  {arrow} {_env_text(new)}")
+        else:
+            lines.append("environment: unchanged")
+        if self.env_same:
+            lines.append("  same: " + ", ".join(f"{k} {_env_text(v)}" for k, v in self.env_same))
+        for test in self.tests:
+            if not test.changed:
+                continue
+            lines.append("")
+            if test.regressions:
+                rules = ", ".join(dict.fromkeys(r.rule for r in test.regressions))
+                lines.append(f"{test.nodeid}  REGRESSED ({rules})")
+            else:
+                lines.append(f"{test.nodeid}  changed")
+            rows = [["metric", base_label, new_label, "change", ""]]
+            for change in test.changes:
+                rows.append(
+                    [
+                        change.metric,
+                        _value_text(change.metric, change.base),
+                        _value_text(change.metric, change.new),
+                        _delta_text(change.metric, change.base, change.new),
+                        f"<- {change.rule}" if change.rule else "",
+                    ]
+                )
+            lines += ["  " + line for line in _table(rows)]
+            for regression in test.regressions:
+                lines.append(f"  {regression.rule}: {regression.message}")
+        if self.new_tests:
+            lines += ["", f"new tests ({len(self.new_tests)}):"] + [f"  {n}" for n in self.new_tests]
+        if self.vanished_tests:
+            lines += ["", f"vanished tests ({len(self.vanished_tests)}):"] + [f"  {n}" for n in self.vanished_tests]
+        for regression in self.run_regressions:
+            lines.append(f"{regression.rule}: {regression.message}")
+        lines += ["", self.summary_line()]
+        return "\n".join(lines)
+
+    def summary_line(self) -> str:
+        changed = [t for t in self.tests if t.changed]
+        regressed_tests = [t for t in self.tests if t.regressions]
+        text = (
+            f"{len(self.tests)} tests in both reports: {len(changed)} changed, {len(regressed_tests)} regressed; "
+            f"{len(self.new_tests)} new, {len(self.vanished_tests)} vanished"
+        )
+        if self.regressed:
+            counts = ", ".join(f"{rule} {n}" for rule, n in self.rule_counts().items())
+            return f"REGRESSION: {text} (by rule: {counts})"
+        rules = ", ".join(self.rules) if self.rules else "none"
+        return f"no regression: {text} (rules checked: {rules})"
+
+
+# ----------------------------------------------------------------------------
+# comparing
+# ----------------------------------------------------------------------------
+
+
+def compare_reports(
+    base: Mapping[str, Any],
+    new: Mapping[str, Any],
+    *,
+    rules: Iterable[str] | None = None,
+    pool_threshold: float = DEFAULT_POOL_THRESHOLD,
+    numerics_growth: float = DEFAULT_NUMERICS_GROWTH,
+    numerics_floor: float = DEFAULT_NUMERICS_FLOOR,
+    include_timings: bool = False,
+    labels: tuple[str, str] = ("base", "new"),
+) -> Comparison:
+    """Compare two validated reports (``load_report`` output, or ``build_report`` for a live run).
+
+    ``rules`` selects the regression rules (default: DEFAULT_RULES; see the module
+    docstring).  Timings (``duration_s``, ``capture_s``) change on every run, so
+    they are left out of the tables unless ``include_timings``; no rule reads them.
+    """
+    selected = parse_rules(rules)
+    limits = _Limits(pool_threshold, numerics_growth, numerics_floor)
+
+    env_changes, env_same = _env_diff(_mapping(base.get("env")), _mapping(new.get("env")))
+    base_tests, new_tests = _mapping(base.get("tests")), _mapping(new.get("tests"))
+    both = [n for n in base_tests if n in new_tests]
+    tests = tuple(
+        _compare_test(n, _mapping(base_tests[n]), _mapping(new_tests[n]), selected, limits, include_timings)
+        for n in sorted(both)
+    )
+    vanished = tuple(sorted(n for n in base_tests if n not in new_tests))
+    run_regressions: tuple[Regression, ...] = ()
+    if "vanished" in selected and vanished:
+        run_regressions = (
+            Regression(
+                "",
+                "vanished",
+                f"{len(vanished)} tests of the base report did not run (first: {vanished[0]}); "
+                f"run the same selection, or drop 'vanished' from --fail-on",
+            ),
+        )
+    return Comparison(
+        env_changes=env_changes,
+        env_same=env_same,
+        tests=tests,
+        new_tests=tuple(sorted(n for n in new_tests if n not in base_tests)),
+        vanished_tests=vanished,
+        rules=tuple(selected),
+        run_regressions=run_regressions,
+        labels=labels,
+        settings={
+            "pool_threshold": pool_threshold,
+            "numerics_growth": numerics_growth,
+            "numerics_floor": numerics_floor,
+        },
+    )
+
+
+@dataclass(frozen=True)
+class _Limits:
+    pool_threshold: float
+    numerics_growth: float
+    numerics_floor: float
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _env_diff(base: Mapping[str, Any], new: Mapping[str, Any]):
+    keys = list(base) + [k for k in new if k not in base]
+    changes = tuple((k, base.get(k), new.get(k)) for k in keys if base.get(k) != new.get(k))
+    same = tuple((k, base.get(k)) for k in keys if base.get(k) == new.get(k) and base.get(k) is not None)
+    return changes, same
+
+
+def _number(value: Any) -> float | None:
+    """A report number (the writer stores NaN as "nan"); None when absent or not a number."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, Any], include_timings: bool) -> None:
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            key = str(key)
+            if key in _TABLE_SKIP_KEYS or (not include_timings and key.endswith("_s")):
+                continue
+            _flatten(f"{prefix}.{key}" if prefix else key, item, out, include_timings)
+    elif isinstance(value, (list, tuple)):
+        if all(isinstance(v, (int, float, str, bool)) or v is None for v in value):
+            out[prefix] = list(value)
+        else:
+            out[prefix] = f"[{len(value)} items]"
+    else:
+        out[prefix] = value
+
+
+def _table_values(record: Mapping[str, Any], include_timings: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"outcome": record.get("outcome")}
+    if include_timings and "duration_s" in record:
+        out["duration_s"] = record.get("duration_s")
+    for section in _TABLE_SECTIONS:
+        if section in record:
+            _flatten(section, record[section], out, include_timings)
+    for key, value in record.items():  # sections this plugin version does not know
+        if key not in out and key not in _TABLE_SECTIONS and key not in ("outcome", "duration_s"):
+            _flatten(key, value, out, include_timings)
+    return out
+
+
+def _compare_test(
+    nodeid: str,
+    base: Mapping[str, Any],
+    new: Mapping[str, Any],
+    rules: tuple[str, ...],
+    limits: _Limits,
+    include_timings: bool,
+) -> TestComparison:
+    regressions: list[tuple[Regression, tuple[str, ...]]] = []
+
+    def flag(rule: str, message: str, *metrics: str) -> None:
+        if rule in rules:
+            regressions.append((Regression(nodeid, rule, message), metrics))
+
+    # -- outcome
+    base_outcome, new_outcome = base.get("outcome"), new.get("outcome")
+    if base_outcome in PASSING and new_outcome in FAILING:
+        flag("outcome", f"outcome {base_outcome} -> {new_outcome}", "outcome")
+
+    # -- recompiles, limit hits, graph breaks
+    base_rec, new_rec = _mapping(base.get("recompiles")), _mapping(new.get("recompiles"))
+    if base_rec and new_rec:
+        before, after = as_int(base_rec.get("count")), as_int(new_rec.get("count"))
+        if after > before:
+            flag(
+                "recompiles",
+                f"Dynamo recompiled {after} times, {before} before" + _new_reasons(base_rec, new_rec),
+                "recompiles.count",
+            )
+        before, after = limit_hit_count(base_rec), limit_hit_count(new_rec)
+        if after > before:
+            hits = new_rec.get("limit_hits")
+            first = f": {_clip(hits[0])}" if isinstance(hits, list) and hits else ""
+            flag(
+                "recompile-limit",
+                f"hit the recompile limit {after} times, {before} before; Dynamo ran those frames eagerly{first}",
+                "recompiles.limit_hits",
+            )
+        base_breaks = as_int(_mapping(base_rec.get("graph_breaks")).get("count"))
+        new_breaks = as_int(_mapping(new_rec.get("graph_breaks")).get("count"))
+        if new_breaks > base_breaks:
+            flag("graph-breaks", f"{new_breaks} graph breaks, {base_breaks} before", "recompiles.graph_breaks.count")
+
+    # -- caches
+    base_caches, new_caches = _mapping(base.get("caches")), _mapping(new.get("caches"))
+    for layer in ("fxgraph", "aot_autograd"):
+        b, n = _mapping(base_caches.get(layer)), _mapping(new_caches.get(layer))
+        if not b or not n:
+            continue
+        for key, word in (("miss", "misses"), ("bypass", "bypasses")):
+            before, after = as_int(b.get(key)), as_int(n.get(key))
+            if after > before:
+                hit_before, hit_after = as_int(b.get("hit")), as_int(n.get("hit"))
+                flag(
+                    "cache-miss",
+                    f"{layer} cache {word} {before} -> {after} (hits {hit_before} -> {hit_after})",
+                    f"caches.{layer}.{key}",
+                )
+    b, n = _mapping(base_caches.get("triton")), _mapping(new_caches.get("triton"))
+    if "compiled" in b and "compiled" in n and as_int(n.get("compiled")) > as_int(b.get("compiled")):
+        flag(
+            "cache-miss",
+            f"Triton compiled {as_int(n.get('compiled'))} kernels, {as_int(b.get('compiled'))} before",
+            "caches.triton.compiled",
+        )
+
+    # -- graphs and pool
+    base_graphs, new_graphs = _mapping(base.get("graphs")), _mapping(new.get("graphs"))
+    if base_graphs and new_graphs:
+        before, after = as_int(base_graphs.get("captured")), as_int(new_graphs.get("captured"))
+        if after > before:
+            flag("graphs", f"captured {after} CUDA graphs, {before} before", "graphs.captured")
+        pool_before, pool_after = _number(base_graphs.get("pool_bytes")), _number(new_graphs.get("pool_bytes"))
+        if pool_before and pool_after is not None:
+            growth = pool_after - pool_before
+            if growth > pool_before * limits.pool_threshold and growth > POOL_MIN_GROWTH_BYTES:
+                flag(
+                    "pool",
+                    f"graph pool {_mib(pool_before)} -> {_mib(pool_after)} (+{growth / pool_before:.1%}, "
+                    f"threshold {limits.pool_threshold:.0%}); largest graph "
+                    f"{_mib(_number(base_graphs.get('largest_graph_bytes')))} -> "
+                    f"{_mib(_number(new_graphs.get('largest_graph_bytes')))}",
+                    "graphs.pool_bytes",
+                )
+        err_before, err_after = _number(base_graphs.get("max_abs_err")), _number(new_graphs.get("max_abs_err"))
+        if err_before is not None and err_after is not None and not math.isnan(err_before):
+            allowed = err_before * (1 + limits.numerics_growth) + limits.numerics_floor
+            if math.isnan(err_after) or err_after > allowed:
+                flag(
+                    "numerics",
+                    f"replay-vs-eager max abs error {err_before:.3g} -> {err_after:.3g} (allowed up to {allowed:.3g})",
+                    "graphs.max_abs_err",
+                )
+    base_pw, new_pw = _mapping(base.get("piecewise")), _mapping(new.get("piecewise"))
+    if base_pw and new_pw:
+        before, after = as_int(base_pw.get("graphs_captured")), as_int(new_pw.get("graphs_captured"))
+        if after > before:
+            flag("graphs", f"piecewise captured {after} CUDA graphs, {before} before", "piecewise.graphs_captured")
+
+    # -- the side-by-side table: every scalar that differs, marked with the rule that flags it
+    base_values, new_values = _table_values(base, include_timings), _table_values(new, include_timings)
+    rule_of: dict[str, str] = {}
+    for regression, metrics in regressions:
+        for metric in metrics:
+            rule_of.setdefault(metric, regression.rule)
+    changes = []
+    for metric in list(base_values) + [m for m in new_values if m not in base_values]:
+        b_value, n_value = base_values.get(metric), new_values.get(metric)
+        # a field one plugin version adds, holding nothing (0, []), is not a change worth a row
+        if metric not in rule_of and _empty(b_value) and _empty(n_value):
+            continue
+        if b_value != n_value or metric in rule_of:
+            changes.append(Change(metric, b_value, n_value, rule_of.get(metric)))
+    return TestComparison(nodeid, tuple(changes), tuple(r for r, _ in regressions))
+
+
+def _empty(value: Any) -> bool:
+    return value is None or (not isinstance(value, bool) and value in (0, "", []))
+
+
+def _new_reasons(base_rec: Mapping[str, Any], new_rec: Mapping[str, Any]) -> str:
+    before = set(map(str, base_rec.get("reasons") or []))
+    fresh = [str(r) for r in new_rec.get("reasons") or [] if str(r) not in before]
+    if not fresh:
+        return ""
+    more = f" (and {len(fresh) - 1} more)" if len(fresh) > 1 else ""
+    return f"; new guard failure: {_clip(fresh[0])}{more}"
+
+
+def _clip(text: Any, limit: int = 160) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# ----------------------------------------------------------------------------
+# formatting
+# ----------------------------------------------------------------------------
+
+
+def _mib(value: float | None) -> str:
+    return "-" if value is None else f"{value / 2**20:.1f} MiB"
+
+
+def _env_text(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def _value_text(metric: str, value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, list):
+        return ",".join(map(str, value)) if len(value) <= 8 else f"{value[0]}..{value[-1]} ({len(value)})"
+    number = _number(value)
+    if metric.endswith("_bytes") and number is not None:
+        return _mib(number)
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return _clip(value, 40)
+
+
+def _delta_text(metric: str, base: Any, new: Any) -> str:
+    b, n = _number(base), _number(new)
+    if b is None or n is None or isinstance(base, str) or isinstance(new, str):
+        return "" if base is not None and new is not None else ("new" if base is None else "gone")
+    if math.isnan(b) or math.isnan(n):
+        return ""
+    if metric.endswith("_bytes"):
+        return f"{(n - b) / b:+.1%}" if b else f"{(n - b) / 2**20:+.1f} MiB"
+    if float(b).is_integer() and float(n).is_integer():
+        return f"{int(n - b):+d}"
+    return f"{n - b:+.3g}"
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]

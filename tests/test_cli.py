@@ -1,0 +1,160 @@
+"""The ``pytest-cudagraph`` command seen from a shell: exit codes, stderr, --json, show."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from pytest_cudagraph.report import write_report
+from sample_reports import ENV_2_13, MiB, modified, sample_report
+
+DECODE = "tests/test_model.py::test_decode_graphs"
+
+
+def run_cli(*args: str, console_script: bool = False) -> subprocess.CompletedProcess:
+    command = ["pytest-cudagraph"] if console_script else [sys.executable, "-m", "pytest_cudagraph"]
+    return subprocess.run([*command, *map(str, args)], capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def reports(tmp_path):
+    base = write_report(tmp_path / "torch-2.13.json", sample_report())
+    new_report = modified(
+        sample_report(env={**ENV_2_13, "torch": "2.14.1+cu128"}), DECODE, "graphs.pool_bytes", 90 * MiB
+    )
+    new = write_report(tmp_path / "torch-2.14.json", new_report)
+    same = write_report(tmp_path / "same.json", sample_report())
+    return base, new, same
+
+
+def test_identical_reports_exit_0(reports):
+    base, _, same = reports
+    result = run_cli("compare", base, same)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1].startswith("no regression: 5 tests in both reports")
+    assert result.stderr == ""
+
+
+def test_regression_exits_1_naming_rule_and_env_change(reports):
+    base, new, _ = reports
+    result = run_cli("compare", base, new, console_script=True)
+    assert result.returncode == 1
+    out = result.stdout
+    assert out.splitlines()[1].split() == ["torch", "2.13.0+cu128", "→", "2.14.1+cu128"]
+    assert f"{DECODE}  REGRESSED (pool)" in out
+    assert out.splitlines()[-1].startswith("REGRESSION:") and "pool 1" in out
+
+
+def test_fail_on_selects_rules(reports):
+    base, new, _ = reports
+    assert run_cli("compare", base, new, "--fail-on", "recompiles,outcome").returncode == 0
+    assert run_cli("compare", base, new, "--fail-on", "none", "--fail-on", "pool").returncode == 1
+    assert run_cli("compare", base, new, "--pool-threshold", "60%").returncode == 0
+    bad = run_cli("compare", base, new, "--fail-on", "poool")
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines() == [
+        "pytest-cudagraph: unknown rule 'poool' for --fail-on; choose from outcome, recompiles, recompile-limit, "
+        "cache-miss, graphs, pool, numerics, graph-breaks, vanished, all, default or none"
+    ]
+
+
+def test_json_output_for_machines(reports):
+    base, new, _ = reports
+    result = run_cli("compare", base, new, "--json")
+    assert result.returncode == 1
+    data = json.loads(result.stdout)
+    assert data["regressed"] is True
+    assert data["env"] == {"torch": {"base": "2.13.0+cu128", "new": "2.14.1+cu128"}}
+    assert data["regressions"][0]["nodeid"] == DECODE
+    assert data["regressions"][0]["rule"] == "pool"
+
+
+def _bad_inputs(tmp_path):
+    good = sample_report()
+    text = json.dumps(good)
+    (tmp_path / "truncated.json").write_text(text[: len(text) // 2])
+    (tmp_path / "schema2.json").write_text(json.dumps({**good, "schema": "pytest-cudagraph/2"}))
+    (tmp_path / "junit.xml").write_text('<?xml version="1.0"?><testsuites/>')
+    return {
+        "truncated": (tmp_path / "truncated.json", "is not valid JSON"),
+        "wrong schema": (tmp_path / "schema2.json", "has schema 'pytest-cudagraph/2'"),
+        "not json": (tmp_path / "junit.xml", "is not valid JSON"),
+        "missing": (tmp_path / "nowhere.json", "does not exist"),
+        "directory": (tmp_path, "is a directory"),
+    }
+
+
+@pytest.mark.parametrize("kind", ["truncated", "wrong schema", "not json", "missing", "directory"])
+@pytest.mark.parametrize("side", ["base", "new"])
+def test_unreadable_input_exits_2_with_one_line_and_no_traceback(reports, tmp_path, kind, side):
+    good = reports[0]
+    bad, fragment = _bad_inputs(tmp_path)[kind]
+    args = ("compare", bad, good) if side == "base" else ("compare", good, bad)
+    result = run_cli(*args)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"pytest-cudagraph: report {bad} ")
+    assert fragment in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_compare_needs_no_torch(reports, tmp_path):
+    base, new, _ = reports
+    script = textwrap.dedent(
+        f"""
+        import sys
+        sys.modules["torch"] = None  # any import of torch now raises ImportError
+        from pytest_cudagraph.cli import main
+        code = main(["compare", {str(base)!r}, {str(new)!r}])
+        main(["show", {str(base)!r}, "--html", {str(tmp_path / "page.html")!r}])
+        sys.exit(code)
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1, result.stderr
+    assert "REGRESSED (pool)" in result.stdout
+    assert (tmp_path / "page.html").read_text().startswith("<!DOCTYPE html>")
+
+
+def test_show_prints_the_table_and_writes_html(reports, tmp_path):
+    base, _, _ = reports
+    result = run_cli("show", base)
+    assert result.returncode == 0
+    lines = result.stdout.splitlines()
+    assert lines[0].split()[:3] == ["test", "outcome", "graphs"]
+    decode = next(line for line in lines if line.startswith(DECODE))
+    assert decode.split() == [DECODE, "passed", "4", "(1-8)", "60.0M", "/", "42.0M", "1.43x", "0", "1h/0m", "1h/0m",
+                              "0c/3l"]
+    out = tmp_path / "page.html"
+    result = run_cli("show", base, "--html", out)
+    assert result.returncode == 0 and result.stdout == f"wrote {out}\n"
+    assert "<svg" in out.read_text()
+
+
+def test_show_reports_an_unwritable_output_in_one_line(reports, tmp_path):
+    base, _, _ = reports
+    result = run_cli("show", base, "--html", tmp_path / "no" / "such" / "dir" / "page.html")
+    assert result.returncode == 2
+    assert len(result.stderr.splitlines()) == 1 and "cannot write" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("args", [("--help",), ("compare", "--help"), ("show", "--help")])
+def test_help_of_every_command(args):
+    result = run_cli(*args)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: pytest-cudagraph")
+
+
+def test_numerics_limits_are_options(tmp_path):
+    base = write_report(tmp_path / "a.json", sample_report())
+    new = write_report(tmp_path / "b.json", modified(sample_report(), DECODE, "graphs.max_abs_err", 1.0e-6))
+    assert run_cli("compare", base, new).returncode == 0  # 2.4e-7 -> 1e-6 is within doubled plus 1e-6
+    strict = run_cli("compare", base, new, "--numerics-floor", "0", "--numerics-growth", "50")
+    assert strict.returncode == 1 and "REGRESSED (numerics)" in strict.stdout

@@ -1,0 +1,217 @@
+"""The report, the terminal summary, xdist and the baseline, seen from outside through pytester."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from pytest_cudagraph.environment import ENV_FIELDS
+from pytest_cudagraph.report import SCHEMA, build_report, write_report
+
+# Tiny tests: Dynamo with backend="eager" (no Inductor compile), plugin markers with
+# no torch work, a GPU test that skips on this CPU runner, and a test that does not
+# use the plugin at all (and so gets no record).
+TESTS = """
+import pytest
+import torch
+
+
+def test_recompiles_twice(recompiles):
+    def double(x):
+        return x * 2
+
+    compiled = torch.compile(double, backend="eager", dynamic=False)
+    for n in (2, 3, 4):
+        compiled(torch.ones(n))
+    assert recompiles.count == 2
+
+
+@pytest.mark.max_recompiles(0)
+def test_marker_without_torch_work():
+    pass
+
+
+@pytest.mark.cudagraph(capture_sizes=[1, 2])
+def test_gpu_graphs():
+    pass
+
+
+def test_not_using_the_plugin():
+    pass
+"""
+
+RECORDED = {
+    "test_model.py::test_recompiles_twice": "passed",
+    "test_model.py::test_marker_without_torch_work": "passed",
+    "test_model.py::test_gpu_graphs": "skipped",
+}
+
+
+def _no_duplicate_keys(pairs):
+    keys = [k for k, _ in pairs]
+    assert len(keys) == len(set(keys)), f"duplicate keys {keys}"
+    return dict(pairs)
+
+
+def read_report(path):
+    return json.loads(path.read_text(), object_pairs_hook=_no_duplicate_keys)
+
+
+def test_report_env_hook_records_and_terminal_summary(pytester):
+    pytester.makeconftest(
+        """
+        def pytest_cudagraph_update_env(config, env):
+            env["model_zoo"] = "1.2.3"
+            env["torch_in_hook"] = env["torch"]
+        """
+    )
+    pytester.makepyfile(test_model=TESTS)
+    report_path = pytester.path / "out" / "run.json"
+    report_path.parent.mkdir()
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--cudagraph-report={report_path}")
+    result.assert_outcomes(passed=3, skipped=1)
+
+    report = read_report(report_path)
+    assert report["schema"] == SCHEMA
+    assert set(ENV_FIELDS) <= set(report["env"])
+    assert report["env"]["model_zoo"] == "1.2.3"
+    assert report["env"]["torch_in_hook"] == report["env"]["torch"]
+    assert report["env"]["plugin"] == "0.1.0"
+    assert {n: r["outcome"] for n, r in report["tests"].items()} == RECORDED
+    recompiles = report["tests"]["test_model.py::test_recompiles_twice"]["recompiles"]
+    assert recompiles["count"] == 2
+    assert all("size mismatch" in reason for reason in recompiles["reasons"])
+    assert report["summary"]["tests"] == 3
+    assert report["summary"]["recompiles"] == 2
+    assert report["summary"]["exitstatus"] == 0
+    assert [p.name for p in report_path.parent.iterdir()] == ["run.json"]  # no temp file left
+
+    result.stdout.fnmatch_lines(
+        [
+            "*= cudagraph =*",
+            "test * outcome * graphs * pool / largest * recompiles * fxgraph * aot * triton",
+            "test_model.py::test_gpu_graphs * skipped *",
+            "test_model.py::test_marker_without_torch_work * passed * 0 *",
+            "test_model.py::test_recompiles_twice * passed * 2 *",
+            "2 passed, 1 skipped; 0 graphs captured; 2 recompiles",
+            "*",
+            f"report written to {report_path}",
+        ]
+    )
+    assert "test_not_using_the_plugin" not in result.stdout.str().split("= cudagraph =")[1]
+
+    # the file the plugin wrote is what `compare` reads
+    same = subprocess.run(
+        [sys.executable, "-m", "pytest_cudagraph", "compare", str(report_path), str(report_path)],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert same.returncode == 0, same.stderr
+
+
+def test_xdist_workers_send_every_record_once(pytester):
+    pytester.makepyfile(test_model=TESTS)
+    pytester.makepyfile(
+        test_more="""
+        import pytest
+        import torch
+
+        @pytest.mark.parametrize("width", [2, 3, 5, 7])
+        def test_once_per_width(recompiles, width):
+            torch._dynamo.reset()  # a worker runs several widths: start each without cache entries
+            def triple(x):
+                return x * 3
+            compiled = torch.compile(triple, backend="eager", dynamic=False)
+            compiled(torch.ones(width))
+            compiled(torch.ones(width + 1))
+            assert recompiles.count == 1
+
+        @pytest.mark.cudagraph
+        @pytest.mark.parametrize("size", [1, 8])
+        def test_gpu_sizes(size):
+            pass
+        """
+    )
+    report_path = pytester.path / "run.json"
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", f"--cudagraph-report={report_path}")
+    result.assert_outcomes(passed=7, skipped=3)
+    report = read_report(report_path)
+    expected = dict(RECORDED)
+    expected.update({f"test_more.py::test_once_per_width[{w}]": "passed" for w in (2, 3, 5, 7)})
+    expected.update({f"test_more.py::test_gpu_sizes[{s}]": "skipped" for s in (1, 8)})
+    assert {n: r["outcome"] for n, r in report["tests"].items()} == expected
+    assert all(
+        report["tests"][f"test_more.py::test_once_per_width[{w}]"]["recompiles"]["count"] == 1 for w in (2, 3, 5, 7)
+    )
+    assert report["summary"]["tests"] == len(expected) == 9
+    assert report["summary"]["recompiles"] == 2 + 4
+    # the controller printed one summary with every worker's records
+    assert sum(1 for line in result.outlines if line.startswith("test_more.py::test_")) == 6
+    assert [p.name for p in pytester.path.iterdir() if p.name.startswith(".run.json")] == []
+
+
+def _baseline(pytester, recompile_count: int):
+    """A baseline as an older torch would have written it: same tests, ``recompile_count`` recompiles."""
+    env = {name: None for name in ("triton", "cuda", "gpu", "git_commit")}
+    env.update(torch="2.12.0+cpu", python="3.11.7", platform="Linux", plugin="0.1.0")
+    records = {
+        "test_model.py::test_recompiles_twice": {
+            "outcome": "passed",
+            "recompiles": {"count": recompile_count, "reasons": [], "limit_hits": []},
+        },
+        "test_model.py::test_marker_without_torch_work": {"outcome": "passed", "recompiles": {"count": 0}},
+        "test_model.py::test_gpu_graphs": {"outcome": "skipped"},
+    }
+    return write_report(pytester.path / f"baseline-{recompile_count}.json", build_report(env, records))
+
+
+def test_baseline_regression_fails_a_green_session(pytester):
+    pytester.makepyfile(test_model=TESTS)
+    baseline = _baseline(pytester, recompile_count=0)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--cudagraph-baseline={baseline}")
+    result.assert_outcomes(passed=3, skipped=1)  # every test passed ...
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # ... and the session still fails
+    result.stdout.fnmatch_lines(
+        [
+            f"compared with baseline {baseline}:",
+            "environment:",
+            "  torch * 2.12.0+cpu * → 2.13*",
+            "test_model.py::test_recompiles_twice  REGRESSED (recompiles)",
+            "*recompiles.count * 0 * 2 * +2 * <- recompiles",
+            "  recompiles: Dynamo recompiled 2 times, 0 before; new guard failure: *size mismatch*",
+            "REGRESSION: 3 tests in both reports: 1 changed, 1 regressed; 0 new, 0 vanished (by rule: recompiles 1)",
+        ]
+    )
+
+
+def test_baseline_without_regression_keeps_the_session_green(pytester):
+    pytester.makepyfile(test_model=TESTS)
+    baseline = _baseline(pytester, recompile_count=2)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--cudagraph-baseline={baseline}")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["no regression: 3 tests in both reports: * 0 regressed; 0 new, 0 vanished*"])
+
+
+def test_report_that_cannot_be_written_at_the_end_is_said_in_one_line(pytester):
+    # The directory is checked at start; a test removes it, so the write at the end fails.
+    pytester.makepyfile(
+        test_vanish="""
+        import shutil
+        import pytest
+
+        @pytest.mark.max_recompiles(0)
+        def test_removes_report_dir(pytestconfig):
+            shutil.rmtree(pytestconfig.getoption("cudagraph_report").rsplit("/", 1)[0])
+        """
+    )
+    report_dir = pytester.path / "reports"
+    report_dir.mkdir()
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--cudagraph-report={report_dir}/run.json")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.INTERNAL_ERROR
+    result.stdout.fnmatch_lines(
+        [f"cudagraph: the report was NOT written to {report_dir}/run.json (*); free space or give another *"]
+    )
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()

@@ -1,0 +1,212 @@
+"""The report file: schema, summary, atomic writing, loading errors and the xdist merge."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_cudagraph.errors import ReportError
+from pytest_cudagraph.report import (
+    SCHEMA,
+    build_report,
+    encode_worker_records,
+    load_report,
+    merge_worker_records,
+    summarize,
+    write_report,
+)
+from sample_reports import ENV_2_13, MiB, graph_record, recompile_record, sample_report
+
+
+def _strict_loads(text: str):
+    def reject(constant):
+        raise AssertionError(f"non-standard JSON constant {constant} in the report")
+
+    return json.loads(text, parse_constant=reject)
+
+
+def test_build_report_has_schema_env_sorted_tests_and_summary():
+    report = build_report(ENV_2_13, {"b::t": recompile_record(2), "a::t": graph_record()}, exitstatus=1)
+    assert report["schema"] == SCHEMA == "pytest-cudagraph/1"
+    assert report["env"] == ENV_2_13
+    assert list(report["tests"]) == ["a::t", "b::t"]
+    assert report["summary"] == {
+        "tests": 2,
+        "outcomes": {"passed": 2},
+        "recompiles": 2,
+        "recompile_limit_hits": 0,
+        "graph_breaks": 0,
+        "graphs_captured": 4,
+        "caches": {
+            "aot_autograd": {"hit": 1, "miss": 0, "bypass": 0, "saved": 0},
+            "fxgraph": {"hit": 1, "miss": 0, "bypass": 0},
+            "triton": {"compiled": 0, "loaded": 3},
+        },
+        "exitstatus": 1,
+    }
+    assert report["created"].endswith("+00:00")
+
+
+def test_summary_accepts_missing_sections_unknown_keys_and_counted_limit_hits():
+    tests = {
+        "a": {"outcome": "failed"},
+        "b": {"outcome": "passed", "recompiles": {"count": 3, "limit_hits": ["f (m.py:1) hit limit 8"]}},
+        "c": {"outcome": "passed", "recompiles": {"count": "2", "limit_hits": 2}, "future_section": {"x": 1}},
+        "d": {"outcome": "error", "caches": {"fxgraph": {"hit": 2, "miss": 1, "note": "text"}, "odd": 5}},
+        "e": {"outcome": "passed", "graphs": None, "recompiles": "garbled"},
+    }
+    summary = summarize(tests)
+    assert summary["outcomes"] == {"error": 1, "failed": 1, "passed": 3}
+    assert summary["recompiles"] == 5
+    assert summary["recompile_limit_hits"] == 3
+    assert summary["caches"] == {"fxgraph": {"hit": 2, "miss": 1}}
+
+
+def test_write_report_writes_strict_json_and_keeps_nan_as_text(tmp_path):
+    report = sample_report()
+    report["tests"]["tests/test_model.py::test_decode_graphs"]["graphs"]["max_abs_err"] = float("nan")
+    report["tests"]["tests/test_model.py::test_decode_graphs"]["extra"] = {"shape": (2, 3), "where": tmp_path}
+    path = write_report(tmp_path / "run.json", report)
+    data = _strict_loads(path.read_text())
+    graphs = data["tests"]["tests/test_model.py::test_decode_graphs"]["graphs"]
+    assert graphs["max_abs_err"] == "nan"
+    assert data["tests"]["tests/test_model.py::test_decode_graphs"]["extra"] == {"shape": [2, 3], "where": str(tmp_path)}
+    assert load_report(path)["schema"] == SCHEMA
+
+
+def test_write_report_honours_the_umask_not_mkstemps_0600(tmp_path):
+    old = os.umask(0o022)
+    try:
+        path = write_report(tmp_path / "run.json", sample_report())
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+
+
+def test_failed_write_leaves_old_report_intact_and_no_temp_file(tmp_path, monkeypatch):
+    path = tmp_path / "run.json"
+    write_report(path, sample_report())
+    before = path.read_bytes()
+
+    def disk_full(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", disk_full)
+    changed = sample_report(env={**ENV_2_13, "torch": "2.14.1"})
+    with pytest.raises(OSError, match="No space left"):
+        write_report(path, changed)
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]
+
+
+def test_unserialisable_report_fails_before_touching_the_file(tmp_path):
+    path = tmp_path / "run.json"
+    write_report(path, sample_report())
+    before = path.read_bytes()
+    looped: dict = {}
+    looped["self"] = looped
+    report = sample_report()
+    report["tests"]["tests/test_model.py::test_gpu_only"]["extra"] = looped
+    with pytest.raises((ValueError, RecursionError)):
+        write_report(path, report)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]
+
+
+@pytest.mark.parametrize(
+    "content, fragment",
+    [
+        (None, "does not exist"),
+        ("", "is empty"),
+        ('{"schema": "pytest-cudagraph/1", "env": {}, "tests": {"a": {"outc', "not valid JSON"),
+        ("<html>not json</html>", "not valid JSON"),
+        ('{"schema": "pytest-cudagraph/2", "env": {}, "tests": {}}', "has schema 'pytest-cudagraph/2'"),
+        ('{"env": {}, "tests": {}}', "no 'schema' field"),
+        ("[1, 2, 3]", "no 'schema' field"),
+        ('{"schema": "pytest-cudagraph/1", "env": {}}', "no 'tests' mapping"),
+        ('{"schema": "pytest-cudagraph/1", "env": [], "tests": {}}', "'env' that is not a mapping"),
+        ('{"schema": "pytest-cudagraph/1", "env": {}, "tests": {"a::t": {"recompiles": {}}}}', "no 'outcome'"),
+        ('{"schema": "pytest-cudagraph/1", "env": {}, "tests": {"a::t": 3}}', "malformed record for 'a::t'"),
+    ],
+)
+def test_load_report_errors_are_one_sentence_naming_the_file(tmp_path, content, fragment):
+    path = tmp_path / "base.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(ReportError) as info:
+        load_report(path)
+    message = str(info.value)
+    assert fragment in message
+    assert str(path) in message
+    assert "\n" not in message
+
+
+def test_load_report_of_a_directory_and_of_binary_garbage(tmp_path):
+    with pytest.raises(ReportError, match="is a directory"):
+        load_report(tmp_path)
+    garbage = tmp_path / "core"
+    garbage.write_bytes(b"\x80\xff\xfe\x00" * 8)
+    with pytest.raises(ReportError, match="cannot be read"):
+        load_report(garbage)
+
+
+def test_load_report_keeps_unknown_sections_and_keys(tmp_path):
+    report = sample_report()
+    report["tests"]["tests/test_gpu_only"] = {"outcome": "passed", "reduce_overhead": {"cudagraph_trees": 2}, "new": 1}
+    report["future_top_level"] = {"anything": True}
+    loaded = load_report(write_report(tmp_path / "r.json", report))
+    assert loaded["tests"]["tests/test_gpu_only"]["reduce_overhead"] == {"cudagraph_trees": 2}
+    assert loaded["future_top_level"] == {"anything": True}
+
+
+records_strategy = st.dictionaries(
+    st.text(alphabet="abcdefgh/_:.[]-", min_size=1, max_size=30),
+    st.fixed_dictionaries(
+        {"outcome": st.sampled_from(["passed", "failed", "skipped", "error"])},
+        optional={
+            "recompiles": st.fixed_dictionaries({"count": st.integers(0, 50)}),
+            "graphs": st.fixed_dictionaries(
+                {"captured": st.integers(0, 51), "max_abs_err": st.floats(allow_nan=True, allow_infinity=True)}
+            ),
+        },
+    ),
+    max_size=8,
+)
+
+
+@settings(deadline=None, max_examples=40)
+@given(workers=st.lists(records_strategy, min_size=1, max_size=4))
+def test_worker_records_round_trip_into_the_controller(workers):
+    controller: dict = {}
+    for records in workers:
+        merge_worker_records(controller, encode_worker_records(records))
+    expected = {}
+    for records in workers:
+        expected.update(records)
+    assert set(controller) == set(expected)
+    for nodeid, record in expected.items():
+        assert controller[nodeid]["outcome"] == record["outcome"]
+        if "recompiles" in record:
+            assert controller[nodeid]["recompiles"]["count"] == record["recompiles"]["count"]
+    # the controller's merged records are valid report records
+    assert summarize(controller)["tests"] == len(expected)
+
+
+def test_merge_ignores_a_worker_that_sent_nothing():
+    into = {"a": {"outcome": "passed"}}
+    assert merge_worker_records(into, None) == 0
+    assert merge_worker_records(into, "") == 0
+    assert into == {"a": {"outcome": "passed"}}
+
+
+def test_pool_figures_survive_the_round_trip_exactly(tmp_path):
+    report = build_report(ENV_2_13, {"a::t": graph_record()})
+    loaded = load_report(write_report(tmp_path / "r.json", report))
+    assert loaded["tests"]["a::t"]["graphs"]["pool_bytes"] == 60 * MiB
+    assert loaded["tests"]["a::t"]["graphs"]["graph_bytes"]["8"] == 42 * MiB

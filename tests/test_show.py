@@ -1,0 +1,155 @@
+"""The HTML page: well-formed, self-contained, escaped, one chart bar per capture size."""
+
+from __future__ import annotations
+
+import copy
+from html.parser import HTMLParser
+
+import pytest
+
+from pytest_cudagraph.report import build_report
+from pytest_cudagraph.show import render_html
+from sample_reports import ENV_2_13, MiB, graph_record, sample_report
+
+DECODE = "tests/test_model.py::test_decode_graphs"
+VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+# SVG shapes written self-closed (<line .../>) are complete elements too
+SELF_CLOSING_OK = {"line", "rect", "path", "circle"}
+
+
+class PageChecker(HTMLParser):
+    """Parses a page with html.parser and records what the tests look at.
+
+    It fails on a closing tag that does not match the open one, so a page with
+    broken nesting does not pass as "valid".
+    """
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.stack: list[str] = []
+        self.errors: list[str] = []
+        self.tags: list[tuple[str, dict]] = []
+        self.charts: list[list[dict]] = []  # each <svg>: its bars' attributes
+        self.text: list[str] = []
+        self.doctype = None
+
+    def handle_decl(self, decl):
+        self.doctype = decl
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.tags.append((tag, attrs))
+        if tag == "svg":
+            self.charts.append([])
+        if tag == "rect" and "bar" in (attrs.get("class") or "").split():
+            self.charts[-1].append(attrs)
+        if tag not in VOID:
+            self.stack.append(tag)
+
+    def handle_startendtag(self, tag, attrs):
+        if tag not in VOID and tag not in SELF_CLOSING_OK:
+            self.errors.append(f"self-closed <{tag}/>")
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_endtag(self, tag):
+        if tag in VOID:
+            return
+        if not self.stack or self.stack[-1] != tag:
+            self.errors.append(f"</{tag}> closes <{self.stack[-1] if self.stack else None}>")
+            return
+        self.stack.pop()
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def parse(page: str) -> PageChecker:
+    checker = PageChecker()
+    checker.feed(page)
+    checker.close()
+    assert checker.errors == []
+    assert checker.stack == [], f"unclosed tags {checker.stack}"
+    return checker
+
+
+def test_page_is_well_formed_and_self_contained():
+    page = render_html(sample_report())
+    checker = parse(page)
+    assert checker.doctype == "DOCTYPE html"
+    names = [tag for tag, _ in checker.tags]
+    assert "script" not in names and "link" not in names and "img" not in names and "iframe" not in names
+    assert names.count("style") == 1
+    for tag, attrs in checker.tags:
+        for name in ("src", "href"):
+            if name in attrs:
+                assert attrs[name].startswith("#"), (tag, attrs)  # only in-page anchors
+    assert "http://" not in page and "https://" not in page
+    assert "@import" not in page and "url(" not in page
+
+
+def test_one_bar_per_capture_size_against_pool_and_largest_graph():
+    checker = parse(render_html(sample_report()))
+    (bars,) = checker.charts  # only the decode test has per-size figures
+    assert [bar["data-size"] for bar in bars] == ["1", "2", "4", "8"]
+    widths = [float(bar["width"]) for bar in bars]
+    assert widths == sorted(widths) and widths[0] > 0
+    assert [bar["class"] for bar in bars] == ["bar", "bar", "bar", "bar largest"]
+    lines = {attrs["class"]: attrs for tag, attrs in checker.tags if tag == "line" and "class" in attrs}
+    # pool 60 MiB is the chart's scale; the largest graph (42 MiB) line ends where the size-8 bar ends
+    pool_x, largest_x = float(lines["pool-line"]["x1"]), float(lines["largest-line"]["x1"])
+    bar_x = float(bars[-1]["x"])
+    assert largest_x == pytest.approx(bar_x + widths[-1], abs=0.2)
+    assert (largest_x - bar_x) / (pool_x - bar_x) == pytest.approx(42 / 60, abs=0.01)
+    text = " ".join(checker.text)
+    assert "pool 60.0M" in text and "largest 42.0M" in text and "1.43x" in text
+
+
+def test_records_without_graph_bytes_get_a_note_instead_of_a_chart():
+    record = graph_record()
+    del record["graphs"]["graph_bytes"]
+    checker = parse(render_html(build_report(ENV_2_13, {"a::t": record})))
+    assert checker.charts == []
+    assert "No per-size chart: this record has no graphs.graph_bytes (per-size high-water marks)." in "".join(
+        checker.text
+    )
+
+
+def test_several_graph_sets_get_a_chart_each():
+    one, two = graph_record()["graphs"], copy.deepcopy(graph_record()["graphs"])
+    two.update(sizes=[16, 32], captured=2, graph_bytes={"16": 50 * MiB, "32": 70 * MiB}, pool_bytes=80 * MiB)
+    merged = {"sizes": [1, 2, 4, 8, 16, 32], "captured": 6, "pool_bytes": 80 * MiB,
+              "largest_graph_bytes": 70 * MiB, "sets": [one, two]}
+    checker = parse(render_html(build_report(ENV_2_13, {"a::t": {"outcome": "passed", "graphs": merged}})))
+    assert [[b["data-size"] for b in bars] for bars in checker.charts] == [["1", "2", "4", "8"], ["16", "32"]]
+
+
+def test_everything_from_the_report_is_escaped():
+    evil = '<script>alert("x")</script>'
+    report = build_report(
+        {**ENV_2_13, "user_field": '"><img src=x onerror=alert(1)>'},
+        {
+            f"tests/test_x.py::test_{evil}": {
+                "outcome": "failed<b>",
+                "recompiles": {"count": 1, "reasons": [f"guard {evil} failed"], "limit_hits": [evil],
+                               "by_function": {evil: {"count": 1, "reasons": [evil]}}},
+                "graphs": {"sizes": [1], "captured": 1, "pool_bytes": 2 * MiB, "largest_graph_bytes": 2 * MiB,
+                           "graph_bytes": {"1": 2 * MiB}},
+                "extra": {evil: evil},
+            }
+        },
+    )
+    page = render_html(report, title=evil)
+    checker = parse(page)
+    names = {tag for tag, _ in checker.tags}
+    assert not names & {"script", "img", "b"}
+    assert all(not any(k.startswith("on") for k in attrs) for _, attrs in checker.tags)
+    assert evil in "".join(checker.text)  # shown as text, verbatim
+
+
+def test_missing_sections_and_odd_values_still_render():
+    report = build_report({}, {"a::t": {"outcome": "passed", "graphs": {"graph_bytes": {"8": None, "x": 3}}},
+                               "b::t": {"outcome": "skipped", "caches": "garbled", "recompiles": {"limit_hits": 2}}})
+    checker = parse(render_html(report))
+    assert "The report has no environment block." in "".join(checker.text)
+    assert checker.charts == []  # no usable (size, bytes) pair
+    assert "Recompile limit hit 2 times" in "".join(checker.text)
