@@ -459,7 +459,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if state is None or getattr(config, "workerinput", None) is not None:
         return
     comparison = state.baseline_comparison
-    report_error = getattr(state, "report_error", None)
+    report_error = state.report_error
     if not state.records and state.options.report_path is None and comparison is None:
         return
     from .summary import terminal_summary_lines
