@@ -55,12 +55,26 @@ def triton_kernel_dirs(cache_dirs: Iterable[Path]) -> frozenset[str]:
         for child in children:
             if child.name.isdigit():
                 try:
-                    found.update(str(k) for k in child.iterdir() if k.is_dir())
+                    found.update(str(k) for k in child.iterdir() if _is_kernel_dir(k))
                 except OSError:
                     pass
-            else:
+            elif _is_kernel_dir(child):
                 found.add(str(child))
     return frozenset(found)
+
+
+def _is_kernel_dir(path: Path) -> bool:
+    """A compiled kernel's directory holds its ``__grp__<name>.json`` group file.
+
+    Triton also caches its driver helpers (``cuda_utils.so``) and launcher stubs
+    (``__triton_launcher.so``) in hash directories of the same cache; a fresh
+    interpreter builds those again on first use (seen on an H200 with Triton 3.6),
+    and they are not kernels.
+    """
+    try:
+        return path.is_dir() and any(f.startswith("__grp__") for f in os.listdir(path))
+    except OSError:
+        return False
 
 
 def active_triton_cache_dirs() -> list[Path]:

@@ -28,6 +28,7 @@ RECORD_KEY = pytest.StashKey[TestRecord]()
 MARKERS_KEY = pytest.StashKey[dict]()
 CACHE_SNAPSHOT_KEY = pytest.StashKey[Any]()
 RECOMPILE_WATCH_KEY = pytest.StashKey[Any]()
+OUTCOME_KEY = pytest.StashKey[tuple]()
 
 PLUGIN_FIXTURES = frozenset({"cudagraphs", "recompiles", "compile_cache", "piecewise"})
 WORKER_RECORDS = "cudagraph_records"
@@ -93,7 +94,7 @@ def pytest_configure(config: pytest.Config) -> None:
     state = RunState(
         options=options,
         rootdir=Path(str(config.rootpath)),
-        basetemp_factory=getattr(config, "_tmp_path_factory", None),
+        config=config,
     )
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None and workerinput.get(WORKER_ROOT):
@@ -306,21 +307,21 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
     report = yield
-    record = item.stash.get(RECORD_KEY, None)
-    if call.when == "teardown":
-        _finish_record(item, record)
-        return report
-    if record is None:
-        return report
-    record.duration_s += report.duration
+    # Kept for every test (two fields, no torch): a test that compiles without using
+    # the plugin still gets a record at teardown, and it needs the outcome then.
+    outcome, duration = item.stash.get(OUTCOME_KEY, (None, 0.0))
+    duration += report.duration
     if hasattr(report, "wasxfail"):
-        record.outcome = "xfailed" if report.skipped else "xpassed"
-    elif report.failed:
-        record.outcome = "failed" if call.when == "call" else "error"
-    elif report.skipped:
-        record.outcome = "skipped"
-    elif call.when == "call" and record.outcome is None:
-        record.outcome = "passed"
+        outcome = "xfailed" if report.skipped else "xpassed"
+    elif report.failed and outcome not in ("failed", "error"):
+        outcome = "failed" if call.when == "call" else "error"
+    elif report.skipped and outcome is None:
+        outcome = "skipped"
+    elif call.when == "call" and outcome is None:
+        outcome = "passed"
+    item.stash[OUTCOME_KEY] = (outcome, duration)
+    if call.when == "teardown":
+        _finish_record(item, item.stash.get(RECORD_KEY, None))
     return report
 
 
@@ -340,6 +341,7 @@ def _finish_record(item: pytest.Item, record: TestRecord | None) -> None:
                 record.set("caches", delta)
     if record is None:
         return
+    record.outcome, record.duration_s = item.stash.get(OUTCOME_KEY, (None, 0.0))
     state = item.config.stash[STATE_KEY]
     state.records[item.nodeid] = record.to_json()
 
@@ -364,6 +366,7 @@ def cudagraphs(request: pytest.FixtureRequest) -> Iterator[Any]:
 
     ``cudagraphs.capture(fn, make_inputs, sizes=None, ...)`` returns a GraphSet;
     defaults come from the test's ``cudagraph`` marker and the ini options.
+    ``cudagraphs.watch_trees()`` counts reduce-overhead recordings and skips.
     Skips when no CUDA device is visible.
     """
     from .capture import CudagraphsFixture
@@ -497,11 +500,8 @@ class _ControllerInput:
         self.state = state
 
     def pytest_configure_node(self, node: Any) -> None:
-        if self.state.options.cache_dir is None:
-            root = self.state.default_root_path()
-        else:
-            root = self.state.options.cache_dir
-        node.workerinput[WORKER_ROOT] = str(root)
+        # One root for every worker, created here once so that all workers agree.
+        node.workerinput[WORKER_ROOT] = str(self.state.cache_root().path)
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         # A worker that crashed sends no workeroutput; its tests are reported by

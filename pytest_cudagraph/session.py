@@ -94,7 +94,8 @@ class RunState:
     rootdir: Path
     # set by the xdist controller for its workers, so that all share one default root
     shared_root_hint: Path | None = None
-    basetemp_factory: Any = None
+    # the pytest Config; its tmp-path factory exists only after pytest's own configure
+    config: Any = None
     baseline: dict[str, Any] | None = None
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
     uses_plugin: bool = False
@@ -122,9 +123,10 @@ class RunState:
 
     def default_root_path(self) -> Path:
         """A fresh directory for this run under pytest's base temp directory."""
-        if self.basetemp_factory is not None:
+        factory = getattr(self.config, "_tmp_path_factory", None)
+        if factory is not None:
             try:
-                return Path(self.basetemp_factory.getbasetemp()) / "cudagraph-cache"
+                return Path(factory.getbasetemp()) / "cudagraph-cache"
             except Exception:  # basetemp unusable (read-only tmp): fall back below
                 pass
         return Path(tempfile.mkdtemp(prefix="pytest-cudagraph-"))

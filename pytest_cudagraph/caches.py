@@ -1,0 +1,1120 @@
+"""Compile caches across runs: Inductor's FX-graph cache, AOTAutograd's cache and Triton's kernels.
+
+A warm start of ``torch.compile`` should load everything from disk and compile
+nothing.  ``cache_probe()`` gives an isolated cache directory and reads what each
+layer did while it was active:
+
+- ``fxgraph``: hits, misses and bypasses of Inductor's FX-graph cache (torch's
+  counters), entries saved (new files on disk), and the bypass reasons torch logs;
+- ``aot_autograd``: hits, misses, bypasses and saves of AOTAutograd's cache;
+- ``triton``: kernels compiled and loaded.  On a warm FX-cache hit Triton is not
+  called at all (the kernels come bundled with the FX entry), so compiles are
+  counted as new kernel directories in the Triton cache and, where Triton has it
+  (3.4+), as calls of its compilation listener that missed Triton's own cache.
+
+``.cold_warm(fn, *args)`` runs ``fn`` against an empty cache, then again with every
+in-memory compile cache dropped (``mode="inprocess"``) or in a fresh interpreter
+(``mode="subprocess"``), so that only the disk can answer.  ``.check()`` on the
+result asserts the invariant::
+
+    warm pass: at least one hit, no miss, no save, no bypass, no Triton compile,
+    and outputs equal to the cold pass's (bitwise unless rtol/atol are given)
+
+Example::
+
+    from pytest_cudagraph import cache_probe
+
+    def step(x, w):
+        y = torch.compile(model)(x, w).sum()
+        y.backward()
+        return y.detach(), w.grad
+
+    with cache_probe() as probe:
+        cold, warm = probe.cold_warm(step, x, w, mode="subprocess")
+    assert cold.stats.fxgraph["miss"] > 0 and warm.stats.fxgraph["hit"] > 0
+    probe.cold_warm(step, x, w).check()   # raises InvariantViolation with a table
+
+``@pytest.mark.compile_cache`` runs a whole test body that way (``run_marked_test``).
+Nothing here changes global state for longer than the probe: the cache environment
+variables, the configs it patches, logger levels and filters, Triton's listener and
+the RNGs are restored on exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import logging
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping
+
+from . import _compat as compat
+from .cacheroot import INDUCTOR_ENV, TRITON_ENV, CacheRoot, ensure_private_dir
+from .counters import CounterSnapshot, counter_snapshot, delta_between, triton_compiled_and_loaded, triton_kernel_dirs
+from .errors import InvariantViolation, UsageProblem
+
+# Names the child pass (a fresh interpreter running one warm pass) reads; set only
+# by this module in the environment of the child it starts.
+CHILD_PASS_ENV = "PYTEST_CUDAGRAPH_CACHE_PASS"
+# Every pass of a cold/warm pair starts from these seeds (Python, torch, CUDA).
+DEFAULT_SEED = 1234
+
+LAYERS = ("fxgraph", "aot_autograd", "triton")
+
+
+# ----------------------------------------------------------------------------
+# results
+# ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """What each cache layer did over an interval; the report's ``caches`` section.
+
+    ``fxgraph``: hit, miss, bypass, saved.  ``aot_autograd``: hit, miss, bypass,
+    saved, guard_miss.  ``triton``: compiled, loaded, new_kernel_dirs, plus the
+    bundler's file counters and the listener's counts where Triton has a listener.
+    ``bypass_reasons``: ``(layer, reason)`` pairs, verbatim from torch's log records.
+    """
+
+    fxgraph: Mapping[str, int]
+    aot_autograd: Mapping[str, int]
+    triton: Mapping[str, int]
+    bypass_reasons: tuple[tuple[str, str], ...] = ()
+
+    def reasons(self, layer: str | None = None) -> list[str]:
+        """Distinct bypass reasons, in the order first seen (of one layer, or all)."""
+        seen: list[str] = []
+        for where, reason in self.bypass_reasons:
+            if (layer is None or where == layer) and reason not in seen:
+                seen.append(reason)
+        return seen
+
+    @property
+    def compiled_anything(self) -> bool:
+        """Some graph reached Inductor's FX-graph cache (hit, miss or bypass)."""
+        return any(self.fxgraph.get(k, 0) for k in ("hit", "miss", "bypass"))
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {layer: dict(getattr(self, layer)) for layer in LAYERS}
+        if self.bypass_reasons:
+            out["bypass_reasons"] = {layer: self.reasons(layer) for layer in ("fxgraph", "aot_autograd") if self.reasons(layer)}
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "CacheStats":
+        reasons = tuple(
+            (layer, reason) for layer, items in (data.get("bypass_reasons") or {}).items() for reason in items
+        )
+        return cls(**{layer: dict(data.get(layer) or {}) for layer in LAYERS}, bypass_reasons=reasons)
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """One run of the function (or test body) under a probe.
+
+    ``outputs`` is what the function returned (a test body: the tensors it recorded);
+    ``recorded`` the tensors given to ``probe.record()`` during the pass;
+    ``before``/``after`` the absolute counter values around it, for messages.
+    """
+
+    name: str
+    stats: CacheStats
+    outputs: Any
+    recorded: Mapping[str, Any]
+    cache_dir: str
+    duration_s: float
+    before: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    after: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    process: str = "this interpreter"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "stats": self.stats.to_json(),
+            "recorded": {name: _describe(value) for name, value in self.recorded.items()},
+            "duration_s": round(self.duration_s, 4),
+            "process": self.process,
+            "cache_dir": self.cache_dir,
+        }
+
+
+@dataclass(frozen=True)
+class ColdWarm:
+    """The two passes of ``cold_warm()``: unpacks as ``cold, warm = result``."""
+
+    cold: PassResult
+    warm: PassResult
+    mode: str
+    cache_dir: str
+
+    def __iter__(self) -> Iterator[PassResult]:
+        return iter((self.cold, self.warm))
+
+    def problems(self, rtol: float | None = None, atol: float | None = None) -> list[str]:
+        """Every way the warm pass falls short of a pure cache hit (empty: none)."""
+        return warm_pass_problems(self.cold, self.warm, rtol=rtol, atol=atol)
+
+    def check(self, rtol: float | None = None, atol: float | None = None, context: str | None = None) -> None:
+        """Raise InvariantViolation naming layer, counters, bypass reasons and a hint.
+
+        The invariant: the warm pass has at least one FX-graph hit (and AOTAutograd
+        hit), no miss, no save, no bypass, no Triton kernel compiled, and its outputs
+        equal the cold pass's (bitwise, or within rtol/atol when given).
+        """
+        __tracebackhide__ = True
+        problems = self.problems(rtol=rtol, atol=atol)
+        if problems:
+            raise InvariantViolation(format_failure(self, problems, rtol=rtol, atol=atol, context=context))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mode": self.mode, "cold": self.cold.to_json(), "warm": self.warm.to_json()}
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """A probe's whole-life counters (the report's ``caches``) and its cold/warm passes."""
+
+    stats: CacheStats
+    passes: tuple[PassResult, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return self.stats.to_json()
+
+
+# ----------------------------------------------------------------------------
+# readings: counters, disk, logs, Triton listener
+# ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Reading:
+    counters: CounterSnapshot
+    fx_entries: frozenset[str]
+    aot_entries: frozenset[str]
+    kernel_dirs: frozenset[str]
+    listener_compiled: int
+    listener_loaded: int
+    reasons_seen: int
+
+
+def _files_under(path: Path) -> set[str]:
+    found: set[str] = set()
+    for parent, _dirs, files in os.walk(path):
+        found.update(os.path.join(parent, f) for f in files if not f.endswith((".lock", ".tmp")))
+    return found
+
+
+class _BypassLog(logging.Filter):
+    """Collects torch's bypass reasons from its INFO records without printing more than before.
+
+    The loggers are lowered to INFO only while the probe runs, and this filter passes on
+    only the records the user's own logging level would have let through.
+    """
+
+    def __init__(self, layer: str, prefix: str, threshold: int, sink: list[tuple[str, str]]):
+        super().__init__()
+        self.layer, self.prefix, self.threshold, self.sink = layer, prefix, threshold, sink
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str) and record.msg.startswith(self.prefix):
+            reason = str(record.args[0]) if record.args else record.getMessage()
+            self.sink.append((self.layer, reason))
+        return record.levelno >= self.threshold
+
+
+@contextlib.contextmanager
+def _capture_bypass_reasons(sink: list[tuple[str, str]]) -> Iterator[None]:
+    installed = []
+    try:
+        for name, (layer, prefix) in compat.cache_bypass_loggers().items():
+            logger = logging.getLogger(name)
+            old_level = logger.level
+            catcher = _BypassLog(layer, prefix, logger.getEffectiveLevel(), sink)
+            installed.append((logger, old_level, catcher))
+            logger.addFilter(catcher)
+            if logger.getEffectiveLevel() > logging.INFO:
+                logger.setLevel(logging.INFO)
+        yield
+    finally:
+        for logger, old_level, catcher in installed:
+            logger.removeFilter(catcher)
+            logger.setLevel(old_level)
+
+
+@contextlib.contextmanager
+def _count_triton_compiles(counts: dict[str, int]) -> Iterator[bool]:
+    """Chain a counter into ``triton.knobs.compilation.listener``; yields whether one exists."""
+    knobs = compat.triton_compilation_knobs()
+    if knobs is None:
+        yield False
+        return
+    previous = knobs.listener
+
+    def listener(*args: Any, **kwargs: Any) -> Any:
+        counts["loaded" if kwargs.get("cache_hit") else "compiled"] += 1
+        if previous is not None:
+            return previous(*args, **kwargs)
+        return None
+
+    knobs.listener = listener
+    try:
+        yield True
+    finally:
+        knobs.listener = previous
+
+
+@contextlib.contextmanager
+def _environ(values: Mapping[str, str]) -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in values}
+    try:
+        os.environ.update(values)
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@contextlib.contextmanager
+def seeded_rngs(seed: int = DEFAULT_SEED) -> Iterator[None]:
+    """Seed Python's, torch's (CPU and every CUDA device) and NumPy's RNGs; restore them after."""
+    import torch
+
+    py_state = random.getstate()
+    torch_state = torch.get_rng_state()
+    cuda_states = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    numpy = sys.modules.get("numpy")
+    np_state = numpy.random.get_state() if numpy is not None else None
+    try:
+        random.seed(seed)
+        torch.manual_seed(seed)  # also seeds every CUDA device, lazily if CUDA is not initialised
+        if numpy is not None:
+            numpy.random.seed(seed % 2**32)
+        yield
+    finally:
+        random.setstate(py_state)
+        torch.set_rng_state(torch_state)
+        if cuda_states is not None:
+            torch.cuda.set_rng_state_all(cuda_states)
+        if np_state is not None:
+            numpy.random.set_state(np_state)
+
+
+def cache_environment(directory: Path) -> dict[str, str]:
+    """Point Inductor (and so AOTAutograd) and Triton into ``directory``."""
+    return {INDUCTOR_ENV: str(directory), TRITON_ENV: str(Path(directory) / "triton")}
+
+
+# ----------------------------------------------------------------------------
+# the probe
+# ----------------------------------------------------------------------------
+
+
+class CacheProbe:
+    """An isolated compile-cache directory and the per-layer counters while it is active.
+
+    Use ``cache_probe()`` (or the ``compile_cache`` fixture).  On entry it points
+    TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR into its directory and drops
+    Dynamo's and Inductor's in-memory caches (so that code compiled earlier cannot
+    answer from memory); on exit it restores both variables, every config and logger
+    it touched, and Triton's listener.
+    """
+
+    def __init__(self, root: CacheRoot | Path | None = None, name: str = "probe", directory: Path | None = None):
+        self._root = root
+        self._name = name
+        self._given_dir = Path(directory) if directory is not None else None
+        self._owns_temp = False
+        self.cache_dir: Path | None = None
+        self._dirs: list[Path] = []
+        self._stack: contextlib.ExitStack | None = None
+        self._reasons: list[tuple[str, str]] = []
+        self._listener_counts = {"compiled": 0, "loaded": 0}
+        self._has_listener = False
+        self._start: _Reading | None = None
+        self._recorded: dict[str, Any] = {}
+        self._passes: list[PassResult] = []
+        self._subdirs = 0
+        self._last_pair_dir: Path | None = None
+
+    # -- life cycle ---------------------------------------------------------
+    def __enter__(self) -> "CacheProbe":
+        self.cache_dir = self._make_dir()
+        self._dirs.append(self.cache_dir)
+        stack = contextlib.ExitStack()
+        try:
+            stack.enter_context(_environ(cache_environment(self.cache_dir)))
+            stack.enter_context(compat.enable_default_off_caches())
+            stack.enter_context(_capture_bypass_reasons(self._reasons))
+            self._has_listener = stack.enter_context(_count_triton_compiles(self._listener_counts))
+            compat.clear_in_memory_compile_caches()
+            self._start = self._read()
+        except BaseException:
+            stack.close()
+            raise
+        self._stack = stack
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._final = self._stats_since(self._start) if self._start is not None else None
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            stack.close()
+        if self._owns_temp and self.cache_dir is not None:
+            shutil.rmtree(self.cache_dir, ignore_errors=True)
+
+    def _make_dir(self) -> Path:
+        if self._given_dir is not None:
+            return ensure_private_dir(self._given_dir, "compile cache directory")
+        root = self._root
+        if root is None:
+            self._owns_temp = True
+            return Path(tempfile.mkdtemp(prefix="pytest-cudagraph-probe-"))
+        if not isinstance(root, CacheRoot):
+            root = CacheRoot(ensure_private_dir(Path(root), "cache root"), persistent=True)
+        return root.new_probe_dir(self._name)
+
+    def _require_active(self, what: str) -> None:
+        if self._stack is None:
+            raise UsageProblem(f"compile_cache.{what}() was called outside its 'with cache_probe()' block; call it inside")
+
+    # -- reading ------------------------------------------------------------
+    def _read(self) -> _Reading:
+        fx: set[str] = set()
+        aot: set[str] = set()
+        for d in self._dirs:
+            fx |= _files_under(d / "fxgraph")
+            aot |= _files_under(d / "aotautograd")
+        return _Reading(
+            counters=counter_snapshot(),
+            fx_entries=frozenset(fx),
+            aot_entries=frozenset(aot),
+            kernel_dirs=triton_kernel_dirs(d / "triton" for d in self._dirs),
+            listener_compiled=self._listener_counts["compiled"],
+            listener_loaded=self._listener_counts["loaded"],
+            reasons_seen=len(self._reasons),
+        )
+
+    def _stats_between(self, before: _Reading, after: _Reading) -> CacheStats:
+        delta = delta_between(before.counters, after.counters)
+        fxgraph = dict(delta.fxgraph)
+        fxgraph["saved"] = len(after.fx_entries - before.fx_entries)
+        aot = dict(delta.aot_autograd)
+        new_dirs = len(after.kernel_dirs - before.kernel_dirs)
+        bundler = {k: v for k, v in delta.triton.items() if k not in ("compiled", "loaded", "new_kernel_dirs")}
+        compiled, loaded = triton_compiled_and_loaded(new_dirs, bundler)
+        triton = {"compiled": compiled, "loaded": loaded, "new_kernel_dirs": new_dirs}
+        if self._has_listener:
+            listener_compiled = after.listener_compiled - before.listener_compiled
+            listener_loaded = after.listener_loaded - before.listener_loaded
+            triton["compiled"] = max(compiled, listener_compiled)
+            triton["loaded"] = loaded + listener_loaded
+            triton["listener_compiled"] = listener_compiled
+            triton["listener_loaded"] = listener_loaded
+        triton.update(bundler)
+        reasons = tuple(self._reasons[before.reasons_seen : after.reasons_seen])
+        return CacheStats(fxgraph=fxgraph, aot_autograd=aot, triton=triton, bypass_reasons=reasons)
+
+    def _stats_since(self, before: _Reading) -> CacheStats:
+        return self._stats_between(before, self._read())
+
+    def stats(self) -> CacheStats:
+        """Counters of every layer since the probe started (cumulative over all passes)."""
+        if self._stack is None:
+            final = getattr(self, "_final", None)
+            if final is not None:
+                return final
+            self._require_active("stats")
+        return self._stats_since(self._start)
+
+    def result(self) -> ProbeResult:
+        """The frozen result for the report: whole-probe stats and the passes run.
+
+        Passes that ran in a child interpreter are added in: their counters moved
+        there, not here.
+        """
+        stats = self.stats()
+        for child in (p for p in self._passes if p.process != "this interpreter"):
+            stats = _sum_stats(stats, child.stats)
+        return ProbeResult(stats=stats, passes=tuple(self._passes))
+
+    # -- recording outputs --------------------------------------------------
+    def record(self, name: str, value: Any) -> None:
+        """Keep ``value`` (a tensor, or a tuple/dict of them) to compare cold against warm.
+
+        Under ``@pytest.mark.compile_cache`` each pass records its own set; the warm
+        set must equal the cold one (bitwise unless the marker gives rtol/atol).
+        """
+        if name in self._recorded:
+            raise UsageProblem(
+                f"compile_cache.record({name!r}, ...) was called twice in one pass; give each recorded value its own name"
+            )
+        self._recorded[name] = _detached_copy(value)
+
+    # -- directories --------------------------------------------------------
+    def _fresh_subdir(self, label: str) -> Path:
+        self._subdirs += 1
+        path = self.cache_dir / f"{label}-{self._subdirs}"
+        path.mkdir(mode=0o700)
+        self._dirs.append(path)
+        return path
+
+    @contextlib.contextmanager
+    def _use_directory(self, directory: Path) -> Iterator[None]:
+        if directory not in self._dirs:
+            self._dirs.append(directory)
+        with _environ(cache_environment(directory)):
+            yield
+
+    # -- passes -------------------------------------------------------------
+    def _run_pass(self, name: str, call: Callable[[], Any], seed: int, directory: Path) -> PassResult:
+        """Run ``call`` once with only the disk caches of ``directory`` able to answer."""
+        with self._use_directory(directory):
+            compat.clear_in_memory_compile_caches()
+            saved_recorded, self._recorded = self._recorded, {}
+            try:
+                before = self._read()
+                started = time.perf_counter()
+                with seeded_rngs(seed):
+                    value = call()
+                duration = time.perf_counter() - started
+                after = self._read()
+                recorded = self._recorded
+            finally:
+                self._recorded = saved_recorded
+        result = PassResult(
+            name=name,
+            stats=self._stats_between(before, after),
+            outputs=_detached_copy(value),
+            recorded=recorded,
+            cache_dir=str(directory),
+            duration_s=duration,
+            before=_absolute(before),
+            after=_absolute(after),
+        )
+        self._passes.append(result)
+        return result
+
+    def cold_warm(self, fn: Callable[..., Any] | str, *args: Any, mode: str = "inprocess", seed: int = DEFAULT_SEED) -> ColdWarm:
+        """Run ``fn(*args)`` against an empty cache, then warm; return ``ColdWarm`` (``cold, warm``).
+
+        ``mode="inprocess"`` drops Dynamo's and Inductor's in-memory caches between
+        the passes; ``mode="subprocess"`` runs the warm pass in a fresh interpreter
+        sharing the cache directory, so ``fn`` must be importable: a module-level
+        function (or ``"package.module:qualname"``) and picklable ``args``.  Each pass
+        starts from the same seeds.  Nothing is asserted here: call ``.check()``.
+        """
+        self._require_active("cold_warm")
+        if mode not in ("inprocess", "subprocess"):
+            raise UsageProblem(f"cold_warm(mode={mode!r}) is not a known mode; use mode='inprocess' or mode='subprocess'")
+        refuse_if_caches_disabled("cold_warm()")
+        target = importable_name(fn) if mode == "subprocess" else None
+        call_fn = resolve_importable(fn) if isinstance(fn, str) else fn
+        pair_dir = self._fresh_subdir("cold_warm")
+        self._last_pair_dir = pair_dir
+        cold = self._run_pass("cold", lambda: call_fn(*args), seed, pair_dir)
+        if mode == "inprocess":
+            warm = self._run_pass("warm", lambda: call_fn(*args), seed, pair_dir)
+        else:
+            warm = self._callable_pass_in_child(target, args, seed, pair_dir)
+        return ColdWarm(cold=cold, warm=warm, mode=mode, cache_dir=str(pair_dir))
+
+    def portable(self, fn: Callable[..., Any], *args: Any, seed: int = DEFAULT_SEED) -> ColdWarm:
+        """Move the probe's cache into an empty directory (mega-cache artifacts) and run warm there.
+
+        Runs ``fn(*args)`` against the probe's latest cache (that of the last
+        ``cold_warm()``, else the probe's own directory), saves what it used with
+        ``torch.compiler.save_cache_artifacts()``, loads that into an empty directory
+        and runs again.  The returned pair (``source, moved``) passes ``.check()`` when
+        the moved cache gives only hits.  Needs torch 2.7+.
+        """
+        self._require_active("portable")
+        if not compat.has_portable_cache_artifacts():
+            raise UsageProblem(
+                "compile_cache.portable() needs torch.compiler.save_cache_artifacts (torch 2.7 and newer); "
+                "use cold_warm(mode='subprocess') on this torch"
+            )
+        refuse_if_caches_disabled("portable()")
+        source_dir = self._last_pair_dir or self.cache_dir
+        with compat.fresh_cache_artifact_recording():
+            source = self._run_pass("source", lambda: fn(*args), seed, source_dir)
+            blob = compat.save_cache_artifacts()
+        if blob is None:
+            raise InvariantViolation(
+                f"compile_cache.portable(): torch.compiler.save_cache_artifacts() returned nothing after running "
+                f"{_callable_label(fn)}; the function compiled nothing with Inductor, or every graph bypassed the cache"
+            )
+        moved_dir = self._fresh_subdir("portable")
+        with self._use_directory(moved_dir):
+            compat.clear_in_memory_compile_caches()
+            compat.load_cache_artifacts(blob)
+        moved = self._run_pass("moved", lambda: fn(*args), seed, moved_dir)
+        return ColdWarm(cold=source, warm=moved, mode="portable", cache_dir=str(moved_dir))
+
+    # -- subprocess passes --------------------------------------------------
+    def _callable_pass_in_child(self, target: str, args: tuple, seed: int, directory: Path) -> PassResult:
+        import torch
+
+        spec_path = directory / "warm-pass.spec.pt"
+        out_path = directory / "warm-pass.out.pt"
+        try:
+            torch.save(
+                {"target": target, "args": args, "seed": seed, "cache_dir": str(directory), "out": str(out_path),
+                 "config": compat.changed_compile_config()},
+                spec_path,
+            )
+        except Exception as exc:
+            raise UsageProblem(
+                f"cold_warm(mode='subprocess'): the arguments of {target} cannot be saved for the child interpreter "
+                f"({type(exc).__name__}: {exc}); pass tensors and plain Python values"
+            ) from None
+        env = _child_environment(directory)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        cmd = [sys.executable, "-m", "pytest_cudagraph.caches", str(spec_path)]
+        proc = subprocess.run(cmd, env=env, cwd=os.getcwd(), capture_output=True, text=True)
+        return self._load_child_pass(out_path, proc, cmd, what=f"{target}(...)")
+
+    def _load_child_pass(self, out_path: Path, proc: subprocess.CompletedProcess, cmd: list[str], what: str) -> PassResult:
+        __tracebackhide__ = True
+        payload = _read_child_output(out_path)
+        if payload is None or payload.get("error"):
+            detail = (payload or {}).get("error") or _tail(proc.stdout + proc.stderr)
+            raise InvariantViolation(
+                f"compile_cache: the warm pass of {what} in a fresh interpreter did not finish (exit code "
+                f"{proc.returncode}); its last lines:\n{_indent(detail)}\nrerun it alone with: {' '.join(cmd)}"
+            )
+        result = PassResult(
+            name="warm",
+            stats=CacheStats.from_json(payload["stats"]),
+            outputs=payload.get("outputs"),
+            recorded=payload.get("recorded") or {},
+            cache_dir=payload["cache_dir"],
+            duration_s=float(payload.get("duration_s", 0.0)),
+            before=payload.get("before") or {},
+            after=payload.get("after") or {},
+            process=f"a fresh interpreter (pid {payload.get('pid')})",
+        )
+        self._passes.append(result)
+        return result
+
+
+def cache_probe(root: CacheRoot | Path | None = None, name: str = "probe", directory: Path | None = None) -> CacheProbe:
+    """An isolated compile-cache directory with per-layer counters, as a context manager.
+
+    ``root`` is the run's cache root (a ``CacheRoot`` or a path): the probe takes a
+    fresh private directory under it.  Without a root it uses a private temporary
+    directory, deleted on exit.  ``directory`` adopts an existing directory instead
+    (how a child interpreter joins its parent's cache).
+
+    Example::
+
+        with cache_probe() as probe:
+            torch.compile(fn)(x)
+            assert probe.stats().fxgraph["miss"] >= 1
+    """
+    return CacheProbe(root=root, name=name, directory=directory)
+
+
+# ----------------------------------------------------------------------------
+# the invariant and its message
+# ----------------------------------------------------------------------------
+
+
+def refuse_if_caches_disabled(what: str) -> None:
+    """Fail before compiling anything when no warm pass could hit (caches disabled)."""
+    __tracebackhide__ = True
+    reasons = compat.cache_disabled_reasons()
+    if reasons:
+        raise InvariantViolation(
+            f"compile_cache: {what} cannot show a warm start because the compile caches are disabled: "
+            f"{'; '.join(reasons)}; unset that variable (or config) for this test"
+        )
+
+
+def warm_pass_problems(cold: PassResult, warm: PassResult, rtol: float | None = None, atol: float | None = None) -> list[str]:
+    """The violated parts of the warm-start invariant, one short line each."""
+    problems = []
+    if not cold.stats.compiled_anything:
+        problems.append("the cold pass compiled nothing with Inductor (no FX-graph cache lookup at all)")
+    w = warm.stats
+    if w.fxgraph.get("hit", 0) < 1:
+        problems.append("fxgraph: no hit on the warm pass")
+    if compat.autograd_cache_enabled() and cold.stats.aot_autograd.get("miss", 0) + cold.stats.aot_autograd.get("hit", 0) > 0:
+        if w.aot_autograd.get("hit", 0) < 1:
+            problems.append("aot_autograd: no hit on the warm pass")
+    for layer in ("fxgraph", "aot_autograd"):
+        for key in ("miss", "guard_miss", "saved", "bypass"):
+            if getattr(w, layer).get(key, 0):
+                problems.append(f"{layer}: {key} {getattr(w, layer)[key]} on the warm pass")
+    if w.triton.get("compiled", 0):
+        problems.append(f"triton: {w.triton['compiled']} kernel(s) compiled on the warm pass")
+    problems += compare_outputs("returned", cold.outputs, warm.outputs, rtol=rtol, atol=atol)
+    problems += _compare_recorded(cold.recorded, warm.recorded, rtol=rtol, atol=atol)
+    return problems
+
+
+def _compare_recorded(cold: Mapping[str, Any], warm: Mapping[str, Any], rtol: float | None, atol: float | None) -> list[str]:
+    problems = []
+    for name in cold:
+        if name not in warm:
+            problems.append(f"recorded {name!r}: recorded on the cold pass only")
+    for name in warm:
+        if name not in cold:
+            problems.append(f"recorded {name!r}: recorded on the warm pass only")
+        else:
+            problems += compare_outputs(f"recorded {name!r}", cold[name], warm[name], rtol=rtol, atol=atol)
+    return problems
+
+
+def compare_outputs(label: str, cold: Any, warm: Any, rtol: float | None = None, atol: float | None = None) -> list[str]:
+    """Differences between two output trees (tensors, tuples, lists, dicts, scalars).
+
+    Bitwise when ``rtol`` and ``atol`` are both None: the bytes of every tensor must
+    match (so a NaN in the same place is equal, and ``-0.0`` differs from ``0.0``).
+    Otherwise ``allclose`` with the given tolerances (a missing one is 0).
+
+    >>> compare_outputs("y", torch.ones(2), torch.ones(2))
+    []
+    """
+    import torch
+
+    problems: list[str] = []
+
+    def walk(where: str, a: Any, b: Any) -> None:
+        if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+            if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+                problems.append(f"{where}: a tensor on one pass, {type(b if isinstance(a, torch.Tensor) else a).__name__} on the other")
+                return
+            problem = _compare_tensors(a, b, rtol, atol)
+            if problem:
+                problems.append(f"{where}: {problem}")
+        elif isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+            if len(a) != len(b):
+                problems.append(f"{where}: {len(a)} items on the cold pass, {len(b)} on the warm pass")
+                return
+            for i, (x, y) in enumerate(zip(a, b)):
+                walk(f"{where}[{i}]", x, y)
+        elif isinstance(a, Mapping) and isinstance(b, Mapping):
+            if set(a) != set(b):
+                problems.append(f"{where}: keys {sorted(map(str, a))} on the cold pass, {sorted(map(str, b))} on the warm pass")
+                return
+            for key in a:
+                walk(f"{where}[{key!r}]", a[key], b[key])
+        elif a != b and not (a is None and b is None):
+            problems.append(f"{where}: {a!r} on the cold pass, {b!r} on the warm pass")
+
+    walk(label, cold, warm)
+    return problems
+
+
+def _compare_tensors(a: Any, b: Any, rtol: float | None, atol: float | None) -> str | None:
+    import torch
+
+    a, b = a.detach().cpu(), b.detach().cpu()
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return f"shape/dtype {tuple(a.shape)} {a.dtype} on the cold pass, {tuple(b.shape)} {b.dtype} on the warm pass"
+    if rtol is None and atol is None:
+        if _same_bytes(a, b):
+            return None
+        how = "not bitwise equal"
+    else:
+        if torch.allclose(a, b, rtol=rtol or 0.0, atol=atol or 0.0, equal_nan=True):
+            return None
+        how = f"not within rtol={rtol or 0.0}, atol={atol or 0.0}"
+    if a.is_floating_point() or a.is_complex():
+        diff = (a.to(torch.complex128 if a.is_complex() else torch.float64) - b.to(torch.complex128 if b.is_complex() else torch.float64)).abs()
+        diff = torch.where(torch.isnan(diff), torch.full_like(diff, float("inf")), diff)
+        flat = int(diff.reshape(-1).argmax()) if diff.numel() else 0
+    else:
+        diff = a.ne(b)
+        flat = int(diff.reshape(-1).to(torch.uint8).argmax()) if diff.numel() else 0
+    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), a.shape)) if a.dim() else ()
+    worst_a = a[index].item() if a.numel() else None
+    worst_b = b[index].item() if b.numel() else None
+    changed = int(a.ne(b).sum()) if not a.is_complex() else int((a != b).sum())
+    return (
+        f"{how}: {changed} of {a.numel()} elements differ, the largest at index {index} "
+        f"(cold {worst_a!r}, warm {worst_b!r})"
+    )
+
+
+def _same_bytes(a: Any, b: Any) -> bool:
+    import torch
+
+    try:
+        return torch.equal(a.contiguous().reshape(-1).view(torch.uint8), b.contiguous().reshape(-1).view(torch.uint8))
+    except (RuntimeError, TypeError):  # sparse or quantized layouts have no byte view
+        return bool(torch.equal(a, b))
+
+
+def _hints(result: ColdWarm) -> list[str]:
+    cold, warm = result.cold.stats, result.warm.stats
+    reasons = warm.reasons() or cold.reasons()
+    hints = []
+    disabled = compat.cache_disabled_reasons()
+    if disabled:
+        hints.append(f"the compile caches are disabled now: {'; '.join(disabled)}; unset that variable or config")
+    if any("custom" in r.lower() for r in reasons):
+        hints.append(
+            "a custom Inductor pass (post_grad_custom_*_pass, joint_custom_*_pass, pre_grad_custom_pass) is not a "
+            "torch._inductor.custom_graph_pass.CustomGraphPass with a stable uuid(), so no graph using it can be "
+            "cached; subclass CustomGraphPass and return a uuid() that changes only when the pass changes"
+        )
+    elif reasons:
+        hints.append("the bypass reason above names what makes the graph uncacheable (freezing, an unpicklable "
+                     "constant, a non-cacheable higher-order op, a custom pass without uuid())")
+    if not cold.compiled_anything:
+        hints.append("compile with the Inductor backend inside the test body; backend='eager'/'aot_eager' do not use "
+                     "the FX-graph cache, and a function compiled before the cold pass is not compiled again")
+    if (warm.fxgraph.get("miss", 0) or warm.aot_autograd.get("miss", 0) or warm.aot_autograd.get("guard_miss", 0)) and not reasons:
+        hint = ("the warm pass computed other cache keys than the cold pass: a config that differs between passes "
+                "(torch._inductor.config / torch._functorch.config patched in one pass only, or an environment variable), "
+                "or inputs of another shape, dtype or device")
+        if result.mode == "subprocess":
+            hint += "; in subprocess mode also config set outside the test body or the test module (a conftest hook)"
+        hints.append(hint)
+    if (warm.fxgraph.get("saved", 0) or warm.aot_autograd.get("saved", 0)) and not (
+        warm.fxgraph.get("miss", 0) or warm.aot_autograd.get("miss", 0)
+    ):
+        hints.append("the warm pass saved entries although nothing missed: something re-saves what it loaded "
+                     "(vLLM PR #35921 was this bug)")
+    if warm.triton.get("compiled", 0):
+        hints.append("Triton compiled kernels on the warm pass: the FX-graph cache missed, TRITON_ALWAYS_COMPILE "
+                     "(knobs.compilation.always_compile) is set, or Triton's cache directory was not shared")
+    if cold.compiled_anything and not warm.compiled_anything:
+        hints.append("nothing reached the FX-graph cache on the warm pass: the body did not call the compiled "
+                     "function again, or it was compiled outside the body (a fixture) and answered from memory")
+    return hints
+
+
+def _counter_rows(result: ColdWarm) -> list[list[str]]:
+    rows = [["layer", "counter", "cold", "warm before", "warm after", "expected on warm"]]
+    expected = {"hit": ">= 1", "miss": "0", "guard_miss": "0", "saved": "0", "bypass": "0", "compiled": "0", "loaded": "any"}
+    for layer in LAYERS:
+        cold_layer = getattr(result.cold.stats, layer)
+        warm_layer = getattr(result.warm.stats, layer)
+        for key in ("hit", "miss", "guard_miss", "bypass", "saved", "compiled", "loaded"):
+            if key not in warm_layer and key not in cold_layer:
+                continue
+            before = result.warm.before.get(layer, {}).get(key)
+            after = result.warm.after.get(layer, {}).get(key)
+            delta = warm_layer.get(key, 0)
+            rows.append([
+                layer, key, f"+{cold_layer.get(key, 0)}",
+                "-" if before is None else str(before),
+                f"{'-' if after is None else after} (+{delta})",
+                expected[key],
+            ])
+    return rows
+
+
+def format_failure(result: ColdWarm, problems: list[str], rtol: float | None = None, atol: float | None = None,
+                   context: str | None = None) -> str:
+    """The failure report: what failed, the counter table, the bypass reasons and hints."""
+    from .summary import format_table
+
+    head = context or f"compile_cache.cold_warm(mode={result.mode!r})"
+    lines = [f"{head}: the warm pass was not a pure cache hit ({len(problems)} problem(s)); cache dir {result.cache_dir}"]
+    lines += [f"  - {p}" for p in problems]
+    lines.append("")
+    lines += ["  " + row for row in format_table(_counter_rows(result))]
+    for name, stats in (("cold", result.cold.stats), ("warm", result.warm.stats)):
+        for layer in ("fxgraph", "aot_autograd"):
+            for reason in stats.reasons(layer):
+                lines.append(f"  bypass reason ({layer}, {name} pass): {reason}")
+    lines.append(f"  warm pass ran in {result.warm.process}; outputs compared "
+                 f"{'bitwise' if rtol is None and atol is None else f'with rtol={rtol}, atol={atol}'}")
+    if any(p.startswith(("returned", "recorded")) for p in problems):
+        lines.append("  hint: a hit that loads the wrong artifact gives other outputs; so does a body that is not "
+                     "deterministic (inputs not drawn from the seeded Python/torch/CUDA RNGs, nondeterministic "
+                     "kernels: give rtol/atol to the marker)")
+    for hint in _hints(result):
+        lines.append(f"  hint: {hint}")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------
+# importable callables and the child interpreter
+# ----------------------------------------------------------------------------
+
+
+def _callable_label(fn: Any) -> str:
+    return fn if isinstance(fn, str) else getattr(fn, "__qualname__", repr(fn))
+
+
+def resolve_importable(name: str) -> Any:
+    """The object named ``"package.module:qualname"`` (or ``"package.module.qualname"``)."""
+    module_name, _, qualname = name.partition(":")
+    if not qualname:
+        module_name, _, qualname = name.rpartition(".")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise UsageProblem(
+            f"cold_warm: {name!r} cannot be imported ({type(exc).__name__}: {exc}); "
+            f"give 'package.module:function' of a module-level function"
+        ) from None
+    return obj
+
+
+def importable_name(fn: Any) -> str:
+    """``"module:qualname"`` for a function a fresh interpreter can import and call."""
+    if isinstance(fn, str):
+        resolve_importable(fn)
+        return fn if ":" in fn else ":".join(fn.rsplit(".", 1))
+    module = getattr(fn, "__module__", None)
+    qualname = getattr(fn, "__qualname__", None)
+    if not module or not qualname or "<" in qualname or module == "__main__":
+        raise UsageProblem(
+            f"cold_warm(mode='subprocess'): {_callable_label(fn)} (module {module}) cannot be imported by a fresh "
+            f"interpreter; define it at module level of an importable module, or pass 'package.module:function'"
+        )
+    name = f"{module}:{qualname}"
+    if resolve_importable(name) is not fn:
+        raise UsageProblem(
+            f"cold_warm(mode='subprocess'): {name} imports as another object than the function given (rebound or "
+            f"wrapped under the same name); pass the module-level name of the function to run"
+        )
+    return name
+
+
+def _child_environment(directory: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(cache_environment(directory))
+    # the child is a plain run, not one more xdist worker of the parent
+    for name in list(env):
+        if name.startswith("PYTEST_XDIST_") or name in ("PYTEST_CURRENT_TEST", CHILD_PASS_ENV):
+            env.pop(name)
+    return env
+
+
+def _read_child_output(path: Path) -> dict[str, Any] | None:
+    import torch
+
+    if not path.exists():
+        return None
+    # written by our own child into this probe's private (0700) directory
+    return torch.load(path, weights_only=False, map_location="cpu")
+
+
+def _write_child_output(path: str | Path, result: PassResult | None, error: str | None = None) -> None:
+    import torch
+
+    payload: dict[str, Any] = {"pid": os.getpid(), "error": error}
+    if result is not None:
+        payload.update(
+            stats=result.stats.to_json(), cache_dir=result.cache_dir, duration_s=result.duration_s,
+            before=_plain(result.before), after=_plain(result.after),
+            recorded=_to_cpu(dict(result.recorded)),
+        )
+        try:
+            payload["outputs"] = _to_cpu(result.outputs)
+            torch.save(payload, str(path) + ".tmp")
+        except Exception as exc:
+            payload["outputs"] = None
+            payload["error"] = (
+                f"the return value ({type(result.outputs).__name__}) cannot be saved for the parent "
+                f"({type(exc).__name__}: {exc}); return tensors, or tuples/lists/dicts of tensors"
+            )
+            torch.save(payload, str(path) + ".tmp")
+    else:
+        torch.save(payload, str(path) + ".tmp")
+    os.replace(str(path) + ".tmp", path)
+
+
+def _child_main(argv: list[str]) -> int:
+    """``python -m pytest_cudagraph.caches SPEC``: one warm pass of a callable, results to SPEC's out."""
+    import torch
+
+    spec = torch.load(argv[0], weights_only=False)  # our own file, in the probe's private directory
+    try:
+        fn = resolve_importable(spec["target"])
+        with compat.applied_compile_config(spec.get("config") or {}):
+            with cache_probe(directory=Path(spec["cache_dir"])) as probe:
+                result = probe._run_pass("warm", lambda: fn(*spec["args"]), spec["seed"], probe.cache_dir)
+    except BaseException:
+        _write_child_output(spec["out"], None, error=traceback.format_exc(limit=-8))
+        return 1
+    _write_child_output(spec["out"], result)
+    return 0
+
+
+# ----------------------------------------------------------------------------
+# @pytest.mark.compile_cache
+# ----------------------------------------------------------------------------
+
+
+def _child_pass_spec(nodeid: str) -> dict[str, Any] | None:
+    raw = os.environ.get(CHILD_PASS_ENV)
+    if not raw:
+        return None
+    spec = json.loads(raw)
+    if spec.get("nodeid") != nodeid:
+        raise UsageProblem(
+            f"{CHILD_PASS_ENV} asks for a warm pass of {spec.get('nodeid')} but this interpreter runs {nodeid}; "
+            f"do not set {CHILD_PASS_ENV} by hand"
+        )
+    return spec
+
+
+def run_marked_test(pyfuncitem: Any, marker: Any, cache_root: CacheRoot, record: Any) -> None:
+    """Run a ``@pytest.mark.compile_cache`` test body cold, then warm, and check the warm pass.
+
+    Both passes get the same fixture values and the same seeds.  In ``subprocess``
+    mode the warm pass is ``python -m pytest <nodeid>`` in a fresh interpreter that
+    joins the cold pass's cache directory (told by the CHILD_PASS_ENV variable) and
+    sends back its counters and recorded tensors.  Raises InvariantViolation with the
+    counter table when the warm pass missed, saved, bypassed, compiled a Triton
+    kernel, or recorded other tensors.
+    """
+    __tracebackhide__ = True
+
+    def body() -> Any:
+        funcargs = pyfuncitem.funcargs
+        return pyfuncitem.obj(**{arg: funcargs[arg] for arg in pyfuncitem._fixtureinfo.argnames})
+
+    fixture_probe = pyfuncitem.funcargs.get("compile_cache") if "compile_cache" in pyfuncitem.funcargs else None
+    if not isinstance(fixture_probe, CacheProbe):
+        fixture_probe = None
+    spec = _child_pass_spec(pyfuncitem.nodeid)
+    if spec is not None:
+        _run_child_test_pass(spec, body, fixture_probe)
+        return
+
+    refuse_if_caches_disabled(f"@pytest.mark.compile_cache(mode={marker.mode!r})")
+    with contextlib.ExitStack() as stack:
+        probe = fixture_probe or stack.enter_context(cache_probe(root=cache_root, name=pyfuncitem.name))
+        pair_dir = probe._fresh_subdir("marked")
+        cold = probe._run_pass("cold", body, DEFAULT_SEED, pair_dir)
+        if marker.mode == "inprocess":
+            warm = probe._run_pass("warm", body, DEFAULT_SEED, pair_dir)
+        else:
+            warm = _test_pass_in_child(pyfuncitem, probe, pair_dir, DEFAULT_SEED)
+        result = ColdWarm(cold=cold, warm=warm, mode=marker.mode, cache_dir=str(pair_dir))
+        record.set("caches", probe.result())
+        record.note("compile_cache", result.to_json())
+    args = [f"mode={marker.mode!r}"] + [f"{k}={v}" for k, v in (("rtol", marker.rtol), ("atol", marker.atol)) if v is not None]
+    result.check(rtol=marker.rtol, atol=marker.atol, context=f"@pytest.mark.compile_cache({', '.join(args)})")
+
+
+def _run_child_test_pass(spec: dict[str, Any], body: Callable[[], Any], fixture_probe: CacheProbe | None) -> None:
+    directory = Path(spec["cache_dir"])
+    try:
+        with contextlib.ExitStack() as stack:
+            probe = fixture_probe or stack.enter_context(cache_probe(directory=directory))
+            result = probe._run_pass(spec.get("pass", "warm"), body, int(spec["seed"]), directory)
+    except BaseException:
+        _write_child_output(spec["out"], None, error=traceback.format_exc(limit=-8))
+        raise
+    _write_child_output(spec["out"], result)
+
+
+def _test_pass_in_child(pyfuncitem: Any, probe: CacheProbe, directory: Path, seed: int) -> PassResult:
+    config = pyfuncitem.config
+    out_path = directory / "warm-pass.out.pt"
+    env = _child_environment(directory)
+    env[CHILD_PASS_ENV] = json.dumps(
+        {"nodeid": pyfuncitem.nodeid, "cache_dir": str(directory), "out": str(out_path), "seed": seed, "pass": "warm"}
+    )
+    rootdir = Path(str(config.rootpath))
+    cmd = [sys.executable, "-m", "pytest", pyfuncitem.nodeid, "-p", "no:cacheprovider", "-q", "--no-header",
+           f"--rootdir={rootdir}", f"--basetemp={directory / 'child-basetemp'}"]
+    if config.inipath is not None:
+        cmd += ["-c", str(config.inipath)]
+    if config.pluginmanager.hasplugin("xdist"):
+        cmd += ["-n", "0"]  # whatever the ini's addopts say, the child is one interpreter
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        cmd += ["-p", "pytest_cudagraph.plugin"]
+    proc = subprocess.run(cmd, env=env, cwd=str(rootdir), capture_output=True, text=True)
+    return probe._load_child_pass(out_path, proc, cmd, what=pyfuncitem.nodeid)
+
+
+# ----------------------------------------------------------------------------
+# small helpers for values crossing passes and processes
+# ----------------------------------------------------------------------------
+
+
+def _map_tensors(value: Any, fn: Callable[[Any], Any]) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(_map_tensors(v, fn) for v in value)
+    if isinstance(value, list):
+        return [_map_tensors(v, fn) for v in value]
+    if isinstance(value, dict):
+        return {k: _map_tensors(v, fn) for k, v in value.items()}
+    return value
+
+
+def _detached_copy(value: Any) -> Any:
+    return _map_tensors(value, lambda t: t.detach().clone())
+
+
+def _to_cpu(value: Any) -> Any:
+    return _map_tensors(value, lambda t: t.detach().cpu())
+
+
+def _describe(value: Any) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return {"shape": list(value.shape), "dtype": str(value.dtype).replace("torch.", "")}
+    return _map_tensors(value, lambda t: {"shape": list(t.shape), "dtype": str(t.dtype)}) if isinstance(value, (list, tuple, dict)) else repr(value)
+
+
+def _absolute(reading: _Reading) -> dict[str, dict[str, int]]:
+    """Absolute values of torch's counters (and on-disk entry counts) at one moment."""
+    from .counters import COUNTER_MAP
+
+    out: dict[str, dict[str, int]] = {}
+    for layer, keys in COUNTER_MAP.items():
+        out[layer] = {key: int(reading.counters.values.get(src, 0)) for key, src in keys.items()}
+    out["fxgraph"]["saved"] = len(reading.fx_entries)
+    out["triton"]["new_kernel_dirs"] = len(reading.kernel_dirs)
+    return out
+
+
+def _sum_stats(a: CacheStats, b: CacheStats) -> CacheStats:
+    def add(x: Mapping[str, int], y: Mapping[str, int]) -> dict[str, int]:
+        return {k: x.get(k, 0) + y.get(k, 0) for k in {**x, **y}}
+
+    return CacheStats(
+        fxgraph=add(a.fxgraph, b.fxgraph),
+        aot_autograd=add(a.aot_autograd, b.aot_autograd),
+        triton=add(a.triton, b.triton),
+        bypass_reasons=a.bypass_reasons + b.bypass_reasons,
+    )
+
+
+def _plain(value: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+    return {k: dict(v) for k, v in value.items()}
+
+
+def _tail(text: str, lines: int = 15) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:]) or "(no output)"
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line for line in text.strip().splitlines())
+
+
+if __name__ == "__main__":
+    from pytest_cudagraph.caches import _child_main as _main
+
+    sys.exit(_main(sys.argv[1:]))

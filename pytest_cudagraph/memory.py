@@ -1,0 +1,339 @@
+"""Graph-pool accounting from allocator snapshots.
+
+The bytes a CUDA graph pool holds are the ``total_size`` of the allocator
+segments whose ``segment_pool_id`` is that pool (``torch.cuda.memory_snapshot()``).
+``memory_reserved()`` deltas are not used: ``torch.cuda.graph`` empties the cache
+on entry and warm-up on a side stream leaves cached blocks behind, so a delta
+mixes the pool with unrelated memory.  A live pool's segments are never returned
+by ``empty_cache``, so its reserved bytes are in effect its high-water mark,
+rounded up to whole segments.
+
+The rounding is the caching allocator's (c10/cuda/CUDACachingAllocator.cpp):
+
+- a request is rounded up to 512 bytes;
+- requests up to 1 MiB come from 2 MiB "small" segments;
+- requests between 1 MiB and 10 MiB come from 20 MiB "large" segments;
+- bigger requests get a segment of their own, rounded up to 2 MiB.
+
+The pool check's slack is derived from those rules (``derive_slack``) instead of
+being guessed.  Pure functions here work on plain segment dicts, so the
+arithmetic and the table are tested on a CPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+KIB = 1024
+MIB = 1024 * 1024
+
+MIN_BLOCK_SIZE = 512  # kMinBlockSize: every request is rounded up to this
+SMALL_SIZE = 1 * MIB  # kSmallSize: largest request served from small segments
+SMALL_BUFFER = 2 * MIB  # kSmallBuffer: size of a small segment
+MIN_LARGE_ALLOC = 10 * MIB  # kMinLargeAlloc: from here a request gets its own segment
+LARGE_BUFFER = 20 * MIB  # kLargeBuffer: size of a large segment for 1-10 MiB requests
+ROUND_LARGE = 2 * MIB  # kRoundLarge: rounding of a request's own segment
+
+PoolId = tuple[int, int]
+
+
+def format_bytes(nbytes: int | None) -> str:
+    """``62914560`` -> ``'60.0 MiB'``; small figures keep KiB so a table never shows 0.0."""
+    if nbytes is None:
+        return "-"
+    if abs(nbytes) >= MIB:
+        return f"{nbytes / MIB:.1f} MiB"
+    if abs(nbytes) >= KIB:
+        return f"{nbytes / KIB:.1f} KiB"
+    return f"{nbytes} B"
+
+
+def round_request(nbytes: int) -> int:
+    """The block size the allocator hands out for a request of ``nbytes``."""
+    if nbytes < MIN_BLOCK_SIZE:
+        return MIN_BLOCK_SIZE
+    return -(-nbytes // MIN_BLOCK_SIZE) * MIN_BLOCK_SIZE
+
+
+def segment_size_for(nbytes: int) -> int:
+    """Size of the segment a fresh request of ``nbytes`` makes the allocator reserve.
+
+    >>> segment_size_for(4096) == SMALL_BUFFER
+    True
+    >>> segment_size_for(4 * MIB) == LARGE_BUFFER
+    True
+    >>> segment_size_for(33 * MIB) == 34 * MIB
+    True
+    """
+    size = round_request(nbytes)
+    if size <= SMALL_SIZE:
+        return SMALL_BUFFER
+    if size < MIN_LARGE_ALLOC:
+        return LARGE_BUFFER
+    return -(-size // ROUND_LARGE) * ROUND_LARGE
+
+
+def segment_class(total_size: int) -> str:
+    """``'small'`` (2 MiB), ``'large'`` (20 MiB) or ``'own'`` (one big request's segment)."""
+    if total_size == SMALL_BUFFER:
+        return "small"
+    if total_size == LARGE_BUFFER:
+        return "large"
+    return "own"
+
+
+# --------------------------------------------------------------------------
+# reading pools
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PoolUsage:
+    """What one or more graph pools hold, from an allocator snapshot.
+
+    ``reserved_bytes`` is the pool's footprint (whole segments); ``allocated_bytes``
+    the blocks handed out and not freed; ``segment_sizes`` each segment's size.
+    """
+
+    pool_ids: tuple[PoolId, ...]
+    reserved_bytes: int = 0
+    allocated_bytes: int = 0
+    segment_sizes: tuple[int, ...] = ()
+
+    @property
+    def segments(self) -> int:
+        return len(self.segment_sizes)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pool_ids": [list(p) for p in self.pool_ids],
+            "reserved_bytes": self.reserved_bytes,
+            "allocated_bytes": self.allocated_bytes,
+            "segments": self.segments,
+        }
+
+
+def _pool_key(value: Any) -> PoolId:
+    return (int(value[0]), int(value[1]))
+
+
+def pool_usage_from_segments(
+    segments: Iterable[Mapping[str, Any]], pool_ids: Iterable[PoolId], device: int | None = None
+) -> PoolUsage:
+    """Sum the snapshot segments that belong to ``pool_ids`` (and ``device``, if given)."""
+    wanted = tuple(_pool_key(p) for p in pool_ids)
+    wanted_set = set(wanted)
+    reserved = allocated = 0
+    sizes = []
+    for seg in segments:
+        if _pool_key(seg.get("segment_pool_id", (0, 0))) not in wanted_set:
+            continue
+        if device is not None and int(seg.get("device", device)) != device:
+            continue
+        reserved += int(seg["total_size"])
+        allocated += int(seg.get("allocated_size", 0))
+        sizes.append(int(seg["total_size"]))
+    return PoolUsage(wanted, reserved, allocated, tuple(sorted(sizes, reverse=True)))
+
+
+def pool_usage(pool_ids: PoolId | Iterable[PoolId], device: int | None = None) -> PoolUsage:
+    """Read the allocator now: the segments of ``pool_ids`` (one id or several).
+
+    Example::
+
+        g = torch.cuda.CUDAGraph()
+        ...capture...
+        pool_usage(g.pool()).reserved_bytes   # the graph's high-water mark, in segments
+    """
+    from ._compat import memory_snapshot_segments
+
+    if isinstance(pool_ids, tuple) and len(pool_ids) == 2 and all(isinstance(v, int) for v in pool_ids):
+        ids: list[PoolId] = [_pool_key(pool_ids)]
+    else:
+        ids = [_pool_key(p) for p in pool_ids]  # type: ignore[union-attr]
+    # one pool: let torch filter (2.8+); several: one full snapshot covers them all
+    segments = memory_snapshot_segments(ids[0] if len(ids) == 1 else None)
+    return pool_usage_from_segments(segments, ids, device)
+
+
+def pool_bytes(pool_ids: PoolId | Iterable[PoolId], device: int | None = None) -> int:
+    """Reserved bytes of one pool (or the sum over several): the reader other modules use."""
+    return pool_usage(pool_ids, device).reserved_bytes
+
+
+def graph_pool_segments(device: int | None = None) -> list[dict]:
+    """Every segment that belongs to any graph pool (``segment_pool_id != (0, 0)``).
+
+    PyTorch's cudagraph-tree tests assert this is empty at tear-down; so can a test
+    that captured many GraphSets (they must all have been released).
+    """
+    from ._compat import memory_snapshot_segments
+
+    return [
+        seg
+        for seg in memory_snapshot_segments(None)
+        if _pool_key(seg.get("segment_pool_id", (0, 0))) != (0, 0)
+        and (device is None or int(seg.get("device", device)) == device)
+    ]
+
+
+# --------------------------------------------------------------------------
+# the pool check: slack, per-size table, message
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Slack:
+    """Bytes a shared pool may hold beyond the largest graph, and where they come from."""
+
+    nbytes: int
+    parts: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        return " + ".join(self.parts) if self.parts else "none"
+
+
+def derive_slack(largest_graph_segments: Sequence[int]) -> Slack:
+    """One more segment of each kind the largest graph's pool uses.
+
+    Capturing smaller graphs into the pool the largest one left behind reuses its
+    freed blocks, but a block split for one size may be too small for the next
+    size's request of the same kind; the allocator then reserves one more segment
+    of that kind: 2 MiB for small requests, 20 MiB for 1-10 MiB requests, and for a
+    request with its own segment at most the 2 MiB it is rounded up by.  A second
+    copy of a whole activation is not forgiven: that is what outputs kept alive or
+    smallest-first capture cost.
+
+    >>> derive_slack([20 * MIB, 2 * MIB]).nbytes == 22 * MIB
+    True
+    """
+    classes = {segment_class(size) for size in largest_graph_segments}
+    parts = []
+    nbytes = 0
+    if "small" in classes:
+        nbytes += SMALL_BUFFER
+        parts.append("one 2 MiB small segment")
+    if "large" in classes:
+        nbytes += LARGE_BUFFER
+        parts.append("one 20 MiB large segment")
+    if "own" in classes:
+        nbytes += ROUND_LARGE
+        parts.append("2 MiB rounding of one big request")
+    return Slack(nbytes, tuple(parts))
+
+
+@dataclass(frozen=True)
+class SizeMemory:
+    """One row of the per-size table: a capture size and what its capture cost."""
+
+    size: int
+    order: int  # position in capture order, 0 = captured first
+    pool_bytes_after: int | None  # all pools of the set, right after this size was captured
+    graph_bytes: int | None = None  # this size alone in a fresh pool (measured on request)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "size": self.size,
+            "order": self.order,
+            "pool_bytes_after": self.pool_bytes_after,
+            "graph_bytes": self.graph_bytes,
+        }
+
+
+def format_size_table(rows: Sequence[SizeMemory], limit_rows: int = 24) -> str:
+    """The per-size table in capture order: growth of the pool and each size's own mark.
+
+    Rows where the pool did not grow are elided in long tables, so the table shows
+    where memory went.
+    """
+    header = ("#", "size", "pool after", "growth", "alone")
+    body: list[tuple[str, ...]] = []
+    previous = 0
+    ordered = sorted(rows, key=lambda r: r.order)
+    growth_rows = []
+    for row in ordered:
+        growth = None if row.pool_bytes_after is None else row.pool_bytes_after - previous
+        if row.pool_bytes_after is not None:
+            previous = row.pool_bytes_after
+        growth_rows.append((row, growth))
+    shown = growth_rows
+    elided = 0
+    if len(growth_rows) > limit_rows:
+        shown = [(r, g) for r, g in growth_rows if g != 0 or r.order == 0 or r.graph_bytes is not None]
+        shown = shown[:limit_rows]
+        elided = len(growth_rows) - len(shown)
+    for row, growth in shown:
+        body.append(
+            (
+                str(row.order + 1),
+                str(row.size),
+                format_bytes(row.pool_bytes_after),
+                "-" if growth is None else ("+" + format_bytes(growth) if growth > 0 else "0"),
+                format_bytes(row.graph_bytes),
+            )
+        )
+    table = [header, *body]
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    lines = ["  ".join(cell.rjust(w) for cell, w in zip(r, widths)) for r in table]
+    if elided:
+        lines.append(f"({elided} sizes where the pool did not grow are not shown)")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class PoolCheck:
+    """The outcome of ``GraphSet.check_pool``: the bound, its parts and the per-size rows."""
+
+    pool_bytes: int
+    largest_size: int
+    largest_graph_bytes: int
+    cublas_workspace_bytes: int
+    slack: Slack
+    pool_mode: str
+    order: str
+    keep_outputs: bool
+    rows: tuple[SizeMemory, ...] = field(default_factory=tuple)
+
+    @property
+    def limit(self) -> int:
+        return self.largest_graph_bytes + self.cublas_workspace_bytes + self.slack.nbytes
+
+    @property
+    def passed(self) -> bool:
+        return self.pool_bytes <= self.limit
+
+    def message(self) -> str:
+        hints = []
+        if self.pool_mode != "shared":
+            hints.append("share one pool (pool='shared')")
+        if self.order != "largest_first":
+            hints.append("capture the largest size first (order='largest_first')")
+        if self.keep_outputs:
+            hints.append("drop each size's outputs after capture (keep_outputs=False)")
+        what_to_try = (
+            "try: " + "; ".join(hints)
+            if hints
+            else "look for tensors the captured function keeps alive across captures (caches, "
+            "lists of outputs), or allocations that only smaller sizes make"
+        )
+        return (
+            f"the graph pool holds {format_bytes(self.pool_bytes)}, more than the largest graph's "
+            f"high-water mark (batch size {self.largest_size}: {format_bytes(self.largest_graph_bytes)}) "
+            f"+ cuBLAS workspace {format_bytes(self.cublas_workspace_bytes)} "
+            f"+ slack {format_bytes(self.slack.nbytes)} ({self.slack.describe()}) "
+            f"= {format_bytes(self.limit)} "
+            f"(pool={self.pool_mode!r}, order={self.order!r}, keep_outputs={self.keep_outputs}); "
+            f"{what_to_try}.\n" + format_size_table(self.rows)
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pool_bytes": self.pool_bytes,
+            "limit_bytes": self.limit,
+            "largest_size": self.largest_size,
+            "largest_graph_bytes": self.largest_graph_bytes,
+            "cublas_workspace_bytes": self.cublas_workspace_bytes,
+            "slack_bytes": self.slack.nbytes,
+            "passed": self.passed,
+        }

@@ -1,0 +1,258 @@
+"""Replay-vs-eager comparison with dtype-aware tolerances.
+
+A replayed graph must compute what the eager function computes on the same
+inputs.  ``compare_outputs`` checks every tensor of two outputs (any nesting of
+tuples, lists and dicts) element by element with ``|a - e| <= atol + rtol * |e|``,
+and reports the worst element: its index, both values and the error.  A NaN on
+either side never passes, and infinities pass only where both sides agree.
+
+Default tolerances depend on the dtype and match ``torch.testing.assert_close``;
+integer and bool outputs must match exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+
+# dtype -> (rtol, atol); the values torch.testing.assert_close uses
+_DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float16: (1e-3, 1e-5),
+    torch.bfloat16: (1.6e-2, 1e-5),
+    torch.float32: (1.3e-6, 1e-5),
+    torch.float64: (1e-7, 1e-7),
+    torch.complex64: (1.3e-6, 1e-5),
+    torch.complex128: (1e-7, 1e-7),
+}
+# 8-bit floats carry 2-3 mantissa bits; one step apart is a rounding difference
+for _name, _tol in (("float8_e4m3fn", (0.125, 1e-3)), ("float8_e5m2", (0.25, 1e-3))):
+    if hasattr(torch, _name):
+        _DEFAULT_TOLERANCES[getattr(torch, _name)] = _tol
+
+STATIC_CONTROL_FLOW_HINT = (
+    "a graph replays the kernels recorded at capture, so Python control flow is frozen then "
+    "(static control flow): a branch on host-side state (a flag, a step counter, a value read "
+    "on the host before capture) keeps the branch taken at capture, and Python numbers or "
+    "tensors created during capture instead of passed as inputs keep their capture-time "
+    "values; make such state a tensor input, or capture one graph per branch"
+)
+
+
+def default_tolerances(dtype: torch.dtype) -> tuple[float, float]:
+    """``(rtol, atol)`` for comparing tensors of ``dtype``; exact for integers and bool.
+
+    >>> default_tolerances(torch.bfloat16)
+    (0.016, 1e-05)
+    >>> default_tolerances(torch.int64)
+    (0.0, 0.0)
+    """
+    if dtype in _DEFAULT_TOLERANCES:
+        return _DEFAULT_TOLERANCES[dtype]
+    if dtype.is_floating_point or dtype.is_complex:
+        return (1.3e-6, 1e-5)
+    return (0.0, 0.0)
+
+
+def resolve_tolerances(dtype: torch.dtype, rtol: float | None, atol: float | None) -> tuple[float, float]:
+    """The tolerances to use: the given ones, the dtype's default for any left out."""
+    d_rtol, d_atol = default_tolerances(dtype)
+    return (d_rtol if rtol is None else float(rtol), d_atol if atol is None else float(atol))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One output tensor of a replay compared with the reference.
+
+    ``worst_index`` is the element furthest outside the tolerance (or the first NaN);
+    ``problem`` holds a structural difference (shape, dtype, missing output) instead.
+    """
+
+    path: str
+    passed: bool
+    max_abs_err: float
+    mismatches: int = 0
+    numel: int = 0
+    nan_count: int = 0
+    worst_index: tuple[int, ...] | None = None
+    actual_value: float | None = None
+    expected_value: float | None = None
+    rtol: float = 0.0
+    atol: float = 0.0
+    dtype: str = ""
+    problem: str | None = None
+
+    def describe(self, actual_name: str = "replay", expected_name: str = "eager") -> str:
+        """One clause naming the worst element, both values and the error."""
+        if self.problem is not None:
+            return f"{self.path}: {self.problem}"
+        index = "()" if not self.worst_index else "(" + ", ".join(map(str, self.worst_index)) + ")"
+        a, e = self.actual_value, self.expected_value
+        if self.nan_count:
+            where = actual_name if a is not None and math.isnan(a) else expected_name
+            return (
+                f"{self.path}: {self.nan_count} of {self.numel} elements are NaN, first at index {index} "
+                f"({actual_name} {_num(a)}, {expected_name} {_num(e)}); NaN never passes "
+                f"(it came from {where})"
+            )
+        allowed = self.atol + self.rtol * abs(e) if e is not None and math.isfinite(e) else self.atol
+        err = abs(a - e) if a is not None and e is not None else float("nan")
+        return (
+            f"{self.path}: worst element at index {index}: {actual_name} {_num(a)}, {expected_name} {_num(e)}, "
+            f"abs error {_num(err)} (allowed {_num(allowed)} = atol {self.atol:g} + rtol {self.rtol:g} x |{expected_name}|); "
+            f"{self.mismatches} of {self.numel} elements outside tolerance, max abs error "
+            f"{_num(self.max_abs_err)}, dtype {self.dtype}"
+        )
+
+
+def _num(value: float | None) -> str:
+    if value is None:
+        return "?"
+    return f"{value:.6g}"
+
+
+def _unravel(flat_index: int, shape: Sequence[int]) -> tuple[int, ...]:
+    index = []
+    for dim in reversed(shape):
+        index.append(flat_index % dim if dim else 0)
+        flat_index = flat_index // dim if dim else 0
+    return tuple(reversed(index))
+
+
+def compare_tensors(
+    actual: torch.Tensor,
+    expected: torch.Tensor,
+    rtol: float | None = None,
+    atol: float | None = None,
+    path: str = "output",
+) -> Comparison:
+    """Compare two tensors element-wise; one host sync when they agree.
+
+    Example::
+
+        c = compare_tensors(replayed, eager_out)
+        assert c.passed, c.describe()
+    """
+    dtype_name = str(actual.dtype).replace("torch.", "")
+    if actual.shape != expected.shape:
+        return Comparison(path, False, math.inf, problem=(
+            f"shape {tuple(actual.shape)} differs from the reference's {tuple(expected.shape)}"
+        ))
+    if actual.dtype != expected.dtype:
+        return Comparison(path, False, math.inf, problem=(
+            f"dtype {actual.dtype} differs from the reference's {expected.dtype}"
+        ))
+    r, a_tol = resolve_tolerances(actual.dtype, rtol, atol)
+    numel = actual.numel()
+    if numel == 0:
+        return Comparison(path, True, 0.0, numel=0, rtol=r, atol=a_tol, dtype=dtype_name)
+    if expected.device != actual.device:
+        expected = expected.to(actual.device)
+    work = torch.float64 if actual.dtype in (torch.float64, torch.int64, torch.complex128) else torch.float32
+    if actual.is_complex():
+        a = torch.view_as_real(actual).to(work)
+        e = torch.view_as_real(expected).to(work)
+    else:
+        a = actual.to(work)
+        e = expected.to(work)
+    nan = torch.isnan(a) | torch.isnan(e)
+    # equal values (including equal infinities) have zero error; inf - inf would be NaN
+    diff = torch.where(a == e, torch.zeros_like(a), (a - e).abs())
+    # an infinite reference allows no error (inf tolerance would let -inf match +inf)
+    tolerance = torch.where(torch.isfinite(e), a_tol + r * e.abs(), torch.zeros_like(e))
+    bad = (diff > tolerance) | nan
+    max_abs, n_bad, n_nan = torch.stack(
+        [diff.masked_fill(nan, 0).max(), bad.sum().to(work), nan.sum().to(work)]
+    ).tolist()
+    if n_bad == 0:
+        return Comparison(path, True, float(max_abs), 0, numel, 0, rtol=r, atol=a_tol, dtype=dtype_name)
+    # the element furthest outside the tolerance; any NaN ranks above everything
+    ratio = torch.where(tolerance > 0, diff / tolerance.clamp_min(1e-300), bad.to(diff.dtype) * 1e30)
+    score = torch.where(nan, torch.full_like(diff, math.inf), ratio)
+    flat = int(score.reshape(-1).argmax())
+    shape = tuple(a.shape)
+    index = _unravel(flat, shape)
+    a_val = float(a.reshape(-1)[flat])
+    e_val = float(e.reshape(-1)[flat])
+    if actual.is_complex():
+        index = index[:-1]  # the last dim is (real, imag)
+    return Comparison(
+        path=path,
+        passed=False,
+        max_abs_err=math.nan if n_nan else float(max_abs),
+        mismatches=int(n_bad),
+        numel=numel,
+        nan_count=int(n_nan),
+        worst_index=index,
+        actual_value=a_val,
+        expected_value=e_val,
+        rtol=r,
+        atol=a_tol,
+        dtype=dtype_name,
+    )
+
+
+def flatten_outputs(value: Any, path: str = "output") -> list[tuple[str, Any]]:
+    """``(path, leaf)`` pairs of a nested output: ``output[0]``, ``output['logits']``, ..."""
+    if isinstance(value, torch.Tensor) or value is None or isinstance(value, (int, float, bool, str)):
+        return [(path, value)]
+    if isinstance(value, dict):
+        out = []
+        for key in value:
+            out.extend(flatten_outputs(value[key], f"{path}[{key!r}]"))
+        return out
+    if isinstance(value, (tuple, list)):
+        out = []
+        for i, item in enumerate(value):
+            out.extend(flatten_outputs(item, f"{path}[{i}]"))
+        return out
+    return [(path, value)]
+
+
+def compare_outputs(
+    actual: Any, expected: Any, rtol: float | None = None, atol: float | None = None
+) -> list[Comparison]:
+    """Compare two (nested) outputs leaf by leaf; non-tensor leaves must be equal."""
+    a_leaves = flatten_outputs(actual)
+    e_leaves = flatten_outputs(expected)
+    if [p for p, _ in a_leaves] != [p for p, _ in e_leaves]:
+        return [Comparison("output", False, math.inf, problem=(
+            f"the outputs differ in structure: {[p for p, _ in a_leaves]} vs {[p for p, _ in e_leaves]}"
+        ))]
+    results = []
+    for (path, a), (_, e) in zip(a_leaves, e_leaves):
+        if isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor):
+            results.append(compare_tensors(a, e, rtol, atol, path))
+        elif isinstance(a, torch.Tensor) or isinstance(e, torch.Tensor):
+            results.append(Comparison(path, False, math.inf, problem=(
+                f"one side is a tensor and the other is {type(e if isinstance(a, torch.Tensor) else a).__name__}"
+            )))
+        elif a != e:
+            results.append(Comparison(path, False, math.inf, problem=f"{a!r} differs from the reference's {e!r}"))
+    return results
+
+
+def max_abs_error(comparisons: Sequence[Comparison]) -> float | None:
+    """The largest absolute error over comparisons (NaN if any saw a NaN), None if empty."""
+    values = [c.max_abs_err for c in comparisons if c.problem is None]
+    if not values:
+        return None
+    if any(math.isnan(v) for v in values):
+        return math.nan
+    return max(values)
+
+
+def replay_mismatch_message(
+    comparison: Comparison,
+    size: int,
+    trial: int,
+    trials: int,
+    reference_name: str = "eager",
+) -> str:
+    """The failure sentence of ``GraphSet.check_replay`` for one failing output."""
+    return (
+        f"replay of batch size {size} differs from {reference_name} on trial {trial + 1} of {trials}, "
+        f"{comparison.describe('replay', reference_name)}. Hint: {STATIC_CONTROL_FLOW_HINT}."
+    )

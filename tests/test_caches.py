@@ -1,0 +1,232 @@
+"""pytest_cudagraph.caches: cache probes, cold/warm passes, the warm-start invariant.
+
+The FX-graph and AOTAutograd caches are real on the CPU, so these tests compile for
+real.  A cold CPU compile costs seconds, so one forward+backward function is run
+cold/warm once per mode (module-scoped) and inspected by several tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_cudagraph import _compat as compat
+from pytest_cudagraph.caches import (
+    CacheStats,
+    ColdWarm,
+    PassResult,
+    cache_probe,
+    compare_outputs,
+    importable_name,
+    seeded_rngs,
+)
+from pytest_cudagraph.errors import InvariantViolation, UsageProblem
+
+
+def train_step(x: torch.Tensor, w: torch.Tensor):
+    """Forward and backward of a tiny compiled function (importable: used in subprocess mode)."""
+    w = w.detach().requires_grad_(True)
+    compiled = torch.compile(lambda a, b: (torch.sin(a @ b) * 2).sum())
+    loss = compiled(x, w)
+    loss.backward()
+    return loss.detach(), w.grad
+
+
+@pytest.fixture(scope="module")
+def inputs():
+    gen = torch.Generator().manual_seed(0)
+    return torch.randn(4, 8, generator=gen), torch.randn(8, 8, generator=gen)
+
+
+@pytest.fixture(scope="module")
+def inprocess_run(inputs):
+    """One cold/warm pair in this interpreter, then the same cache moved (portable)."""
+    with cache_probe() as probe:
+        pair = probe.cold_warm(train_step, *inputs)
+        moved = probe.portable(train_step, *inputs) if compat.has_portable_cache_artifacts() else None
+        whole = probe.result()
+    return pair, moved, whole
+
+
+@pytest.fixture(scope="module")
+def subprocess_run(inputs):
+    with cache_probe() as probe:
+        return probe.cold_warm(train_step, *inputs, mode="subprocess")
+
+
+@pytest.mark.parametrize("run", ["inprocess_run", "subprocess_run"])
+def test_cold_pass_compiles_and_saves_forward_and_backward(request, run):
+    result = request.getfixturevalue(run)
+    pair = result[0] if isinstance(result, tuple) else result
+    cold = pair.cold.stats
+    # forward and backward graphs: two FX-graph entries, one AOTAutograd entry
+    assert cold.fxgraph["miss"] == 2 and cold.fxgraph["saved"] == 2 and cold.fxgraph["hit"] == 0
+    assert cold.aot_autograd["miss"] == 1 and cold.aot_autograd["saved"] == 1
+
+
+@pytest.mark.parametrize("run", ["inprocess_run", "subprocess_run"])
+def test_warm_pass_only_hits_and_matches_cold_outputs(request, run):
+    result = request.getfixturevalue(run)
+    pair = result[0] if isinstance(result, tuple) else result
+    warm = pair.warm.stats
+    assert warm.fxgraph == {"hit": 2, "miss": 0, "bypass": 0, "saved": 0}
+    assert warm.aot_autograd["hit"] == 1 and warm.aot_autograd["miss"] == warm.aot_autograd["saved"] == 0
+    assert warm.triton["compiled"] == 0
+    loss_cold, grad_cold = pair.cold.outputs
+    loss_warm, grad_warm = pair.warm.outputs
+    assert torch.equal(loss_cold, loss_warm) and torch.equal(grad_cold, grad_warm)
+    assert pair.problems() == []
+    pair.check()
+
+
+def test_subprocess_warm_pass_ran_in_another_interpreter(subprocess_run):
+    assert subprocess_run.mode == "subprocess"
+    assert subprocess_run.warm.process.startswith("a fresh interpreter (pid ")
+    assert str(os.getpid()) not in subprocess_run.warm.process
+    assert subprocess_run.warm.cache_dir == subprocess_run.cold.cache_dir
+
+
+def test_cold_warm_unpacks_and_serialises(inprocess_run):
+    pair, _, whole = inprocess_run
+    cold, warm = pair
+    assert (cold.name, warm.name) == ("cold", "warm")
+    data = pair.to_json()
+    assert data["warm"]["stats"]["fxgraph"]["hit"] == 2
+    assert set(whole.to_json()) >= {"fxgraph", "aot_autograd", "triton"}
+    # whole-probe counters are the sum of its passes (cold, warm, portable source and moved)
+    assert whole.stats.fxgraph["hit"] == sum(p.stats.fxgraph["hit"] for p in whole.passes)
+
+
+@pytest.mark.skipif(not compat.has_portable_cache_artifacts(), reason="torch.compiler.save_cache_artifacts needs torch 2.7+")
+def test_portable_cache_gives_only_hits_in_an_empty_directory(inprocess_run):
+    pair, moved, _ = inprocess_run
+    assert moved.warm.cache_dir != pair.cache_dir
+    assert moved.warm.stats.fxgraph["hit"] == 2 and moved.warm.stats.fxgraph["miss"] == 0
+    moved.check()
+
+
+def test_probe_restores_environment_config_and_loggers(monkeypatch):
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/somewhere/else")
+    logger = logging.getLogger("torch._inductor.codecache")
+    level, filters = logger.level, list(logger.filters)
+    fx_flag = torch._inductor.config.fx_graph_cache
+    with cache_probe() as probe:
+        assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(probe.cache_dir)
+        assert os.environ["TRITON_CACHE_DIR"] == str(probe.cache_dir / "triton")
+        assert logger.isEnabledFor(logging.INFO)
+        inside = probe.cache_dir
+    assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ
+    assert os.environ["TRITON_CACHE_DIR"] == "/somewhere/else"
+    assert (logger.level, logger.filters) == (level, filters)
+    assert torch._inductor.config.fx_graph_cache == fx_flag
+    assert not inside.exists(), "a probe without a root deletes its temporary directory"
+
+
+def test_disabled_caches_fail_before_compiling(inputs):
+    owner = compat.force_disable_caches_owner()
+    with cache_probe() as probe, owner.patch(force_disable_caches=True):
+        with pytest.raises(InvariantViolation, match="compile caches are disabled: .*force_disable_caches is True"):
+            probe.cold_warm(train_step, *inputs)
+        assert probe.stats().fxgraph["miss"] == 0
+
+
+def test_subprocess_mode_needs_an_importable_function(inputs):
+    with cache_probe() as probe:
+        with pytest.raises(UsageProblem, match="cannot be imported by a fresh interpreter"):
+            probe.cold_warm(lambda x, w: x, *inputs, mode="subprocess")
+        with pytest.raises(UsageProblem, match="cannot be imported"):
+            probe.cold_warm("no_such_module_here:fn", *inputs, mode="subprocess")
+        with pytest.raises(UsageProblem, match="not a known mode"):
+            probe.cold_warm(train_step, *inputs, mode="fork")
+    assert importable_name(train_step) == f"{__name__}:train_step"
+
+
+def test_record_twice_in_one_pass_is_a_usage_error():
+    with cache_probe() as probe:
+        probe.record("y", torch.ones(2))
+        with pytest.raises(UsageProblem, match="called twice"):
+            probe.record("y", torch.zeros(2))
+
+
+def test_seeded_rngs_repeat_and_restore():
+    torch.manual_seed(7)
+    expected_next = torch.rand(3)
+    torch.manual_seed(7)
+    with seeded_rngs(99):
+        first = torch.randn(5)
+    with seeded_rngs(99):
+        second = torch.randn(5)
+    assert torch.equal(first, second)
+    assert torch.equal(torch.rand(3), expected_next), "the caller's RNG stream continues where it was"
+
+
+def _pass(name: str, fx: dict, aot: dict, triton: dict | None = None, outputs=None, reasons=()) -> PassResult:
+    stats = CacheStats(
+        fxgraph={"hit": 0, "miss": 0, "bypass": 0, "saved": 0, **fx},
+        aot_autograd={"hit": 0, "miss": 0, "bypass": 0, "saved": 0, "guard_miss": 0, **aot},
+        triton={"compiled": 0, "loaded": 0, **(triton or {})},
+        bypass_reasons=tuple(reasons),
+    )
+    return PassResult(name=name, stats=stats, outputs=outputs, recorded={}, cache_dir="/d", duration_s=0.0)
+
+
+def test_warm_resave_and_triton_compile_are_reported_with_hints():
+    cold = _pass("cold", {"miss": 1, "saved": 1}, {"miss": 1, "saved": 1}, {"compiled": 3})
+    warm = _pass("warm", {"hit": 1}, {"hit": 1, "saved": 1}, {"compiled": 2})
+    pair = ColdWarm(cold=cold, warm=warm, mode="inprocess", cache_dir="/d")
+    with pytest.raises(InvariantViolation) as info:
+        pair.check(context="@pytest.mark.compile_cache(mode='inprocess')")
+    text = str(info.value)
+    assert "aot_autograd: saved 1 on the warm pass" in text
+    assert "triton: 2 kernel(s) compiled on the warm pass" in text
+    assert "re-saves what it loaded" in text and "TRITON_ALWAYS_COMPILE" in text
+    assert text.startswith("@pytest.mark.compile_cache(mode='inprocess'): the warm pass was not a pure cache hit")
+
+
+def test_bypass_reason_and_custom_pass_hint_in_message():
+    reason = "Unsupported post grad custom pass"
+    cold = _pass("cold", {"bypass": 1}, {"bypass": 1}, reasons=[("fxgraph", reason)])
+    warm = _pass("warm", {"bypass": 1}, {"bypass": 1}, reasons=[("fxgraph", reason), ("fxgraph", reason)])
+    text = "\n".join(ColdWarm(cold, warm, "inprocess", "/d").problems())
+    assert "fxgraph: no hit on the warm pass" in text and "fxgraph: bypass 1 on the warm pass" in text
+    with pytest.raises(InvariantViolation) as info:
+        ColdWarm(cold, warm, "inprocess", "/d").check()
+    text = str(info.value)
+    assert "bypass reason (fxgraph, warm pass): Unsupported post grad custom pass" in text
+    assert text.count("Unsupported post grad custom pass") == 2, "each pass names a repeated reason once"
+    assert "subclass CustomGraphPass and return a uuid()" in text
+
+
+_dtypes = st.sampled_from([torch.float32, torch.float64, torch.float16, torch.int64, torch.bool])
+_shapes = st.lists(st.integers(1, 5), min_size=0, max_size=3)
+
+
+@settings(deadline=None, max_examples=30)
+@given(shape=_shapes, dtype=_dtypes, data=st.data())
+def test_outputs_compare_bitwise_and_name_the_differing_element(shape, dtype, data):
+    base = (torch.rand(shape) * 10).to(dtype)
+    assert compare_outputs("out", (base, {"k": base}), (base.clone(), {"k": base.clone()})) == []
+    if base.numel() == 0:
+        return
+    flat = data.draw(st.integers(0, base.numel() - 1))
+    changed = base.clone().reshape(-1)
+    changed[flat] = ~changed[flat] if dtype == torch.bool else changed[flat] + 1
+    changed = changed.reshape(base.shape)
+    problems = compare_outputs("out", base, changed)
+    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), base.shape)) if base.dim() else ()
+    assert len(problems) == 1 and "1 of" in problems[0] and f"index {index}" in problems[0]
+    if dtype.is_floating_point:
+        assert compare_outputs("out", base, changed, atol=1.0 + 1e-2) == []
+
+
+def test_bitwise_compare_sees_signed_zero_and_matches_nan():
+    nan = torch.tensor([float("nan"), 1.0])
+    assert compare_outputs("y", nan, nan.clone()) == []
+    assert compare_outputs("y", torch.tensor([0.0]), torch.tensor([-0.0]))
+    assert compare_outputs("y", torch.ones(2), torch.ones(3))[0].startswith("y: shape/dtype (2,)")

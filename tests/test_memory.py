@@ -1,0 +1,146 @@
+"""Pool accounting without a GPU: the allocator's rounding, the slack, the table, the check."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pytest_cudagraph.memory import (
+    LARGE_BUFFER,
+    MIB,
+    SMALL_BUFFER,
+    PoolCheck,
+    SizeMemory,
+    derive_slack,
+    format_bytes,
+    format_size_table,
+    pool_usage_from_segments,
+    round_request,
+    segment_size_for,
+)
+
+
+@pytest.mark.parametrize(
+    "request_bytes, segment",
+    [
+        (1, SMALL_BUFFER),
+        (MIB, SMALL_BUFFER),  # up to 1 MiB: small segments
+        (MIB + 1, LARGE_BUFFER),  # 1-10 MiB: 20 MiB segments
+        (10 * MIB - 512, LARGE_BUFFER),
+        (10 * MIB, 10 * MIB),  # from 10 MiB: its own segment, 2 MiB rounding
+        (32 * MIB, 32 * MIB),
+        (33 * MIB, 34 * MIB),
+    ],
+)
+def test_segment_size_follows_the_allocator_rules(request_bytes, segment):
+    assert segment_size_for(request_bytes) == segment
+
+
+@given(st.integers(min_value=1, max_value=2**36))
+def test_segments_always_hold_their_request(nbytes):
+    assert round_request(nbytes) % 512 == 0 and round_request(nbytes) >= nbytes
+    assert segment_size_for(nbytes) >= round_request(nbytes)
+    assert segment_size_for(nbytes) - round_request(nbytes) < LARGE_BUFFER
+
+
+def test_slack_is_one_segment_of_each_kind_the_largest_graph_uses():
+    assert derive_slack([]).nbytes == 0
+    assert derive_slack([SMALL_BUFFER, SMALL_BUFFER]).nbytes == SMALL_BUFFER
+    both = derive_slack([LARGE_BUFFER, LARGE_BUFFER, SMALL_BUFFER])
+    assert both.nbytes == 22 * MIB
+    assert both.describe() == "one 2 MiB small segment + one 20 MiB large segment"
+    assert derive_slack([64 * MIB]).nbytes == 2 * MIB
+
+
+def test_pool_usage_sums_only_the_pools_asked_for():
+    segments = [
+        {"segment_pool_id": (0, 1), "total_size": 20 * MIB, "allocated_size": 8 * MIB, "device": 0},
+        {"segment_pool_id": [0, 1], "total_size": 2 * MIB, "allocated_size": 512, "device": 0},
+        {"segment_pool_id": (0, 2), "total_size": 20 * MIB, "allocated_size": 0, "device": 0},
+        {"segment_pool_id": (0, 0), "total_size": 200 * MIB, "allocated_size": 0, "device": 0},
+        {"segment_pool_id": (0, 1), "total_size": 20 * MIB, "allocated_size": 0, "device": 1},
+    ]
+    usage = pool_usage_from_segments(segments, [(0, 1)], device=0)
+    assert usage.reserved_bytes == 22 * MIB and usage.allocated_bytes == 8 * MIB + 512
+    assert usage.segment_sizes == (20 * MIB, 2 * MIB) and usage.segments == 2
+    both = pool_usage_from_segments(segments, [(0, 1), (0, 2)])
+    assert both.reserved_bytes == 62 * MIB
+
+
+def test_format_bytes_keeps_small_figures_readable():
+    assert format_bytes(60 * MIB) == "60.0 MiB"
+    assert format_bytes(1536) == "1.5 KiB"
+    assert format_bytes(12) == "12 B"
+    assert format_bytes(None) == "-"
+
+
+def test_size_table_shows_growth_in_capture_order():
+    rows = [
+        SizeMemory(size=512, order=0, pool_bytes_after=42 * MIB, graph_bytes=42 * MIB),
+        SizeMemory(size=256, order=1, pool_bytes_after=42 * MIB),
+        SizeMemory(size=1, order=2, pool_bytes_after=44 * MIB),
+    ]
+    lines = format_size_table(list(reversed(rows))).splitlines()
+    assert lines[0].split() == ["#", "size", "pool", "after", "growth", "alone"]
+    assert lines[1].split()[:2] == ["1", "512"] and "+42.0 MiB" in lines[1]
+    assert lines[2].split()[-2:] == ["0", "-"]
+    assert "+2.0 MiB" in lines[3]
+
+
+def test_long_tables_elide_sizes_that_did_not_grow_the_pool():
+    rows = [SizeMemory(size=600 - i, order=i, pool_bytes_after=40 * MIB + (MIB if i == 70 else 0)) for i in range(80)]
+    rows[70:] = [SizeMemory(r.size, r.order, 41 * MIB) for r in rows[70:]]
+    text = format_size_table(rows, limit_rows=10)
+    assert "(78 sizes where the pool did not grow are not shown)" in text
+    assert " 530 " in text  # the row where the pool grew
+
+
+def _check(pool_mib: float, **kwargs) -> PoolCheck:
+    # DESIGN.md's H200 figures: the 512 graph alone 42 MiB of which the first capture's
+    # 32 MiB cuBLAS workspace is accounted separately; its segments are 20 MiB and 2 MiB ones.
+    options = {"pool_mode": "shared", "order": "largest_first", "keep_outputs": False} | kwargs
+    return PoolCheck(
+        pool_bytes=int(pool_mib * MIB),
+        largest_size=512,
+        largest_graph_bytes=10 * MIB,
+        cublas_workspace_bytes=32 * MIB,
+        slack=derive_slack([LARGE_BUFFER, SMALL_BUFFER]),
+        rows=(SizeMemory(512, 0, int(pool_mib * MIB), 10 * MIB),),
+        **options,
+    )
+
+
+def test_pool_check_tells_the_design_table_apart():
+    assert _check(60).passed  # largest first, one pool
+    assert not _check(86, order="as_given", keep_outputs=True).passed  # smallest first, outputs kept
+    assert not _check(990, pool_mode="separate").passed  # separate pools
+    assert _check(60).limit == 64 * MIB
+
+
+def test_pool_check_message_is_a_small_report_with_the_table():
+    text = _check(86, order="as_given", keep_outputs=True).message()
+    assert text.startswith("the graph pool holds 86.0 MiB, more than the largest graph's high-water mark")
+    assert "batch size 512: 10.0 MiB" in text and "cuBLAS workspace 32.0 MiB" in text
+    assert "slack 22.0 MiB (one 2 MiB small segment + one 20 MiB large segment) = 64.0 MiB" in text
+    assert "order='largest_first'" in text and "keep_outputs=False" in text
+    assert "pool after" in text.splitlines()[1]
+    separate = _check(990, pool_mode="separate").message()
+    assert "share one pool (pool='shared')" in separate
+
+
+def test_pool_check_tells_the_measured_h200_figures_apart():
+    # torch 2.11 on an H200, this plugin's capture of the 8-block MLP (d=1024, 4d hidden)
+    # at vLLM's 51 sizes: the 512 graph alone 40 MiB in two 20 MiB segments, a 33 MiB
+    # cuBLAS workspace; largest first 76 MiB, smallest first keeping outputs 144 MiB,
+    # separate pools 992 MiB.
+    def check(pool_mib, **kwargs):
+        options = {"pool_mode": "shared", "order": "largest_first", "keep_outputs": False} | kwargs
+        return PoolCheck(
+            pool_bytes=pool_mib * MIB, largest_size=512, largest_graph_bytes=40 * MIB,
+            cublas_workspace_bytes=33 * MIB, slack=derive_slack([LARGE_BUFFER, LARGE_BUFFER]), **options,
+        )
+
+    assert check(76).passed and check(76).limit == 93 * MIB
+    assert not check(144, order="as_given", keep_outputs=True).passed
+    assert not check(992, pool_mode="separate").passed

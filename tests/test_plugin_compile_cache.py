@@ -1,0 +1,204 @@
+"""The compile_cache marker and fixture, and cache counters across pytest runs, seen from outside.
+
+Every run here is a fresh pytest subprocess (``runpytest_subprocess``): the point is
+what a cache holds across interpreters.  Compiles are real and slow on the CPU, so
+each run does several things at once where that stays honest (one ``-n 2`` run
+shows both marker modes and the xdist sharing).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+FWD_BWD_BODY = '''
+import pytest
+import torch
+
+
+def step():
+    # drawn from the RNGs the marker seeds: equal in both passes only if seeded identically
+    x = torch.randn(4, 8)
+    w = torch.randn(8, 8, requires_grad=True)
+    loss = torch.compile(lambda a, b: (torch.sin(a @ b) * 2).sum())(x, w)
+    loss.backward()
+    return loss.detach(), w.grad
+
+
+@pytest.mark.compile_cache
+def test_inprocess(compile_cache):
+    loss, grad = step()
+    compile_cache.record("loss", loss)
+    compile_cache.record("grad", grad)
+
+
+@pytest.mark.compile_cache(mode="subprocess")
+def test_subprocess(compile_cache):
+    loss, grad = step()
+    compile_cache.record("loss", loss)
+    compile_cache.record("grad", grad)
+'''
+
+
+def _report(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def test_marker_cold_warm_in_both_modes_under_xdist(pytester: pytest.Pytester):
+    pytester.makepyfile(test_fwd_bwd=FWD_BWD_BODY)
+    report = pytester.path / "report.json"
+    result = pytester.runpytest_subprocess("-n", "2", f"--cudagraph-report={report}", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    tests = _report(report)["tests"]
+    assert sorted(tests) == ["test_fwd_bwd.py::test_inprocess", "test_fwd_bwd.py::test_subprocess"]
+    probe_dirs = set()
+    for nodeid, mode in (("test_fwd_bwd.py::test_inprocess", "inprocess"), ("test_fwd_bwd.py::test_subprocess", "subprocess")):
+        entry = tests[nodeid]
+        assert entry["outcome"] == "passed"
+        passes = entry["extra"]["compile_cache"]
+        assert passes["mode"] == mode
+        cold, warm = passes["cold"]["stats"], passes["warm"]["stats"]
+        assert cold["fxgraph"]["miss"] == 2 and cold["aot_autograd"]["saved"] == 1
+        assert warm["fxgraph"] == {"hit": 2, "miss": 0, "bypass": 0, "saved": 0}
+        assert warm["aot_autograd"]["hit"] == 1 and warm["aot_autograd"]["miss"] == 0
+        assert passes["warm"]["recorded"]["grad"] == {"shape": [8, 8], "dtype": "float32"}
+        # the report's caches section is the whole test: cold plus warm, counted once
+        assert entry["caches"]["fxgraph"]["hit"] == 2 and entry["caches"]["fxgraph"]["miss"] == 2
+        probe_dirs.add(Path(passes["cold"]["cache_dir"]).parent.parent)
+        if mode == "subprocess":
+            assert passes["warm"]["process"].startswith("a fresh interpreter")
+    # both workers' probes live under one cache root (…/probes/<test>-<worker>-<pid>-<n>/marked-1)
+    assert len(probe_dirs) == 1 and next(iter(probe_dirs)).name == "probes"
+    assert _report(report)["summary"]["caches"]["fxgraph"]["hit"] == 4
+
+
+def test_bypass_and_changed_outputs_fail_the_marker_with_reasons(pytester: pytest.Pytester):
+    pytester.makepyfile(
+        test_bad='''
+        import pytest
+        import torch
+
+        PASSES = []
+
+
+        @pytest.mark.compile_cache
+        def test_lambda_pass_bypasses():
+            with torch._inductor.config.patch(post_grad_custom_post_pass=lambda graph: None):
+                torch.compile(lambda a: a.cos() + 1)(torch.randn(8))
+
+
+        @pytest.mark.compile_cache
+        def test_output_changes(compile_cache):
+            PASSES.append(1)
+            out = torch.compile(lambda a: a.sin() * 3)(torch.ones(4)) + len(PASSES)
+            compile_cache.record("out", out)
+        '''
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=2)
+    text = result.stdout.str()
+    result.stdout.fnmatch_lines([
+        "*test_lambda_pass_bypasses*",
+        "@pytest.mark.compile_cache(mode='inprocess'): the warm pass was not a pure cache hit*",
+        "*fxgraph: no hit on the warm pass*",
+        "*fxgraph: bypass 1 on the warm pass*",
+    ])
+    assert "bypass reason (fxgraph, warm pass): Unsupported post grad custom pass" in text
+    assert "bypass reason (aot_autograd, warm pass)" in text
+    assert "subclass CustomGraphPass and return a uuid()" in text
+    # the other test hit the cache, but its warm pass recorded other values
+    assert "recorded 'out': not bitwise equal: 4 of 4 elements differ" in text
+    assert "a hit that loads the wrong artifact gives other outputs" in text
+    # failures are the plugin's own message, in the call phase, without a torch traceback
+    assert "Traceback" not in text and "ERROR" not in text
+
+
+def test_disabled_caches_fail_the_marker_with_the_variable_named(pytester: pytest.Pytester, monkeypatch):
+    pytester.makepyfile(
+        '''
+        import pytest
+        import torch
+
+        @pytest.mark.compile_cache
+        def test_model():
+            torch.compile(lambda a: a + 1)(torch.ones(2))
+        '''
+    )
+    monkeypatch.setenv("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*compile_cache: @pytest.mark.compile_cache(mode='inprocess') cannot show a warm start because the compile "
+        "caches are disabled: *force_disable_caches is True (TORCHINDUCTOR_FORCE_DISABLE_CACHES=1); unset that*"
+    ])
+
+
+KILLED_MODEL = '''
+import os
+import signal
+
+import torch
+from torch._inductor.custom_graph_pass import CustomGraphPass
+
+
+class KillOnBackward(CustomGraphPass):
+    """A cacheable pass that, when asked, SIGKILLs the process while the backward graph compiles."""
+
+    calls = 0
+
+    def __call__(self, graph):
+        KillOnBackward.calls += 1
+        if os.environ.get("KILL_MID_COMPILE") and KillOnBackward.calls == 2:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def uuid(self):
+        return "kill-on-backward-1"
+
+
+def test_model():
+    x = torch.randn(4, 8)
+    w = torch.randn(8, 8, requires_grad=True)
+    with torch._inductor.config.patch(post_grad_custom_post_pass=KillOnBackward()):
+        loss = torch.compile(lambda a, b: (torch.sin(a @ b) * 2).sum())(x, w)
+        loss.backward()
+    assert torch.isfinite(w.grad).all()
+'''
+
+
+def test_persistent_cache_dir_survives_a_kill_and_the_next_run_only_hits(pytester: pytest.Pytester, monkeypatch):
+    """Run A is SIGKILLed inside the backward compile; B completes from what A left; C only hits.
+
+    The test module uses no fixture or marker of the plugin: the ``caches`` counters
+    are reported for every test that compiled something.
+    """
+    pytester.makepyfile(test_model=KILLED_MODEL)
+    cache_dir = pytester.path / "cache"
+    monkeypatch.setenv("KILL_MID_COMPILE", "1")
+    killed = pytester.runpytest_subprocess(f"--cudagraph-cache-dir={cache_dir}", "-p", "no:cacheprovider")
+    assert killed.ret == -9, killed.stdout.str()
+    assert list((cache_dir / "inductor" / "fxgraph").rglob("*")), "the forward graph was saved before the kill"
+    assert not (cache_dir / "inductor" / "aotautograd").exists() or not any(
+        p.is_file() for p in (cache_dir / "inductor" / "aotautograd").rglob("*")
+    )
+    monkeypatch.delenv("KILL_MID_COMPILE")
+
+    runs = {}
+    for name in ("after_kill", "warm"):
+        report = pytester.path / f"{name}.json"
+        result = pytester.runpytest_subprocess(
+            f"--cudagraph-cache-dir={cache_dir}", f"--cudagraph-report={report}", "-p", "no:cacheprovider"
+        )
+        result.assert_outcomes(passed=1)
+        runs[name] = _report(report)["tests"]["test_model.py::test_model"]["caches"]
+    after_kill, warm = runs["after_kill"], runs["warm"]
+    # the run after the kill reuses the forward entry and compiles only the rest
+    assert after_kill["fxgraph"]["hit"] == 1 and after_kill["fxgraph"]["miss"] == 1
+    assert after_kill["aot_autograd"]["miss"] == 1 and after_kill["aot_autograd"]["saved"] == 1
+    # the next run: only hits
+    assert warm["fxgraph"] == {"hit": 2, "miss": 0, "bypass": 0}
+    assert warm["aot_autograd"]["hit"] == 1
+    assert all(warm["aot_autograd"][k] == 0 for k in ("miss", "bypass", "saved", "guard_miss"))
+    assert os.environ.get("TORCHINDUCTOR_CACHE_DIR") != str(cache_dir / "inductor")
