@@ -20,6 +20,7 @@ _LAZY = {
     "cache_probe": "caches",
     "CacheProbe": "caches",
     "piecewise_compile": "piecewise",
+    "watch_trees": "trees",
     "load_report": "report",
     "CudagraphError": "errors",
     "UsageProblem": "errors",

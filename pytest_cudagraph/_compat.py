@@ -62,15 +62,6 @@ def has_fail_on_recompile_stance() -> bool:
     return hasattr(torch, "compiler") and hasattr(torch.compiler, "set_stance")
 
 
-def stance_fails_first_compile() -> bool:
-    """In 2.6 the fail_on_recompile stance also refuses a frame's *first* compile.
-
-    From 2.8 only real recompiles raise.  There is no attribute to probe for this
-    behaviour, so it is decided by version here, in the one place allowed to.
-    """
-    return torch_version() < (2, 8)
-
-
 def recompile_limit_logger_names() -> tuple[str, ...]:
     """Loggers that carry the portable "hit config.recompile_limit" WARNING (all versions)."""
     return ("torch._dynamo.convert_frame",)

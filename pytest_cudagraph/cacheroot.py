@@ -16,6 +16,7 @@ Layout under the root::
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -99,6 +100,15 @@ class CacheRoot:
                 continue
             os.chmod(candidate, 0o700)
             return candidate
+
+    def prune_probes(self) -> None:
+        """Delete the probe directories an earlier run left under a persistent root.
+
+        Probes are per-test cold/warm experiments that must start empty anyway;
+        keeping the current run's lets a failure message's directory be inspected,
+        and pruning at the start keeps a persistent root from growing run after run.
+        """
+        shutil.rmtree(self.path / "probes", ignore_errors=True)
 
     def lock(self, name: str):
         """A filelock for one of the plugin's own files under the root (shared by xdist workers)."""

@@ -777,7 +777,8 @@ def _hints(result: ColdWarm) -> list[str]:
                      "constant, a non-cacheable higher-order op, a custom pass without uuid())")
     if not cold.compiled_anything:
         hints.append("compile with the Inductor backend inside the test body; backend='eager'/'aot_eager' do not use "
-                     "the FX-graph cache, and a function compiled before the cold pass is not compiled again")
+                     "the FX-graph cache, and a function compiled before the cold pass is not compiled again; "
+                     "a body that sets force_disable_caches=True or fx_graph_cache=False turns the caches off too")
     if (warm.fxgraph.get("miss", 0) or warm.aot_autograd.get("miss", 0) or warm.aot_autograd.get("guard_miss", 0)) and not reasons:
         hint = ("the warm pass computed other cache keys than the cold pass: a config that differs between passes "
                 "(torch._inductor.config / torch._functorch.config patched in one pass only, or an environment variable), "

@@ -455,16 +455,18 @@ def _compare_test(
                     f"{_mib(_number(new_graphs.get('largest_graph_bytes')))}",
                     "graphs.pool_bytes",
                 )
-        err_before, err_after = _number(base_graphs.get("max_abs_err")), _number(new_graphs.get("max_abs_err"))
+    base_pw, new_pw = _mapping(base.get("piecewise")), _mapping(new.get("piecewise"))
+    for section, base_section, new_section in (("graphs", base_graphs, new_graphs), ("piecewise", base_pw, new_pw)):
+        err_before, err_after = _number(base_section.get("max_abs_err")), _number(new_section.get("max_abs_err"))
         if err_before is not None and err_after is not None and not math.isnan(err_before):
             allowed = err_before * (1 + limits.numerics_growth) + limits.numerics_floor
             if math.isnan(err_after) or err_after > allowed:
                 flag(
                     "numerics",
-                    f"replay-vs-eager max abs error {err_before:.3g} -> {err_after:.3g} (allowed up to {allowed:.3g})",
-                    "graphs.max_abs_err",
+                    f"{'piecewise ' if section == 'piecewise' else ''}replay-vs-eager max abs error "
+                    f"{err_before:.3g} -> {err_after:.3g} (allowed up to {allowed:.3g})",
+                    f"{section}.max_abs_err",
                 )
-    base_pw, new_pw = _mapping(base.get("piecewise")), _mapping(new.get("piecewise"))
     if base_pw and new_pw:
         before, after = as_int(base_pw.get("graphs_captured")), as_int(new_pw.get("graphs_captured"))
         if after > before:

@@ -131,6 +131,9 @@ def _validate_options_at_start(config: pytest.Config, state: RunState) -> None:
     options = state.options
     if options.cache_dir is not None:
         state.apply_run_cache_environment()
+        if getattr(config, "workerinput", None) is None:
+            # before any xdist worker starts, so no worker's probe is deleted
+            state.cache_root().prune_probes()
     if options.report_path is not None:
         problem = check_report_path_writable(options.report_path)
         if problem:
@@ -246,10 +249,13 @@ def _record(item: pytest.Item) -> TestRecord:
 def pytest_runtest_setup(item: pytest.Item) -> None:
     # Parsed again: markers added after collection (item.add_marker in a conftest
     # hook) never went through pytest_pycollect_makeitem.
+    problem = None
     try:
         item.stash[MARKERS_KEY] = parse_item_markers(item)
     except MarkerArgumentError as exc:
-        pytest.fail(f"{item.nodeid}: {exc}", pytrace=False)
+        problem = f"{item.nodeid}: {exc}"
+    if problem is not None:
+        pytest.fail(problem, pytrace=False)
     if _uses_plugin(item):
         set_current_record(_record(item))
     if "torch" in sys.modules:
@@ -265,11 +271,12 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     marker = item.stash.get(MARKERS_KEY, {}).get("max_recompiles")
     if marker is None:
         return (yield)
-    from .recompiles import watch_recompiles
+    from .recompiles import start_from_empty_dynamo_cache, watch_recompiles
 
     watch = item.stash.get(RECOMPILE_WATCH_KEY, None)
     own = watch is None
     if own:
+        start_from_empty_dynamo_cache()
         watch = watch_recompiles()
         watch.__enter__()
     try:
@@ -297,10 +304,14 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     from .caches import run_marked_test
 
     state = pyfuncitem.config.stash[STATE_KEY]
+    failure = None
     try:
         run_marked_test(pyfuncitem, marker, state.cache_root(), _record(pyfuncitem))
     except InvariantViolation as exc:
-        pytest.fail(str(exc), pytrace=False)
+        failure = str(exc)
+    if failure is not None:
+        # outside the except block, so that pytest does not print the message twice
+        pytest.fail(failure, pytrace=False)
     return True
 
 
@@ -380,9 +391,14 @@ def cudagraphs(request: pytest.FixtureRequest) -> Iterator[Any]:
 
 @pytest.fixture
 def recompiles(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """Watch Dynamo for the whole test: ``.count``, ``.reasons``, ``.by_function``, ``.assert_at_most(n)``."""
-    from .recompiles import watch_recompiles
+    """Watch Dynamo for the whole test: ``.count``, ``.reasons``, ``.by_function``, ``.assert_at_most(n)``.
 
+    The test starts from an empty Dynamo cache (so do tests marked ``max_recompiles``):
+    entries compiled by earlier tests would otherwise show up in this test's reasons.
+    """
+    from .recompiles import start_from_empty_dynamo_cache, watch_recompiles
+
+    start_from_empty_dynamo_cache()
     with watch_recompiles() as watch:
         request.node.stash[RECOMPILE_WATCH_KEY] = watch
         try:

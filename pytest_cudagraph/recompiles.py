@@ -509,6 +509,20 @@ class _StrictBlock:
         return False
 
 
+def start_from_empty_dynamo_cache() -> None:
+    """Drop every code object's compiled entries, so the next test's counts are its own.
+
+    Dynamo's cache is process-global: entries compiled by an earlier test stay
+    attached to shared code objects, and a later test's guard failures would then
+    list them, and count toward the recompile limit, as if the test caused them.
+    After the reset a function's first compile in the test is a compile, not a
+    recompile.
+    """
+    import torch._dynamo
+
+    torch._dynamo.reset()
+
+
 def watch_recompiles(*, strict: bool = False) -> RecompileWatch:
     """Watch Dynamo recompiles inside a ``with`` block; usable in ``@hypothesis.given`` bodies.
 

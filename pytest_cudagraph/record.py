@@ -9,6 +9,7 @@ without a fixture (``current_record()``), so the plain API used inside a
 
 from __future__ import annotations
 
+import math
 from typing import Any, Protocol
 
 
@@ -60,8 +61,7 @@ class TestRecord:
         if self._graph_sets:
             out["graphs"] = merge_graph_sets([g.to_json() for g in self._graph_sets])
         if self._piecewise:
-            pieces = [p.to_json() for p in self._piecewise]
-            out["piecewise"] = pieces[0] if len(pieces) == 1 else {"sets": pieces}
+            out["piecewise"] = merge_piecewise([p.to_json() for p in self._piecewise])
         if self._extra:
             out["extra"] = dict(self._extra)
         return out
@@ -69,6 +69,8 @@ class TestRecord:
 
 def _max_or_none(values: list[Any]) -> Any:
     present = [v for v in values if v is not None]
+    if any(isinstance(v, float) and math.isnan(v) for v in present):
+        return math.nan  # a NaN anywhere is the worst error, whatever max() would pick
     return max(present) if present else None
 
 
@@ -89,6 +91,30 @@ def merge_graph_sets(sets: list[dict[str, Any]]) -> dict[str, Any]:
         "capture_s": round(sum(float(g.get("capture_s") or 0.0) for g in sets), 6),
         "sets": sets,
     }
+
+
+def merge_piecewise(sets: list[dict[str, Any]]) -> dict[str, Any]:
+    """The test's ``piecewise`` entry for several piecewise modules: counts add up, pools take the maximum."""
+    if len(sets) == 1:
+        return dict(sets[0])
+    calls: dict[str, int] = {}
+    for piece in sets:
+        for op, count in (piece.get("splitting_op_calls") or {}).items():
+            calls[op] = calls.get(op, 0) + int(count)
+    merged: dict[str, Any] = {
+        key: sum(int(p.get(key) or 0) for p in sets)
+        for key in ("pieces", "capturable_pieces", "graphs_captured", "backend_compilations")
+    }
+    merged.update(
+        {
+            "splitting_op_calls": calls,
+            "sizes": sorted({s for p in sets for s in p.get("sizes", [])}),
+            "pool_bytes": _max_or_none([p.get("pool_bytes") for p in sets]),
+            "max_abs_err": _max_or_none([p.get("max_abs_err") for p in sets]),
+            "sets": sets,
+        }
+    )
+    return merged
 
 
 # The record of the test that is running in this process, set by the plugin

@@ -102,6 +102,9 @@ def summarize(tests: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         graphs = record.get("graphs")
         if isinstance(graphs, Mapping):
             captured += as_int(graphs.get("captured"))
+        piecewise = record.get("piecewise")
+        if isinstance(piecewise, Mapping):
+            captured += as_int(piecewise.get("graphs_captured"))
         caches = record.get("caches")
         for layer, counts in (caches.items() if isinstance(caches, Mapping) else ()):
             if not isinstance(counts, Mapping):

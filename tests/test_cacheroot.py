@@ -85,3 +85,14 @@ def test_lock_is_shared_by_name(tmp_path):
     root = CacheRoot(ensure_private_dir(tmp_path / "root", "cache root"), persistent=True)
     with root.lock("report"):
         assert (root.path / "locks" / "report.lock").exists()
+
+
+def test_prune_probes_keeps_the_shared_caches(tmp_path):
+    root = CacheRoot(ensure_private_dir(tmp_path / "root", "cache root"), persistent=True)
+    probe = root.new_probe_dir("old")
+    (probe / "fxgraph").mkdir()
+    ensure_private_dir(root.inductor_dir, "inductor")
+    (root.inductor_dir / "entry").write_text("kept")
+    root.prune_probes()
+    assert not (root.path / "probes").exists()
+    assert (root.inductor_dir / "entry").read_text() == "kept"

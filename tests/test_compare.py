@@ -30,6 +30,7 @@ INJECTED = [
     ("pool", DECODE, "graphs.pool_bytes", 90 * MiB),
     ("numerics", DECODE, "graphs.max_abs_err", 1.5e-3),
     ("numerics", DECODE, "graphs.max_abs_err", "nan"),
+    ("numerics", SPLIT, "piecewise.max_abs_err", 0.5),
 ]
 
 
@@ -250,3 +251,20 @@ def test_a_field_added_empty_by_a_newer_plugin_is_not_a_change():
     newer["recompiles"]["graph_breaks"]["count"] = 2
     comparison = compare_reports(build_report(ENV_2_13, {"a::t": older}), build_report(ENV_2_13, {"a::t": newer}))
     assert [(c.metric, c.base, c.new) for c in comparison.tests[0].changes] == [("recompiles.graph_breaks.count", None, 2)]
+
+
+def test_a_nan_replay_error_written_by_the_plugin_regresses(tmp_path):
+    """End to end: a NaN from check_replay survives the record merge and the writer, and compare flags it."""
+    import math
+
+    from pytest_cudagraph.record import merge_graph_sets
+    from pytest_cudagraph.report import load_report, write_report
+
+    base = sample_report()
+    merged = merge_graph_sets([dict(base["tests"][DECODE]["graphs"]), dict(base["tests"][DECODE]["graphs"], max_abs_err=math.nan)])
+    assert math.isnan(merged["max_abs_err"])
+    new = modified(base, DECODE, "graphs", merged)
+    write_report(tmp_path / "new.json", new)
+    comparison = compare_reports(base, load_report(tmp_path / "new.json"))
+    # two sets of the same sizes also double "captured": the graphs rule fires beside numerics
+    assert {(r.nodeid, r.rule) for r in comparison.regressions} == {(DECODE, "numerics"), (DECODE, "graphs")}

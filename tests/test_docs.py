@@ -36,9 +36,10 @@ def test_docs_hold_test_modules():
 
 
 @pytest.mark.parametrize("page, filename, source", BLOCKS)
-def test_doc_block_runs(pytester, page, filename, source):
+def test_doc_block_runs(pytester, request, page, filename, source):
     pytester.makepyfile(**{filename[:-3]: source})
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rs")
+    gpu = ["--cudagraph"] if request.config.getoption("cudagraph") else []
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rs", *gpu)
     outcomes = result.parseoutcomes()
     assert outcomes.get("failed", 0) == 0 and outcomes.get("errors", 0) == 0, result.stdout.str()
     assert outcomes.get("passed", 0) + outcomes.get("skipped", 0) >= 1
