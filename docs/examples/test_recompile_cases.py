@@ -36,5 +36,5 @@ def test_eval_model_under_inference_mode_is_stable():
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 16)).eval()
     compiled = torch.compile(model, backend="eager", dynamic=True)
     with torch.inference_mode():
-        for batch in (1, 4, 9):
+        for batch in (2, 4, 9):  # a batch of 1 is specialised even with dynamic=True
             compiled(torch.randn(batch, 16))

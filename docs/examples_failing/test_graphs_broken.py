@@ -46,19 +46,28 @@ def test_value_dependent_branch(cudagraphs):
     graphs.check_replay(trials=8)
 
 
-@pytest.mark.cudagraph(capture_sizes=SIZES)
+# vLLM's 51 default capture sizes, given smallest first
+VLLM_SIZES = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, 513, 16))
+
+
+def deep_mlp():
+    return torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.GELU()) for _ in range(8)])
+
+
+@pytest.mark.cudagraph(capture_sizes=VLLM_SIZES)
 def test_smallest_first_with_outputs_kept_grows_the_pool(cudagraphs):
-    model = Mlp().cuda().eval()
+    model = deep_mlp().cuda().eval()
     with torch.no_grad():
-        graphs = cudagraphs.capture(model, inputs, order="as_given", keep_outputs=True)
+        # each smaller graph's output stays alive, so every larger graph needs fresh blocks
+        graphs = cudagraphs.capture(model, lambda bs: torch.randn(bs, 1024, device="cuda"), order="as_given", keep_outputs=True)
     graphs.check_pool()
 
 
-@pytest.mark.cudagraph(capture_sizes=SIZES)
+@pytest.mark.cudagraph(capture_sizes=VLLM_SIZES)
 def test_separate_pools_cost_the_sum(cudagraphs):
-    model = Mlp().cuda().eval()
+    model = deep_mlp().cuda().eval()
     with torch.no_grad():
-        graphs = cudagraphs.capture(model, inputs, pool="separate")
+        graphs = cudagraphs.capture(model, lambda bs: torch.randn(bs, 1024, device="cuda"), pool="separate")
     graphs.check_pool()
 
 
