@@ -54,6 +54,7 @@ svg.chart text { font: 11px ui-monospace, Menlo, Consolas, monospace; fill: #1d2
 svg.chart .bar { fill: #4f7cac; } svg.chart .bar.largest { fill: #2c4f75; }
 svg.chart .pool-line { stroke: #c62828; stroke-width: 2; }
 svg.chart .largest-line { stroke: #1d232a; stroke-width: 1.5; stroke-dasharray: 5 3; }
+svg.chart .bound-line { stroke: #7a7a7a; stroke-width: 1.5; stroke-dasharray: 2 2; }
 svg.chart .axis { stroke: #b8c0c8; stroke-width: 1; }
 .legend span { margin-right: 16px; font-size: 12px; }
 .swatch { display: inline-block; width: 18px; height: 3px; vertical-align: middle; margin-right: 4px; }
@@ -122,7 +123,11 @@ def pool_chart_svg(graphs: Mapping[str, Any], title: str = "") -> str:
         )
     pool = _number(graphs.get("pool_bytes"))
     largest = _number(graphs.get("largest_graph_bytes"))
-    scale_max = max([b for _, b in pairs] + [v for v in (pool, largest) if v is not None]) or 1.0
+    workspace = _number(graphs.get("cublas_workspace_bytes"))
+    # The first capture puts the cuBLAS workspace into the pool; the per-size marks do
+    # not hold it, so a well-shared pool sits near "largest + workspace", not "largest".
+    bound = largest + workspace if largest is not None and workspace else None
+    scale_max = max([b for _, b in pairs] + [v for v in (pool, largest, bound) if v is not None]) or 1.0
     largest_size = max(pairs, key=lambda p: p[1])[0]
     height = _TOP + _ROW_H * len(pairs) + _BOTTOM
     width = _LABEL_W + _BAR_AREA_W + _VALUE_W
@@ -145,25 +150,33 @@ def pool_chart_svg(graphs: Mapping[str, Any], title: str = "") -> str:
             f'height="{_ROW_H - 5}"><title>size {size}: {_e(mib(value))} ({int(value)} bytes)</title></rect>'
         )
         parts.append(f'<text x="{_LABEL_W + bar_w + 6:.1f}" y="{y + 12}">{_e(mib(value))}</text>')
-    for value, css, label in ((largest, "largest-line", "largest"), (pool, "pool-line", "pool")):
+    for value, css, label in (
+        (largest, "largest-line", "largest"),
+        (bound, "bound-line", "largest + cuBLAS workspace"),
+        (pool, "pool-line", "pool"),
+    ):
         if value is None:
             continue
         x = x_of(value)
         parts.append(f'<line class="{css}" x1="{x:.1f}" y1="{_TOP - 4}" x2="{x:.1f}" y2="{height - _BOTTOM}">'
                      f"<title>{label}: {_e(mib(value))} ({int(value)} bytes)</title></line>")
     # labels of the two lines sit above the bars; when the lines are close, keep them apart
-    labels = [(v, t) for v, t in ((largest, "largest"), (pool, "pool")) if v is not None]
+    labels = [(v, t) for v, t in ((largest, "largest"), (bound, "+cuBLAS"), (pool, "pool")) if v is not None]
     last_end = -1e9
     for value, text in sorted(labels, key=lambda p: p[0]):
-        x = max(x_of(value), last_end + 4)
         label = f"{text} {mib(value)}"
+        # pushed right past the previous label, but never past the chart's right edge
+        x = min(max(x_of(value), last_end + 4), width - 7 * len(label))
         parts.append(f'<text x="{x:.1f}" y="{_TOP - 8}" text-anchor="start">{_e(label)}</text>')
         last_end = x + 7 * len(label)
     parts.append("</svg>")
     legend = (
         '<div class="legend"><span><i class="swatch" style="background:#4f7cac"></i>per-size high-water mark</span>'
         '<span><i class="swatch" style="background:#c62828"></i>shared pool</span>'
-        '<span><i class="swatch" style="background:#1d232a"></i>largest graph (dashed)</span></div>'
+        '<span><i class="swatch" style="background:#1d232a"></i>largest graph (dashed)</span>'
+        + ('<span><i class="swatch" style="background:#7a7a7a"></i>largest graph + cuBLAS workspace (dotted)</span>'
+           if bound is not None else "")
+        + "</div>"
     )
     return "".join(parts) + legend
 
@@ -223,8 +236,11 @@ def _graphs_html(graphs: Mapping[str, Any]) -> str:
         ("pool", mib(pool) if pool is not None else "-"),
         ("largest graph", mib(largest) if largest is not None else "-"),
     ]
+    workspace = _number(graphs.get("cublas_workspace_bytes"))
+    if workspace:
+        rows.append(("cuBLAS workspace (in the pool)", mib(workspace)))
     if pool is not None and largest:
-        rows.append(("pool / largest", f"{pool / largest:.2f}x"))
+        rows.append(("(pool - workspace) / largest", f"{(pool - (workspace or 0)) / largest:.2f}x"))
     for key in ("max_abs_err", "capture_s"):
         if key in graphs:
             rows.append((key, graphs[key]))

@@ -153,3 +153,17 @@ def test_missing_sections_and_odd_values_still_render():
     assert "The report has no environment block." in "".join(checker.text)
     assert checker.charts == []  # no usable (size, bytes) pair
     assert "Recompile limit hit 2 times" in "".join(checker.text)
+
+
+def test_cublas_workspace_draws_the_bound_line_and_leaves_the_ratio():
+    report = sample_report()
+    decode = "tests/test_model.py::test_decode_graphs"
+    report["tests"][decode]["graphs"]["cublas_workspace_bytes"] = 16 * MiB
+    checker = parse(render_html(report))
+    lines = {attrs["class"]: attrs for tag, attrs in checker.tags if tag == "line" and "class" in attrs}
+    bar_x = float(checker.charts[0][0]["x"])
+    pool_x, bound_x = float(lines["pool-line"]["x1"]), float(lines["bound-line"]["x1"])
+    # the bound is largest 42 MiB + workspace 16 MiB = 58 MiB, against a 60 MiB pool
+    assert (bound_x - bar_x) / (pool_x - bar_x) == pytest.approx(58 / 60, abs=0.01)
+    text = " ".join(checker.text)
+    assert "16.0M" in text and "1.05x" in text  # (60 - 16) / 42
