@@ -558,12 +558,22 @@ def _indent_continuation(text: str) -> str:
     return text.rstrip().replace("\n", "\n    ")
 
 
+MAX_REASONS_SHOWN = 12
+
+
 def _table(by_function: Mapping[str, FunctionRecompiles]) -> list[str]:
     rows = [("function", "recompiles", "guard failure reason")]
     for name, fn in by_function.items():
         if not fn.count:
             continue
         reasons = [_one_line(r) for r in fn.reasons] or ["(no reason recorded)"]
+        if len(reasons) > MAX_REASONS_SHOWN:
+            # each recompile lists one reason per cached entry, so the list grows
+            # quadratically; the first ones name the change, the rest are in .reasons
+            hidden = len(reasons) - MAX_REASONS_SHOWN
+            reasons = reasons[:MAX_REASONS_SHOWN] + [
+                f"... and {hidden} more (every reason is in .reasons and the report's recompiles.reasons)"
+            ]
         rows.append((name, str(fn.count), reasons[0]))
         rows.extend(("", "", r) for r in reasons[1:])
     w0 = max(len(r[0]) for r in rows)

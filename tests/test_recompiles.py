@@ -401,3 +401,18 @@ def test_count_equals_compile_counter_minus_one(calls, dynamic):
     assert w.limit_hits == []  # at most 6 calls: the default limit (8) is out of reach
     for reason in w.reasons:
         assert "tokens" in _payload(reason), reason
+
+
+def test_failure_table_shows_the_first_reasons_and_counts_the_rest():
+    from pytest_cudagraph.recompiles import MAX_REASONS_SHOWN
+
+    fn = torch.compile(lambda x: x + 1, backend="eager", dynamic=False)
+    with watch_recompiles() as watch:
+        for size in range(1, 8):  # 6 recompiles, 1 + 2 + ... + 6 = 21 reasons
+            fn(torch.ones(size))
+    assert len(watch.reasons) == 21 > MAX_REASONS_SHOWN
+    with pytest.raises(InvariantViolation) as info:
+        watch.assert_at_most(0)
+    message = str(info.value)
+    assert f"... and {21 - MAX_REASONS_SHOWN} more" in message
+    assert message.count("size mismatch at index 0") == MAX_REASONS_SHOWN
