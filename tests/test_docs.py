@@ -46,3 +46,20 @@ def test_doc_block_runs(pytester, request, page, filename, source):
     for line in result.stdout.lines:
         if line.startswith("SKIPPED"):
             assert "needs --cudagraph" in line or "no CUDA device" in line, line
+
+
+def test_docs_site_builds_without_warnings(tmp_path):
+    """The MkDocs site builds in strict mode: no broken link, no missing page, no bad fence."""
+    import subprocess
+    import sys
+
+    root = DOCS.parent
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "WARNING" not in result.stderr, result.stderr
+    assert (tmp_path / "site" / "concepts" / "index.html").exists()
