@@ -54,9 +54,10 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 from . import _compat as compat
 from .cacheroot import INDUCTOR_ENV, TRITON_ENV, CacheRoot, ensure_private_dir
@@ -112,7 +113,7 @@ class CacheStats:
         return out
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "CacheStats":
+    def from_json(cls, data: Mapping[str, Any]) -> CacheStats:
         reasons = tuple(
             (layer, reason) for layer, items in (data.get("bypass_reasons") or {}).items() for reason in items
         )
@@ -350,7 +351,7 @@ class CacheProbe:
         self._last_pair_dir: Path | None = None
 
     # -- life cycle ---------------------------------------------------------
-    def __enter__(self) -> "CacheProbe":
+    def __enter__(self) -> CacheProbe:
         self.cache_dir = self._make_dir()
         self._dirs.append(self.cache_dir)
         stack = contextlib.ExitStack()

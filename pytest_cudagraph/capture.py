@@ -39,8 +39,9 @@ import re
 import time
 import traceback
 import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import torch
 from torch.utils._pytree import tree_map
@@ -1079,7 +1080,7 @@ class GraphSet:
         if self.closed:
             raise UsageProblem(f"the GraphSet of {self.name} was closed; its graphs were released")
 
-    def __enter__(self) -> "GraphSet":
+    def __enter__(self) -> GraphSet:
         return self
 
     def __exit__(self, *exc: Any) -> None:

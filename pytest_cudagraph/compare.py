@@ -37,8 +37,9 @@ Example::
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from .report import as_int, limit_hit_count
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 # report layer -> report key -> (counter group, counter name)
 COUNTER_MAP: dict[str, dict[str, tuple[str, str]]] = {

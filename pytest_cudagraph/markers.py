@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import inspect
 import numbers
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 COMPILE_CACHE_MODES = ("inprocess", "subprocess")
 

@@ -22,8 +22,9 @@ arithmetic and the table are tested on a CPU.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 KIB = 1024
 MIB = 1024 * 1024

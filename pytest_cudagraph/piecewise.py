@@ -55,8 +55,9 @@ import itertools
 import time
 import types
 from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import torch
 from torch.utils import _pytree as pytree
@@ -614,7 +615,7 @@ class PiecewiseModule:
             compiled.check_pool()
         """
         __tracebackhide__ = True
-        from .memory import PoolCheck, Slack, SizeMemory, derive_slack, format_bytes, pool_bytes
+        from .memory import PoolCheck, SizeMemory, Slack, derive_slack, format_bytes, pool_bytes
 
         if not self._captured:
             raise UsageProblem(

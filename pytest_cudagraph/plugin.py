@@ -9,16 +9,14 @@ themselves live in the library modules (``capture``, ``recompiles``, ``caches``,
 
 from __future__ import annotations
 
-import json
-import os
 import sys
-import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
-from .errors import CudagraphError, InvariantViolation, ReportError, UsageProblem
+from .errors import InvariantViolation, ReportError, UsageProblem
 from .markers import MARKER_DOCS, MarkerArgumentError, parse_item_markers
 from .record import TestRecord, set_current_record
 from .session import RunState, read_options

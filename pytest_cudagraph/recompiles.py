@@ -32,8 +32,9 @@ import os
 import re
 import textwrap
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from . import _compat as compat
 from .errors import InvariantViolation

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import html
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .report import as_int, limit_hit_count
 from .summary import HEADER, mib, summary_row

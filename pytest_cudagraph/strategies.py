@@ -25,7 +25,8 @@ Example::
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st

@@ -14,8 +14,9 @@ Failed tests and recompile-limit hits come first.  Nothing here imports torch.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from .report import as_int, limit_hit_count, summarize
 

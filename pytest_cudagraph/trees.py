@@ -106,7 +106,7 @@ class TreeWatch:
     def _nodes(self) -> int:
         return _compat.cudagraph_tree_node_count(_compat.cudagraph_tree_manager(self._device()))
 
-    def __enter__(self) -> "TreeWatch":
+    def __enter__(self) -> TreeWatch:
         import torch._inductor.cudagraph_trees  # noqa: F401  (loads the loggers and the manager)
 
         self._counters_before = {key: self._counter(name) for key, name in _COUNTERS.items()}

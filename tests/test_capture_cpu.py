@@ -72,7 +72,8 @@ def _invalidated_after(inner: BaseException) -> BaseException:
         try:
             raise inner
         except Exception:
-            raise RuntimeError("CUDA error: operation failed due to a previous error during capture")
+            # implicit chaining on purpose: torch's capture_end error carries the cause in __context__
+            raise RuntimeError("CUDA error: operation failed due to a previous error during capture")  # noqa: B904
     except RuntimeError as outer:
         return outer
 

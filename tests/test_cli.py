@@ -8,9 +8,9 @@ import sys
 import textwrap
 
 import pytest
+from sample_reports import ENV_2_13, MiB, modified, sample_report
 
 from pytest_cudagraph.report import write_report
-from sample_reports import ENV_2_13, MiB, modified, sample_report
 
 DECODE = "tests/test_model.py::test_decode_graphs"
 

@@ -8,10 +8,10 @@ import json
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sample_reports import ENV_2_13, MiB, graph_record, modified, recompile_record, sample_report
 
 from pytest_cudagraph.compare import ALL_RULES, DEFAULT_RULES, compare_reports, parse_rules
 from pytest_cudagraph.report import build_report
-from sample_reports import ENV_2_13, MiB, graph_record, modified, recompile_record, sample_report
 
 DECODE = "tests/test_model.py::test_decode_graphs"
 DYNAMIC = "tests/test_model.py::test_dynamic_batch"
@@ -54,7 +54,7 @@ def test_each_injected_regression_fires_its_rule_only(rule, nodeid, path, value)
     assert {(r.nodeid, r.rule) for r in comparison.regressions} == {(nodeid, rule)}
     text = comparison.format_text()
     assert f"{nodeid}  REGRESSED ({rule})" in text
-    assert text.splitlines()[-1].startswith(f"REGRESSION: 5 tests in both reports: 1 changed, 1 regressed")
+    assert text.splitlines()[-1].startswith("REGRESSION: 5 tests in both reports: 1 changed, 1 regressed")
     assert f"by rule: {rule} 1" in text
     # the same change is not a regression when its rule is not selected
     others = [r for r in ALL_RULES if r != rule]

@@ -7,7 +7,6 @@ import sys
 import pytest
 
 
-
 def test_help_lists_options_and_ini(pytester):
     result = pytester.runpytest("--help")
     result.stdout.fnmatch_lines(["*CUDA graph and torch.compile cache validation*"])

@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
-import torch._dynamo
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -9,6 +9,7 @@ import stat
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sample_reports import ENV_2_13, MiB, graph_record, recompile_record, sample_report
 
 from pytest_cudagraph.errors import ReportError
 from pytest_cudagraph.report import (
@@ -20,7 +21,6 @@ from pytest_cudagraph.report import (
     summarize,
     write_report,
 )
-from sample_reports import ENV_2_13, MiB, graph_record, recompile_record, sample_report
 
 
 def _strict_loads(text: str):

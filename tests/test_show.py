@@ -6,10 +6,10 @@ import copy
 from html.parser import HTMLParser
 
 import pytest
+from sample_reports import ENV_2_13, MiB, graph_record, sample_report
 
 from pytest_cudagraph.report import build_report
 from pytest_cudagraph.show import render_html
-from sample_reports import ENV_2_13, MiB, graph_record, sample_report
 
 DECODE = "tests/test_model.py::test_decode_graphs"
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}

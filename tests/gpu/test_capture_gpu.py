@@ -14,7 +14,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 
 from pytest_cudagraph import CaptureError, InvariantViolation, StaleGraphError, capture_graphs
-from pytest_cudagraph.memory import MIB, format_bytes, graph_pool_segments
+from pytest_cudagraph.memory import format_bytes, graph_pool_segments
 from pytest_cudagraph.record import current_record
 from pytest_cudagraph.strategies import capture_sizes, dtypes
 
