@@ -61,7 +61,13 @@ FAILING = ("failed", "error")
 # Sections whose scalar leaves appear in the side-by-side table.
 _TABLE_SECTIONS = ("recompiles", "caches", "graphs", "piecewise", "reduce_overhead", "extra")
 # Per-size or per-set detail: summarised elsewhere, too long for a table row each.
-_TABLE_SKIP_KEYS = frozenset({"sets", "graph_bytes", "reasons", "limit_hits", "by_function"})
+_TABLE_SKIP_KEYS = frozenset(
+    {
+        "sets", "graph_bytes", "reasons", "limit_hits", "by_function",
+        # differ on every run by construction (temporary directories, process ids)
+        "cache_dir", "process",
+    }
+)
 
 
 def parse_rules(values: Iterable[str] | None) -> tuple[str, ...]:
