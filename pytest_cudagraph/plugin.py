@@ -44,7 +44,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--cudagraph",
         action="store_true",
         default=False,
-        help="run the tests marked cudagraph (without it they skip with 'needs --cudagraph').",
+        help="run the tests marked cudagraph or using the cudagraphs fixture (without it they skip with 'needs --cudagraph').",
     )
     group.addoption(
         "--cudagraph-require-gpu",
@@ -79,6 +79,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     parser.addini("cudagraph_rtol", "default relative tolerance of replay-vs-eager checks", default="")
     parser.addini("cudagraph_atol", "default absolute tolerance of replay-vs-eager checks", default="")
+    parser.addini(
+        "cudagraph_baseline_fail_on",
+        "compare rules that make --cudagraph-baseline fail the run, as for 'pytest-cudagraph compare --fail-on' "
+        "(e.g. 'default,graph-breaks'); default: the default rules",
+        default="",
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -186,7 +192,12 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: objec
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     state = config.stash[STATE_KEY]
-    gpu_items = [item for item in items if item.get_closest_marker("cudagraph") is not None]
+    # A test that asks for the cudagraphs fixture is a GPU graph test too, marked or not.
+    gpu_items = [
+        item
+        for item in items
+        if item.get_closest_marker("cudagraph") is not None or "cudagraphs" in getattr(item, "fixturenames", ())
+    ]
     if any(_uses_plugin(item) for item in items):
         state.uses_plugin = True
     if not gpu_items:
@@ -465,7 +476,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if state.baseline is not None:
         from .compare import compare_reports
 
-        comparison = compare_reports(state.baseline, report)
+        comparison = compare_reports(state.baseline, report, rules=options.baseline_rules)
         state.baseline_comparison = comparison
         if comparison.regressed and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -33,6 +33,8 @@ class Options:
     capture_sizes: tuple[int, ...] | None = None
     rtol: float | None = None
     atol: float | None = None
+    # compare rules that make --cudagraph-baseline fail the run (None: the default rules)
+    baseline_rules: tuple[str, ...] | None = None
 
     @property
     def any_given(self) -> bool:
@@ -69,6 +71,18 @@ def _ini_sizes(config: Any) -> tuple[int, ...] | None:
         raise UsageProblem(str(exc)) from None
 
 
+def _ini_rules(config: Any) -> tuple[str, ...] | None:
+    raw = str(config.getini("cudagraph_baseline_fail_on") or "").strip()
+    if not raw:
+        return None
+    from .compare import parse_rules  # reads JSON only; imports no torch
+
+    try:
+        return parse_rules([raw])
+    except ValueError as exc:
+        raise UsageProblem(f"ini option cudagraph_baseline_fail_on = {raw!r}: {exc}") from None
+
+
 def read_options(config: Any) -> Options:
     require_gpu = bool(config.getoption("cudagraph_require_gpu"))
     report = config.getoption("cudagraph_report")
@@ -83,6 +97,7 @@ def read_options(config: Any) -> Options:
         capture_sizes=_ini_sizes(config),
         rtol=_ini_float(config, "cudagraph_rtol"),
         atol=_ini_float(config, "cudagraph_atol"),
+        baseline_rules=_ini_rules(config),
     )
 
 

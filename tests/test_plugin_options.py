@@ -71,6 +71,18 @@ def test_cudagraph_tests_skip_without_flag(pytester):
     result.stdout.fnmatch_lines(["*SKIPPED*needs --cudagraph*"])
 
 
+def test_tests_using_the_cudagraphs_fixture_are_gated_without_the_marker(pytester):
+    pytester.makepyfile(
+        """
+        def test_fixture_only(cudagraphs):
+            raise AssertionError("must not run")
+        """
+    )
+    result = pytester.runpytest("-rs")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*SKIPPED*needs --cudagraph*"])
+
+
 def test_cudagraph_marker_on_class_and_module(pytester):
     pytester.makepyfile(
         """

@@ -187,6 +187,24 @@ def test_baseline_regression_fails_a_green_session(pytester):
     )
 
 
+def test_baseline_rules_come_from_the_ini(pytester):
+    pytester.makepyfile(test_model=TESTS)
+    baseline = _baseline(pytester, recompile_count=0)
+    # the same regression as above, but the project's rules leave recompiles out
+    pytester.makeini("[pytest]\ncudagraph_baseline_fail_on = outcome,cache-miss\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--cudagraph-baseline={baseline}")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["test_model.py::test_recompiles_twice  changed"])
+
+
+def test_unknown_baseline_rule_in_the_ini_is_a_usage_error(pytester):
+    pytester.makepyfile("def test_plain():\n    pass\n")
+    pytester.makeini("[pytest]\ncudagraph_baseline_fail_on = recompile,pool\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "ini option cudagraph_baseline_fail_on = 'recompile,pool': unknown rule 'recompile'" in result.stderr.str()
+
+
 def test_baseline_without_regression_keeps_the_session_green(pytester):
     pytester.makepyfile(test_model=TESTS)
     baseline = _baseline(pytester, recompile_count=2)
