@@ -9,6 +9,7 @@ TORCH_NOTES.md in the design notes).  Everything imports torch lazily.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -243,13 +244,16 @@ def error_on_recompile() -> contextlib.AbstractContextManager:
 
 
 def fail_on_any_compile() -> contextlib.AbstractContextManager:
-    """Refuse every Dynamo compile inside the block (the warm-up is over).
+    """Refuse Dynamo compiles inside the block (the warm-up is over).
 
-    ``torch.compiler.set_stance("fail_on_recompile")`` where it exists (2.6+; its
-    message carries the guard-failure reasons from 2.11); there it refuses a frame's
-    first compile too.  Before 2.6, ``error_on_recompile`` refuses recompiles only.
+    ``torch.compiler.set_stance("fail_on_recompile")`` where its refusal names the
+    refused function (``stance_refusal_names_the_frame()``; its message carries the
+    guard-failure reasons from 2.11); there it refuses a frame's first compile too.
+    Elsewhere ``error_on_recompile``, which refuses recompiles only, naming the
+    function and the reasons: the 2.6 stance names nothing, records no reasons, and
+    also refuses frames Dynamo would have skipped (any frame it has not seen yet).
     """
-    if has_fail_on_recompile_stance():
+    if has_fail_on_recompile_stance() and stance_refusal_names_the_frame():
         import torch
 
         return torch.compiler.set_stance("fail_on_recompile")
@@ -466,9 +470,11 @@ def enable_default_off_caches() -> contextlib.AbstractContextManager:
 def cache_bypass_loggers() -> dict[str, tuple[str, str]]:
     """Logger name -> (cache layer, message prefix) of the INFO records that give bypass reasons.
 
-    Same in 2.6-2.13: ``"Bypassing FX Graph Cache because '%s'"`` on
-    ``torch._inductor.codecache`` and ``"Bypassing autograd cache due to: %s"`` on
-    ``torch._functorch._aot_autograd.autograd_cache``.
+    ``"Bypassing FX Graph Cache because '%s'"`` on ``torch._inductor.codecache``
+    (2.6-2.13) and ``"Bypassing autograd cache due to: %s"`` on
+    ``torch._functorch._aot_autograd.autograd_cache`` (2.8+; 2.6 logs it only for a
+    bypass found when saving, at WARNING, and otherwise just bumps
+    ``autograd_cache_bypass``, keeping the reason to its structured trace).
     """
     return {
         "torch._inductor.codecache": ("fxgraph", "Bypassing FX Graph Cache"),
@@ -635,3 +641,63 @@ def inductor_partition_at_ops(op_names: list[str], wrapper: Any) -> Iterator[Non
             yield
     finally:
         inductor_utils.set_customized_partition_wrappers(previous)
+
+
+# --------------------------------------------------------------------------
+# Dynamo: strict blocks (recompiles.py RecompileWatch.strict)
+# --------------------------------------------------------------------------
+
+
+@functools.cache
+def stance_refusal_names_the_frame() -> bool:
+    """Whether the ``fail_on_recompile`` stance's error names the function it refused.
+
+    From the 2.8-era rewrite the stance's callback looks at the frame: it lets frames
+    Dynamo would skip through and says ``"function name: '...'"`` (plus the guard
+    failures from 2.11).  The 2.6 callback raises a bare "Detected recompile ..." for
+    any frame, first compiles of helpers included.  Probed by handing the callback
+    this very frame, which has no compiled entries, so nothing is compiled or recorded.
+    """
+    import sys
+
+    import torch
+    from torch._dynamo import eval_frame
+
+    choose = getattr(eval_frame, "_callback_from_stance", None)
+    if choose is None or not has_fail_on_recompile_stance():
+        return False
+
+    def unused_backend(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    try:
+        with torch.compiler.set_stance("fail_on_recompile"):
+            refuse = choose(unused_backend)
+        refuse(sys._getframe(), None, None, None)
+    except RuntimeError as exc:
+        return "function name: 'stance_refusal_names_the_frame'" in str(exc)
+    except Exception:  # a callback shape we do not know: use error_on_recompile
+        return False
+    # It let this frame through (no tensors in it): it looks at frames, so it names them.
+    return True
+
+
+# --------------------------------------------------------------------------
+# Piecewise graphs: why a fullgraph trace failed (piecewise.py)
+# --------------------------------------------------------------------------
+
+
+def is_shape_specialization_error(exc: BaseException) -> bool:
+    """Whether a Dynamo trace error says a dimension marked dynamic was specialized.
+
+    That is a ``torch._dynamo.exc.UserError`` of type ``CONSTRAINT_VIOLATION`` or
+    ``DYNAMIC_DIM`` (2.6-2.13).  Every other ``UserError`` under ``fullgraph=True`` is a
+    graph break: 2.6 raises ``UserError(DYNAMIC_CONTROL_FLOW)`` ("Dynamic control flow is
+    not supported ...") for a branch on a tensor's value, where 2.8+ raise a plain
+    ``Unsupported`` graph break.
+    """
+    from torch._dynamo.exc import UserError, UserErrorType
+
+    kinds = {getattr(UserErrorType, name, None) for name in ("CONSTRAINT_VIOLATION", "DYNAMIC_DIM")}
+    return isinstance(exc, UserError) and getattr(exc, "error_type", None) in kinds - {None}
+

@@ -836,6 +836,11 @@ def format_failure(result: ColdWarm, problems: list[str], rtol: float | None = N
         for layer in ("fxgraph", "aot_autograd"):
             for reason in stats.reasons(layer):
                 lines.append(f"  bypass reason ({layer}, {name} pass): {reason}")
+            if getattr(stats, layer).get("bypass", 0) and not stats.reasons(layer):
+                # torch 2.6 counts AOTAutograd bypasses without logging why: say so, not nothing
+                lines.append(f"  bypass reason ({layer}, {name} pass): not logged by this torch "
+                             f"(its counter moved; the {'other layer' if layer == 'aot_autograd' else 'log'} "
+                             f"may name it)")
     lines.append(f"  warm pass ran in {result.warm.process}; outputs compared "
                  f"{'bitwise' if rtol is None and atol is None else f'with rtol={rtol}, atol={atol}'}")
     if any(p.startswith(("returned", "recorded")) for p in problems):

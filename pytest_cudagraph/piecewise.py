@@ -783,12 +783,12 @@ class PiecewiseModule:
             if isinstance(inner, (UsageProblem, CaptureError)):
                 raise inner from None
             raise
-        except torch._dynamo.exc.UserError as exc:
-            raise UsageProblem(
-                f"{type(self.module).__name__}.forward specializes on the batch dimension {self.batch_dim} "
-                f"({_first_line(exc)}); piecewise capture needs one graph for every batch size"
-            ) from None
-        except torch._dynamo.exc.Unsupported as exc:
+        except torch._dynamo.exc.Unsupported as exc:  # UserError is a subclass
+            if compat.is_shape_specialization_error(exc):
+                raise UsageProblem(
+                    f"{type(self.module).__name__}.forward specializes on the batch dimension {self.batch_dim} "
+                    f"({_first_line(exc)}); piecewise capture needs one graph for every batch size"
+                ) from None
             raise UsageProblem(
                 f"Dynamo cannot trace {type(self.module).__name__}.forward as one graph ({_first_line(exc)}); "
                 f"piecewise_compile needs fullgraph=True: make the breaking call a registered custom op "

@@ -314,10 +314,12 @@ class RecompileWatch:
     def strict(self) -> _StrictBlock:
         """End the warm-up: inside ``with w.strict():`` any Dynamo compile raises InvariantViolation.
 
-        Uses ``torch.compiler.set_stance("fail_on_recompile")`` where torch has it, so a
-        function seen for the first time inside the block fails too: warm up every
-        function you call before entering.  The message names the function and
-        the guard-failure reasons (torch 2.11+ gives them to the stance).
+        Uses ``torch.compiler.set_stance("fail_on_recompile")`` where its refusal names
+        the function (not torch 2.6), so a function seen for the first time inside the
+        block fails too: warm up every function you call before entering.  The message
+        names the function and the guard-failure reasons (torch 2.11+ gives them to the
+        stance).  Where the stance cannot name it, ``error_on_recompile`` refuses
+        recompiles only, with the function and reasons; first compiles pass.
 
         Example::
 

@@ -321,6 +321,24 @@ def test_strict_block_refuses_compiles_after_warm_up():
         assert _stance.stance == "default"
 
 
+def test_strict_block_and_a_function_never_compiled_before():
+    f = torch.compile(lambda tokens: tokens * 3, backend="eager")
+    with watch_recompiles() as w:
+        if compat.stance_refusal_names_the_frame():
+            # the stance refuses first compiles too: warm up before entering
+            with pytest.raises(InvariantViolation, match=r"strict recompile check: <lambda> \("):
+                with w.strict():
+                    f(torch.ones(2))
+        else:
+            # error_on_recompile (torch 2.6) refuses recompiles only
+            with w.strict():
+                f(torch.ones(2))
+            with pytest.raises(InvariantViolation, match=r"(?s)<lambda> \(.*dtype mismatch"):
+                with w.strict():
+                    f(torch.ones(2, dtype=torch.int64))
+    assert dynamo_config.error_on_recompile is False
+
+
 # ----------------------------------------------------------------------------
 # restored state
 # ----------------------------------------------------------------------------
