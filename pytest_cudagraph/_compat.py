@@ -601,7 +601,7 @@ def applied_compile_config(config: dict[str, dict[str, Any]]) -> contextlib.Abst
 def inductor_partition_missing() -> str | None:
     """What this torch lacks to partition a graph inside Inductor at custom ops; None if nothing.
 
-    The seed's "strategy 2" needs ``torch._inductor.config.graph_partition``,
+    Strategy 2 of piecewise capture (partition inside Inductor) needs ``torch._inductor.config.graph_partition``,
     ``config.custom_should_partition_ops`` (op names Inductor's scheduler cuts at,
     checked on ``FallbackKernel`` nodes after fusion) and
     ``torch._inductor.utils.set_customized_partition_wrappers`` (a hook that wraps

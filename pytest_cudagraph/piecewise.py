@@ -17,8 +17,8 @@ them can.  vLLM's answer, which this module reproduces so that a test can check 
    outputs are kept only as non-owning aliases (vLLM's weak refs), so the next,
    smaller size reuses the same pool memory.
 
-``strategy="inductor_partition"`` does step 2 inside Inductor instead (the seed's
-"strategy 2"): the whole graph goes to Inductor, which partitions it at
+``strategy="inductor_partition"`` does step 2 inside Inductor instead (strategy 2
+in docs/concepts.md): the whole graph goes to Inductor, which partitions it at
 ``config.custom_should_partition_ops`` after fusion and hands each partition to a
 wrapper that captures it the same way.  Both strategies must give the same numbers.
 

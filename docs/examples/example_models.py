@@ -1,6 +1,6 @@
 """Models used by the example suite.
 
-``DecodeStep`` is the seed's case: one decode step of a small transformer whose
+``DecodeStep`` is the canonical case: one decode step of a small transformer whose
 attention reads a static KV cache, so every buffer the step touches lives at a
 fixed address, as CUDA graph replay requires.  ``AttentionSplitModel`` calls a
 registered attention op that piecewise capture cuts out of the graph.

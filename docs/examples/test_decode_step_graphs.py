@@ -1,4 +1,4 @@
-"""The seed's case: a transformer decode step captured for many batch sizes in one pool.
+"""The canonical case: a transformer decode step captured for many batch sizes in one pool.
 
 Each batch size gets its own CUDA graph, captured largest first so that the
 smaller graphs reuse the blocks the largest one already reserved; replay must
