@@ -171,6 +171,13 @@ def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
+def no_cuda_skip_reason() -> str:
+    """The one skip reason of a GPU test on a machine where torch sees no CUDA device."""
+    import torch
+
+    return f"no CUDA device (torch {torch.__version__} reports torch.cuda.is_available() == False)"
+
+
 def accelerator_error_types() -> tuple[type[BaseException], ...]:
     """Errors a failed CUDA call raises: ``torch.AcceleratorError`` (2.8+) or RuntimeError."""
     import torch

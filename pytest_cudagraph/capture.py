@@ -1191,7 +1191,7 @@ class CudagraphsFixture:
         if not _compat.cuda_available():
             import pytest
 
-            pytest.skip(f"no CUDA device (torch {torch.__version__}: torch.cuda.is_available() is False)")
+            pytest.skip(_compat.no_cuda_skip_reason())
 
     def capture(
         self,

@@ -205,15 +205,11 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if not state.options.enabled:
         skip = pytest.mark.skip(reason="needs --cudagraph")
     else:
-        from ._compat import cuda_available
+        from ._compat import cuda_available, no_cuda_skip_reason
 
         if cuda_available():
             return
-        import torch
-
-        skip = pytest.mark.skip(
-            reason=f"no CUDA device (torch {torch.__version__} reports torch.cuda.is_available() == False)"
-        )
+        skip = pytest.mark.skip(reason=no_cuda_skip_reason())
     for item in gpu_items:
         item.add_marker(skip)
 
