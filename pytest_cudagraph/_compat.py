@@ -354,9 +354,7 @@ def non_owning_alias(tensor: Any) -> Any:
     import torch
 
     storage = tensor.untyped_storage()
-    alias_storage = torch._C._construct_storage_from_data_pointer(
-        storage.data_ptr(), tensor.device, storage.nbytes()
-    )
+    alias_storage = torch._C._construct_storage_from_data_pointer(storage.data_ptr(), tensor.device, storage.nbytes())
     alias = torch.empty((0,), dtype=tensor.dtype, device=tensor.device)
     alias.set_(alias_storage, tensor.storage_offset(), tensor.shape, tensor.stride())
     return alias
@@ -708,3 +706,58 @@ def is_shape_specialization_error(exc: BaseException) -> bool:
     kinds = {getattr(UserErrorType, name, None) for name in ("CONSTRAINT_VIOLATION", "DYNAMIC_DIM")}
     return isinstance(exc, UserError) and getattr(exc, "error_type", None) in kinds - {None}
 
+
+# --------------------------------------------------------------------------
+# Global torch state a plugin test must leave as it found it (isolation.py)
+# --------------------------------------------------------------------------
+
+
+def compile_stance() -> Any | None:
+    """The active ``torch.compiler.set_stance`` setting, or None where torch has no stances.
+
+    ``set_stance`` (2.6+) keeps the setting in ``torch._dynamo.eval_frame._stance``,
+    a small dataclass replaced on every change; a test that calls ``set_stance``
+    without its context manager leaves it changed for every later test.
+    """
+    from torch._dynamo import eval_frame
+
+    return getattr(eval_frame, "_stance", None)
+
+
+def restore_compile_stance(stance: Any) -> None:
+    from torch._dynamo import eval_frame
+
+    if stance is not None and getattr(eval_frame, "_stance", None) is not stance:
+        eval_frame._set_stance(stance)
+
+
+def default_device_setting() -> Any | None:
+    """What ``torch.set_default_device`` was last given (a ``torch.device``), or None if unset.
+
+    ``torch.get_default_device()`` answers ``cpu`` both when nothing was set and after
+    ``set_default_device("cpu")``; the two differ (the second installs a function mode
+    that slows every torch call), so the setting itself is read: the 2.6-2.14 home is
+    ``torch._GLOBAL_DEVICE_CONTEXT.device_context``.
+    """
+    import torch
+
+    context = getattr(getattr(torch, "_GLOBAL_DEVICE_CONTEXT", None), "device_context", None)
+    return getattr(context, "device", None)
+
+
+def dynamo_cache_entry_counts() -> dict[int, int]:
+    """Compiled entries per code object Dynamo has seen: ``{id(code): entries}``.
+
+    Dynamo keeps the code objects it processed in ``convert_frame.input_codes`` (weak
+    references) and their compiled entries on the code object itself; both are read
+    the same way in 2.6-2.14.  A change in this map between two points means something
+    was compiled, recompiled or reset in between.
+    """
+    from torch._dynamo import convert_frame, eval_frame
+
+    counts: dict[int, int] = {}
+    for ref in list(convert_frame.input_codes.seen):
+        code = ref()
+        if code is not None:
+            counts[id(code)] = len(eval_frame._debug_get_cache_entry_list(code))
+    return counts

@@ -27,6 +27,10 @@ MARKERS_KEY = pytest.StashKey[dict]()
 CACHE_SNAPSHOT_KEY = pytest.StashKey[Any]()
 RECOMPILE_WATCH_KEY = pytest.StashKey[Any]()
 OUTCOME_KEY = pytest.StashKey[tuple]()
+# The node id as collected: ``--dist loadgroup`` appends "@group" to it on workers,
+# and the report must name a test the same way however the run was distributed.
+NODEID_KEY = pytest.StashKey[str]()
+STATE_SNAPSHOT_KEY = pytest.StashKey[Any]()
 
 PLUGIN_FIXTURES = frozenset({"cudagraphs", "recompiles", "compile_cache", "piecewise"})
 WORKER_RECORDS = "cudagraph_records"
@@ -115,6 +119,7 @@ def pytest_configure(config: pytest.Config) -> None:
         # ours first.  Importing the strategies module imports hypothesis, not torch.
         from . import strategies  # noqa: F401
 
+    config.pluginmanager.register(_StateIsolation(), "cudagraph-state-isolation")
     if workerinput is not None:
         config.pluginmanager.register(_WorkerOutput(state), "cudagraph-xdist-worker")
     elif config.pluginmanager.hasplugin("xdist"):
@@ -182,6 +187,7 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: objec
     items = result if isinstance(result, list) else [result]
     for item in items:
         if isinstance(item, pytest.Item):
+            item.stash[NODEID_KEY] = item.nodeid
             try:
                 item.stash[MARKERS_KEY] = parse_item_markers(item)
             except MarkerArgumentError as exc:
@@ -243,10 +249,14 @@ def _header_line(state: RunState) -> str:
 # ----------------------------------------------------------------------------
 
 
+def _report_nodeid(item: pytest.Item) -> str:
+    return item.stash.get(NODEID_KEY, item.nodeid)
+
+
 def _record(item: pytest.Item) -> TestRecord:
     record = item.stash.get(RECORD_KEY, None)
     if record is None:
-        record = item.stash[RECORD_KEY] = TestRecord(item.nodeid)
+        record = item.stash[RECORD_KEY] = TestRecord(_report_nodeid(item))
     return record
 
 
@@ -359,7 +369,35 @@ def _finish_record(item: pytest.Item, record: TestRecord | None) -> None:
         return
     record.outcome, record.duration_s = item.stash.get(OUTCOME_KEY, (None, 0.0))
     state = item.config.stash[STATE_KEY]
-    state.records[item.nodeid] = record.to_json()
+    state.records[record.nodeid] = record.to_json()
+
+
+class _StateIsolation:
+    """Put global torch state back after every test that uses the plugin (see isolation.py).
+
+    A separate plugin object so that its setup hook has normal priority: it runs
+    after pytest's skip and xfail evaluation (a skipped test takes no snapshot and
+    imports no torch) and before the test's fixtures are set up.
+    """
+
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if _uses_plugin(item):
+            from .isolation import TorchStateSnapshot
+
+            item.stash[STATE_SNAPSHOT_KEY] = TorchStateSnapshot.take()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> Iterator[None]:
+        try:
+            return (yield)
+        finally:
+            # after every fixture of the test, the plugin's own included, is torn down
+            snapshot = item.stash.get(STATE_SNAPSHOT_KEY, None)
+            if snapshot is not None:
+                del item.stash[STATE_SNAPSHOT_KEY]
+                leaked = [name for name in snapshot.restore() if name != "Dynamo caches"]
+                if leaked:
+                    _record(item).note("restored_after_test", leaked)
 
 
 # ----------------------------------------------------------------------------

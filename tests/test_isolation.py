@@ -1,0 +1,167 @@
+"""Global torch state is put back after every test that uses the plugin (isolation.py).
+
+Each generated suite has a test that changes one kind of state through a plugin
+feature, then a plain test that checks the state is as it was before.  The suites
+run in a subprocess so that no state leaks into this process either way.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+# Runs first in every generated module: remembers the state the later check compares with.
+STATE_PROBE = """
+import os
+import pytest
+import torch
+import torch._dynamo
+import torch._inductor.config
+from torch._dynamo import eval_frame
+
+BEFORE = {}
+
+
+def square_plus_one(x):
+    return x * x + 1
+
+
+def current_state():
+    return {
+        "dynamo.suppress_errors": torch._dynamo.config.suppress_errors,
+        "dynamo.assume_static_by_default": torch._dynamo.config.assume_static_by_default,
+        "inductor.fx_graph_cache": torch._inductor.config.fx_graph_cache,
+        "inductor.max_autotune": torch._inductor.config.max_autotune,
+        "stance": eval_frame._stance,
+        "env": {k: v for k, v in os.environ.items() if k.startswith(("TORCHINDUCTOR_", "TRITON_"))},
+        "default_dtype": torch.get_default_dtype(),
+        "default_device": getattr(getattr(torch, "_GLOBAL_DEVICE_CONTEXT", None), "device_context", None),
+        "cpu_rng": torch.get_rng_state(),
+        "entries": len(eval_frame._debug_get_cache_entry_list(square_plus_one.__code__)),
+    }
+
+
+def test_0_remember_state():
+    torch.manual_seed(7)
+    BEFORE.update(current_state())
+"""
+
+CHECKS = """
+
+def test_9_state_is_back():
+    now = current_state()
+    changed = sorted(
+        key for key in BEFORE
+        if not (torch.equal(now[key], BEFORE[key]) if key == "cpu_rng" else now[key] == BEFORE[key])
+    )
+    assert changed == [], f"not restored: {changed}"
+"""
+
+# One body per kind of state; each runs inside a test that uses the `recompiles`
+# fixture, the `compile_cache` fixture, or the `max_recompiles` marker.
+CHANGES = {
+    "dynamo_config": "torch._dynamo.config.suppress_errors = True\n"
+    "    torch._dynamo.config.assume_static_by_default = False",
+    "inductor_config": "torch._inductor.config.fx_graph_cache = False\n    torch._inductor.config.max_autotune = True",
+    "stance": 'torch.compiler.set_stance("force_eager")',
+    "environment": 'os.environ["TORCHINDUCTOR_CACHE_DIR"] = "/nonexistent/inductor"\n'
+    '    os.environ["TRITON_CACHE_DIR"] = "/nonexistent/triton"\n'
+    '    os.environ["TORCHINDUCTOR_FX_GRAPH_CACHE"] = "0"',
+    "default_dtype": "torch.set_default_dtype(torch.float64)",
+    "default_device": 'torch.set_default_device("cpu")',
+    "cpu_rng": "torch.manual_seed(1234); torch.rand(10)",
+    "dynamo_cache": "compiled = torch.compile(square_plus_one, backend='eager')\n"
+    "    compiled(torch.ones(3)); compiled(torch.ones(3, 2))\n"
+    "    assert len(eval_frame._debug_get_cache_entry_list(square_plus_one.__code__)) >= 1",
+}
+
+FEATURES = {
+    "recompiles_fixture": ("", "def test_5_changes(recompiles):"),
+    "compile_cache_fixture": ("", "def test_5_changes(compile_cache):"),
+    "max_recompiles_marker": ("@pytest.mark.max_recompiles(5)\n", "def test_5_changes():"),
+}
+
+
+def _suite(change: str, feature: str) -> str:
+    decorator, signature = FEATURES[feature]
+    return STATE_PROBE + f"\n\n{decorator}{signature}\n    {CHANGES[change]}\n" + CHECKS
+
+
+def test_each_kind_of_state_changed_by_a_plugin_test_is_back_for_the_next_test(pytester: pytest.Pytester) -> None:
+    # one module per kind, so that a failure names the kind that leaked
+    pytester.makepyfile(**{f"test_{change}": _suite(change, "recompiles_fixture") for change in CHANGES})
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3 * len(CHANGES))
+
+
+def test_every_plugin_feature_restores_all_state_even_when_the_test_fails(pytester: pytest.Pytester) -> None:
+    # all kinds at once, in a test that fails after changing them; one module per feature
+    body = "\n    ".join(CHANGES[change] for change in ("dynamo_cache", *sorted(set(CHANGES) - {"dynamo_cache"})))
+    sources = {}
+    for feature, (decorator, signature) in FEATURES.items():
+        sources[f"test_{feature}"] = (
+            STATE_PROBE
+            + f"\n\n{decorator}{signature}\n    {body}\n    assert False, 'fails after the changes'\n"
+            + CHECKS
+        )
+    pytester.makepyfile(**sources)
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2 * len(FEATURES), failed=len(FEATURES))
+    assert "not restored" not in result.stdout.str()
+
+
+def test_state_changed_by_a_fixture_of_a_plugin_test_is_back(pytester: pytest.Pytester) -> None:
+    source = (
+        STATE_PROBE
+        + (
+            "\n\n@pytest.fixture\n"
+            "def float64_everywhere():\n"
+            "    torch.set_default_dtype(torch.float64)\n"
+            "    torch._inductor.config.max_autotune = True\n"
+            "    yield  # and never undone\n\n\n"
+            "def test_5_changes(float64_everywhere, recompiles):\n"
+            "    assert torch.get_default_dtype() == torch.float64\n"
+        )
+        + CHECKS
+    )
+    pytester.makepyfile(test_fixture=source)
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3)
+
+
+def test_plain_tests_are_not_touched(pytester: pytest.Pytester) -> None:
+    # The plugin restores only around its own tests: a plain test's leak stays a leak
+    # (the check fails), which shows that the restoring is not done for everyone.
+    source = STATE_PROBE + "\n\ndef test_5_changes():\n    torch.set_default_dtype(torch.float64)\n" + CHECKS
+    pytester.makepyfile(test_plain=source)
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2, failed=1)
+    assert "not restored: ['default_dtype']" in result.stdout.str()
+
+
+def test_the_report_names_the_settings_a_test_left_changed(pytester: pytest.Pytester) -> None:
+    source = (
+        STATE_PROBE
+        + (
+            "\n\ndef test_5_changes(recompiles):\n"
+            "    torch._inductor.config.max_autotune = True\n"
+            '    torch.compiler.set_stance("force_eager")\n'
+            "    torch.set_default_dtype(torch.float64)\n"
+            '    os.environ["TORCHINDUCTOR_FX_GRAPH_CACHE"] = "0"\n'
+        )
+        + CHECKS
+    )
+    pytester.makepyfile(test_report=source)
+    report = pytester.path / "report.json"
+    result = pytester.runpytest_subprocess(
+        "-p", "no:randomly", "-p", "no:cacheprovider", f"--cudagraph-report={report}"
+    )
+    result.assert_outcomes(passed=3)
+    record = json.loads(report.read_text())["tests"]["test_report.py::test_5_changes"]
+    assert sorted(record["extra"]["restored_after_test"]) == [
+        "$TORCHINDUCTOR_FX_GRAPH_CACHE",
+        "compile stance",
+        "default dtype",
+        "torch._inductor.config.max_autotune",
+    ]
