@@ -761,3 +761,21 @@ def dynamo_cache_entry_counts() -> dict[int, int]:
         if code is not None:
             counts[id(code)] = len(eval_frame._debug_get_cache_entry_list(code))
     return counts
+
+
+# --------------------------------------------------------------------------
+# Devices: pinning xdist workers (devices.py)
+# --------------------------------------------------------------------------
+
+
+def cuda_device_count() -> int:
+    """How many CUDA devices this process sees, counted without initialising CUDA where possible.
+
+    ``torch.cuda.device_count()`` asks NVML first (2.1+) and honours
+    ``CUDA_VISIBLE_DEVICES``, so a later change of that variable still takes effect;
+    only where NVML fails does it fall back to the CUDA runtime, which then fixes
+    the set of visible devices for the life of the process.
+    """
+    import torch
+
+    return int(torch.cuda.device_count())

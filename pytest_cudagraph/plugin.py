@@ -9,6 +9,7 @@ themselves live in the library modules (``capture``, ``recompiles``, ``caches``,
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from .devices import GROUP_CHOICES
 from .errors import InvariantViolation, ReportError, UsageProblem
 from .markers import MARKER_DOCS, MarkerArgumentError, parse_item_markers
 from .record import TestRecord, set_current_record
@@ -35,6 +37,9 @@ STATE_SNAPSHOT_KEY = pytest.StashKey[Any]()
 PLUGIN_FIXTURES = frozenset({"cudagraphs", "recompiles", "compile_cache", "piecewise"})
 WORKER_RECORDS = "cudagraph_records"
 WORKER_ROOT = "cudagraph_cache_root"
+WORKER_DEVICES = "cudagraph_devices"
+# fixtures that need a GPU: a test asking for one is a GPU test, marked or not
+GPU_FIXTURES = frozenset({"cudagraphs", "piecewise"})
 
 
 # ----------------------------------------------------------------------------
@@ -75,6 +80,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="root of the compile caches (Inductor, AOTAutograd, Triton) for the whole run; "
         "default: a fresh private directory per run, used only by the plugin's checks.",
+    )
+    group.addoption(
+        "--cudagraph-devices",
+        metavar="auto|LIST",
+        default=None,
+        help="under pytest-xdist, pin each worker to one GPU, round-robin over LIST (indices such as 0,1) "
+        "or over every visible GPU (auto); a worker's GPU is its cuda:0. Without -n the run itself is "
+        "pinned to the first device of the list.",
+    )
+    group.addoption(
+        "--cudagraph-group",
+        choices=GROUP_CHOICES,
+        default="none",
+        help="module: under pytest-xdist, run all GPU tests of a module on one worker (xdist's loadgroup "
+        "scheduling), so that they share its GPU and its module-scoped fixtures; default: none.",
     )
     parser.addini(
         "cudagraph_capture_sizes",
@@ -139,10 +159,11 @@ def _validate_options_at_start(config: pytest.Config, state: RunState) -> None:
 
     options = state.options
     if options.cache_dir is not None:
-        state.apply_run_cache_environment()
-        if getattr(config, "workerinput", None) is None:
-            # before any xdist worker starts, so no worker's probe is deleted
-            state.cache_root().prune_probes()
+        # checked first, changed last: a run stopped by another bad option leaves the root alone
+        from .cacheroot import check_secure_dir
+
+        if options.cache_dir.exists() or options.cache_dir.is_symlink():
+            check_secure_dir(options.cache_dir, "--cudagraph-cache-dir")
     if options.report_path is not None:
         problem = check_report_path_writable(options.report_path)
         if problem:
@@ -161,6 +182,64 @@ def _validate_options_at_start(config: pytest.Config, state: RunState) -> None:
             raise UsageProblem(
                 f"--cudagraph-require-gpu: no CUDA device is visible (torch {torch.__version__}, "
                 f"CUDA {torch.version.cuda or 'not built in'}); run on a GPU runner or drop the flag"
+            )
+    _place_on_devices(config, state)
+    if options.cache_dir is not None:
+        state.apply_run_cache_environment()
+        if getattr(config, "workerinput", None) is None:
+            # before any xdist worker starts, so no worker's probe is deleted
+            state.cache_root().prune_probes()
+
+
+def _xdist_workers(config: pytest.Config) -> int:
+    """How many xdist workers this (controller) process starts; 0 without xdist or with -n 0."""
+    try:
+        count = config.getoption("numprocesses")
+    except ValueError:  # xdist not installed
+        return 0
+    return int(count) if isinstance(count, int) and config.getoption("dist") != "no" else 0
+
+
+def _place_on_devices(config: pytest.Config, state: RunState) -> None:
+    """--cudagraph-devices and --cudagraph-group: pin this process, or prepare the workers' pins."""
+    from .devices import device_for_worker, pin_process, resolve_devices, visible_device_ids
+
+    options = state.options
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        devices = workerinput.get(WORKER_DEVICES) or []
+        if devices:
+            worker = str(workerinput.get("workerid", "gw0"))
+            state.pinned_device = device_for_worker(devices, worker)
+            pin_process(state.pinned_device, f"xdist worker {worker}")
+        if options.group == "module":
+            # the worker suffixes grouped node ids only when it believes it runs under loadgroup
+            config.option.loadgroup = True
+        return
+
+    distributed = _xdist_workers(config) > 0
+    if options.group == "module" and distributed:
+        dist = config.getoption("dist")
+        if dist == "load":  # -n's default; loadgroup is load plus groups
+            config.option.dist = "loadgroup"
+        elif dist != "loadgroup":
+            raise UsageProblem(
+                f"--cudagraph-group=module needs xdist's loadgroup scheduling, but the run uses --dist {dist}; "
+                f"use --dist loadgroup (or load), or drop --cudagraph-group"
+            )
+    if options.devices is None:
+        return
+    from ._compat import cuda_device_count
+
+    state.devices = resolve_devices(options.devices, visible_device_ids(cuda_device_count()), options.devices_raw or "")
+    if state.devices and not distributed:
+        state.pinned_device = state.devices[0]
+        pin_process(state.pinned_device, "this pytest process")
+        if cuda_device_count() != 1:
+            raise UsageProblem(
+                f"--cudagraph-devices: this pytest process could not be pinned to device {state.pinned_device}, "
+                f"CUDA had already fixed its visible devices; set CUDA_VISIBLE_DEVICES={state.pinned_device} "
+                f"before starting pytest instead"
             )
 
 
@@ -185,17 +264,32 @@ def _uses_plugin(item: pytest.Item) -> bool:
 def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: object):
     result = yield
     items = result if isinstance(result, list) else [result]
+    problem = None
     for item in items:
         if isinstance(item, pytest.Item):
             item.stash[NODEID_KEY] = item.nodeid
             try:
                 item.stash[MARKERS_KEY] = parse_item_markers(item)
             except MarkerArgumentError as exc:
-                # A CollectError prints its message alone, without a traceback.
-                raise collector.CollectError(f"{item.nodeid}: {exc}") from None
+                problem = problem or f"{item.nodeid}: {exc}"
+                _record_collection_error(item, str(exc))
+    if problem is not None:
+        # A CollectError prints its message alone, without a traceback.
+        raise collector.CollectError(problem)
     return result
 
 
+def _record_collection_error(item: pytest.Item, message: str) -> None:
+    """Keep a test refused at collection in the report as an error, so a comparison does not call it vanished."""
+    state = item.config.stash.get(STATE_KEY, None)
+    if state is not None:
+        record = TestRecord(item.nodeid)
+        record.outcome = "error"
+        record.note("collection_error", message)
+        state.records[item.nodeid] = record.to_json()
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the xdist_group marks given here
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     state = config.stash[STATE_KEY]
     # A test that asks for the cudagraphs fixture is a GPU graph test too, marked or not.
@@ -204,6 +298,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         for item in items
         if item.get_closest_marker("cudagraph") is not None or "cudagraphs" in getattr(item, "fixturenames", ())
     ]
+    if state.options.group == "module":
+        _group_gpu_tests_by_module(items)
     if any(_uses_plugin(item) for item in items):
         state.uses_plugin = True
     if not gpu_items:
@@ -220,11 +316,37 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         item.add_marker(skip)
 
 
-def pytest_report_header(config: pytest.Config) -> str | None:
+def _group_gpu_tests_by_module(items: list[pytest.Item]) -> None:
+    """Give every GPU test its module's xdist_group, before xdist reads the groups."""
+    from .devices import group_name
+
+    for item in items:
+        uses_gpu = item.get_closest_marker("cudagraph") is not None or GPU_FIXTURES.intersection(
+            getattr(item, "fixturenames", ())
+        )
+        module = item.getparent(pytest.Module)
+        if uses_gpu and module is not None:
+            item.add_marker(pytest.mark.xdist_group(group_name(module.nodeid)))
+
+
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
     state = config.stash.get(STATE_KEY, None)
     if state is None or not state.options.any_given:
         return None
-    return _header_line(state)
+    lines = [_header_line(state)]
+    options = state.options
+    if options.devices is not None:
+        if not state.devices:
+            lines.append(f"cudagraph devices: {options.devices_raw} given, but no CUDA device is visible; nothing pinned")
+        elif _xdist_workers(config):
+            lines.append(
+                f"cudagraph devices: xdist workers pinned round-robin to CUDA_VISIBLE_DEVICES {', '.join(state.devices)}"
+            )
+        else:
+            lines.append(f"cudagraph devices: this process pinned to CUDA_VISIBLE_DEVICES={state.pinned_device}")
+    if options.group == "module" and _xdist_workers(config):
+        lines.append("cudagraph group: the GPU tests of each module run on one xdist worker (--dist loadgroup)")
+    return lines
 
 
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> str | None:
@@ -369,6 +491,11 @@ def _finish_record(item: pytest.Item, record: TestRecord | None) -> None:
         return
     record.outcome, record.duration_s = item.stash.get(OUTCOME_KEY, (None, 0.0))
     state = item.config.stash[STATE_KEY]
+    if state.pinned_device is not None:
+        record.placement = {
+            "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+            "cuda_visible_devices": state.pinned_device,
+        }
     state.records[record.nodeid] = record.to_json()
 
 
@@ -561,6 +688,7 @@ class _ControllerInput:
     def pytest_configure_node(self, node: Any) -> None:
         # One root for every worker, created here once so that all workers agree.
         node.workerinput[WORKER_ROOT] = str(self.state.cache_root().path)
+        node.workerinput[WORKER_DEVICES] = list(self.state.devices)
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         # A worker that crashed sends no workeroutput; its tests are reported by

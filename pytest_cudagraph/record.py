@@ -30,6 +30,8 @@ class TestRecord:
         self._graph_sets: list[JsonResult] = []
         self._piecewise: list[JsonResult] = []
         self._extra: dict[str, Any] = {}
+        # where the test ran when workers are pinned to GPUs: {"worker": ..., "cuda_visible_devices": ...}
+        self.placement: dict[str, str] | None = None
 
     # -- adding results -------------------------------------------------
     def set(self, section: str, result: JsonResult) -> None:
@@ -62,6 +64,8 @@ class TestRecord:
             out["graphs"] = merge_graph_sets([g.to_json() for g in self._graph_sets])
         if self._piecewise:
             out["piecewise"] = merge_piecewise([p.to_json() for p in self._piecewise])
+        if self.placement:
+            out["placement"] = dict(self.placement)
         if self._extra:
             out["extra"] = dict(self._extra)
         return out

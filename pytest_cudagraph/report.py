@@ -241,14 +241,20 @@ def validate_report(data: Any, name: str = "report") -> dict[str, Any]:
     section as absent, so that records from newer fixtures never break a comparison.
     """
     if not isinstance(data, dict) or "schema" not in data:
-        raise ReportError(f"report {name} has no 'schema' field; it is not a pytest-cudagraph report")
+        raise ReportError(
+            f"report {name} has no 'schema' field, so it is not a pytest-cudagraph report; "
+            f"give a file written by --cudagraph-report"
+        )
     if data["schema"] != SCHEMA:
         raise ReportError(
             f"report {name} has schema {data['schema']!r}, but this pytest-cudagraph reads {SCHEMA!r}; "
             f"write both reports with the same plugin version"
         )
     if not isinstance(data.get("tests"), dict):
-        raise ReportError(f"report {name} has no 'tests' mapping; it is truncated or not a pytest-cudagraph report")
+        raise ReportError(
+            f"report {name} has no 'tests' mapping, so it is truncated or not a pytest-cudagraph report; "
+            f"write it again with --cudagraph-report"
+        )
     if not isinstance(data.get("env", {}), dict):
         raise ReportError(f"report {name} has an 'env' that is not a mapping; write the report again")
     for nodeid, record in data["tests"].items():
@@ -266,6 +272,12 @@ def check_report_path_writable(path: str | os.PathLike) -> str | None:
         return f"--cudagraph-report={path} is a directory; give a file path such as {path / 'cudagraph.json'}"
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
+        blocking = next((p for p in (parent, *parent.parents) if p.exists()), None)
+        if blocking is not None and not blocking.is_dir():
+            return (
+                f"--cudagraph-report={path}: {blocking} is a file, not a directory; "
+                f"give another path, inside a directory"
+            )
         return f"--cudagraph-report={path}: directory {parent} does not exist; create it or give another path"
     if not os.access(parent, os.W_OK | os.X_OK):
         return f"--cudagraph-report={path}: directory {parent} is not writable; give a path you can write to"

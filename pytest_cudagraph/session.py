@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .cacheroot import CacheRoot, ensure_private_dir
+from .devices import parse_device_spec
 from .errors import UsageProblem
 from .markers import MarkerArgumentError, parse_capture_sizes
 
@@ -35,10 +36,15 @@ class Options:
     atol: float | None = None
     # compare rules that make --cudagraph-baseline fail the run (None: the default rules)
     baseline_rules: tuple[str, ...] | None = None
+    # --cudagraph-devices as given, and parsed: "auto" or device indices
+    devices_raw: str | None = None
+    devices: str | tuple[int, ...] | None = None
+    # --cudagraph-group: "none" or "module"
+    group: str = "none"
 
     @property
     def any_given(self) -> bool:
-        return bool(self.enabled or self.report_path or self.baseline_path or self.cache_dir)
+        return bool(self.enabled or self.report_path or self.baseline_path or self.cache_dir or self.devices)
 
 
 def _ini_float(config: Any, name: str) -> float | None:
@@ -83,11 +89,21 @@ def _ini_rules(config: Any) -> tuple[str, ...] | None:
         raise UsageProblem(f"ini option cudagraph_baseline_fail_on = {raw!r}: {exc}") from None
 
 
+def _path_option(config: Any, name: str) -> str | None:
+    value = config.getoption(name)
+    if value is not None and not str(value).strip():
+        # "--cudagraph-report=$REPORT" with REPORT unset: ignoring it would silently drop the report
+        flag = "--" + name.replace("_", "-")
+        raise UsageProblem(f"{flag} was given an empty path; give a path, or leave the option out")
+    return value
+
+
 def read_options(config: Any) -> Options:
     require_gpu = bool(config.getoption("cudagraph_require_gpu"))
-    report = config.getoption("cudagraph_report")
-    baseline = config.getoption("cudagraph_baseline")
-    cache_dir = config.getoption("cudagraph_cache_dir")
+    report = _path_option(config, "cudagraph_report")
+    baseline = _path_option(config, "cudagraph_baseline")
+    cache_dir = _path_option(config, "cudagraph_cache_dir")
+    devices_raw = config.getoption("cudagraph_devices")
     return Options(
         enabled=bool(config.getoption("cudagraph")) or require_gpu,
         require_gpu=require_gpu,
@@ -98,6 +114,9 @@ def read_options(config: Any) -> Options:
         rtol=_ini_float(config, "cudagraph_rtol"),
         atol=_ini_float(config, "cudagraph_atol"),
         baseline_rules=_ini_rules(config),
+        devices_raw=devices_raw,
+        devices=parse_device_spec(devices_raw) if devices_raw is not None else None,
+        group=config.getoption("cudagraph_group"),
     )
 
 
@@ -119,6 +138,10 @@ class RunState:
     baseline_comparison: Any = None
     # one sentence when the report could not be written at the end of the run
     report_error: str | None = None
+    # --cudagraph-devices resolved: the device ids workers are pinned to, round-robin
+    devices: list[str] = field(default_factory=list)
+    # the CUDA_VISIBLE_DEVICES entry this process was pinned to, if any
+    pinned_device: str | None = None
     _cache_root: CacheRoot | None = None
 
     def cache_root(self) -> CacheRoot:

@@ -1,0 +1,141 @@
+"""One GPU per xdist worker: ``--cudagraph-devices=auto|LIST`` and ``--cudagraph-group=module``.
+
+A CUDA graph test measures the memory of the device it runs on, so two workers
+sharing a GPU see each other's allocations in their pool figures, and a test
+that fills the GPU makes the other worker's test fail.  With
+``--cudagraph-devices`` every xdist worker is pinned to one GPU, round-robin:
+worker ``gwN`` gets ``devices[N % len(devices)]``.
+
+Pinning sets ``CUDA_VISIBLE_DEVICES`` in the worker before its first CUDA call,
+so inside a test the worker's GPU is ``cuda:0``, whatever index it has on the
+machine, and code that names ``cuda:0`` cannot reach another worker's GPU.  The
+indices of LIST are those of the devices the run sees (``cuda:0``, ``cuda:1``,
+...), mapped through ``CUDA_VISIBLE_DEVICES`` when the run itself was started
+with one.
+
+``--cudagraph-group=module`` sends all GPU tests of a module to one worker
+(xdist's ``loadgroup`` scheduling), so that they share the module's GPU,
+its compiled artefacts and its module-scoped fixtures, while the other tests
+are spread as usual.
+
+Nothing here imports torch at import time.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Sequence
+
+from .errors import UsageProblem
+
+AUTO = "auto"
+VISIBLE_DEVICES_ENV = "CUDA_VISIBLE_DEVICES"
+GROUP_CHOICES = ("none", "module")
+# the prefix of the xdist_group names the plugin gives to GPU tests
+GROUP_PREFIX = "cudagraph:"
+
+_WORKER_ID = re.compile(r"gw(\d+)$")
+
+
+def parse_device_spec(raw: str) -> str | tuple[int, ...]:
+    """``"auto"``, or the indices of a comma-separated list such as ``"0,1"``.
+
+    Raises UsageProblem with one sentence for anything else: an empty list, a
+    part that is not a non-negative integer, an index given twice.
+
+        >>> parse_device_spec("1, 0")
+        (1, 0)
+    """
+    text = raw.strip()
+    if text.lower() == AUTO:
+        return AUTO
+    parts = [part.strip() for part in text.split(",")]
+    if not text or any(not part for part in parts):
+        raise UsageProblem(
+            f"--cudagraph-devices={raw!r} has an empty entry; give 'auto' or device indices such as 0,1"
+        )
+    indices: list[int] = []
+    for part in parts:
+        if not part.isdigit():
+            raise UsageProblem(
+                f"--cudagraph-devices={raw!r}: {part!r} is not a device index; give 'auto' or "
+                f"non-negative integers separated by commas, such as 0,1"
+            )
+        index = int(part)
+        if index in indices:
+            raise UsageProblem(
+                f"--cudagraph-devices={raw!r} names device {index} twice; list each device once "
+                f"(workers beyond the list's length already share devices round-robin)"
+            )
+        indices.append(index)
+    return tuple(indices)
+
+
+def visible_device_ids(count: int, environ: dict[str, str] | None = None) -> list[str]:
+    """The ``CUDA_VISIBLE_DEVICES`` entries naming the ``count`` devices this process sees.
+
+    Without ``CUDA_VISIBLE_DEVICES`` they are ``"0" .. str(count - 1)``; with it, its
+    first ``count`` entries (physical indices, ``GPU-<uuid>`` or ``MIG-<uuid>``), so
+    that a worker pinned to "the run's device 1" gets the right physical GPU.
+    """
+    environ = os.environ if environ is None else environ
+    listed = environ.get(VISIBLE_DEVICES_ENV)
+    if listed is None:
+        return [str(index) for index in range(count)]
+    return [entry.strip() for entry in listed.split(",") if entry.strip()][:count]
+
+
+def resolve_devices(spec: str | tuple[int, ...], visible: Sequence[str], raw: str) -> list[str]:
+    """The device ids the workers are pinned to, round-robin; ``[]`` where no CUDA device is seen.
+
+    An index beyond the visible devices is a usage error; on a machine with no
+    CUDA device at all there is nothing to pin, and GPU tests skip (or
+    ``--cudagraph-require-gpu`` stops the run) as without the option.
+    """
+    if spec == AUTO or not visible:
+        return list(visible)
+    for index in spec:
+        if index >= len(visible):
+            raise UsageProblem(
+                f"--cudagraph-devices={raw}: device {index} does not exist, this run sees "
+                f"{len(visible)} CUDA device(s) (0..{len(visible) - 1}); give indices below {len(visible)} or 'auto'"
+            )
+    return [visible[index] for index in spec]
+
+
+def worker_index(worker_id: str) -> int:
+    """``3`` for xdist's worker id ``"gw3"``; 0 for the main process."""
+    match = _WORKER_ID.match(worker_id or "")
+    return int(match.group(1)) if match else 0
+
+
+def device_for_worker(devices: Sequence[str], worker_id: str) -> str:
+    """The device of worker ``worker_id``: round-robin over ``devices``.
+
+        >>> device_for_worker(["0", "1"], "gw3")
+        '1'
+    """
+    return devices[worker_index(worker_id) % len(devices)]
+
+
+def pin_process(device_id: str, who: str) -> None:
+    """Make ``device_id`` the only GPU this process can see (it becomes ``cuda:0``).
+
+    Must run before the process's first CUDA call: CUDA reads
+    ``CUDA_VISIBLE_DEVICES`` once, when it initialises.
+    """
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        raise UsageProblem(
+            f"--cudagraph-devices: CUDA was already initialised in {who} before it could be pinned to "
+            f"device {device_id} (a conftest or plugin used the GPU at import time); move that GPU work "
+            f"into a fixture"
+        )
+    os.environ[VISIBLE_DEVICES_ENV] = device_id
+
+
+def group_name(module_nodeid: str) -> str:
+    """The ``xdist_group`` name given to the GPU tests of one module."""
+    return f"{GROUP_PREFIX}{module_nodeid}"
