@@ -50,6 +50,8 @@ def test_doc_block_runs(pytester, request, page, filename, source):
 
 def test_docs_site_builds_without_warnings(tmp_path):
     """The MkDocs site builds in strict mode: no broken link, no missing page, no bad fence."""
+    # mkdocs comes with the "test" extra; a GPU runner with a fixed environment may lack it
+    pytest.importorskip("mkdocs", reason="building the docs needs mkdocs (pip install -e '.[test]')")
     import subprocess
     import sys
 
