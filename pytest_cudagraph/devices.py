@@ -13,20 +13,28 @@ indices of LIST are those of the devices the run sees (``cuda:0``, ``cuda:1``,
 ...), mapped through ``CUDA_VISIBLE_DEVICES`` when the run itself was started
 with one.
 
-``--cudagraph-group=module`` sends all GPU tests of a module to one worker
-(xdist's ``loadgroup`` scheduling), so that they share the module's GPU,
-its compiled artefacts and its module-scoped fixtures, while the other tests
-are spread as usual.
+``--cudagraph-group=module`` sends all GPU tests of a module to one worker, so
+that they share the module's GPU, its compiled artefacts and its module-scoped
+fixtures, while the other tests are spread as usual.  xdist's own way to group
+(``xdist_group`` marks under ``--dist loadgroup``) appends the group to each
+node id on the worker, which pytest 9.2 no longer lets a plugin do; so the
+workers write which test belongs to which group into a file under the run's
+cache root as they collect, and the controller's scheduler (xdist's
+``LoadScopeScheduling`` with its scope rule replaced, the extension point xdist's
+own schedulers use) reads it before handing out the first test.
 
 Nothing here imports torch at import time.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
 
 from .errors import UsageProblem
 
@@ -137,5 +145,40 @@ def pin_process(device_id: str, who: str) -> None:
 
 
 def group_name(module_nodeid: str) -> str:
-    """The ``xdist_group`` name given to the GPU tests of one module."""
+    """The scheduling group of the GPU tests of one module."""
     return f"{GROUP_PREFIX}{module_nodeid}"
+
+
+def write_worker_groups(directory: Path, worker_id: str, groups: Mapping[str, str]) -> None:
+    """One worker's ``{node id: group}``, written whole (a temporary file, then a rename)."""
+    target = Path(directory) / f"{worker_id}.json"
+    partial = target.with_suffix(".json.tmp")
+    partial.write_text(json.dumps(dict(groups)), encoding="utf-8")
+    os.replace(partial, target)
+
+
+def read_groups(directory: Path) -> dict[str, str]:
+    """Every worker's groups merged; workers collect the same tests, so they agree."""
+    groups: dict[str, str] = {}
+    for path in sorted(Path(directory).glob("*.json")):
+        groups.update(json.loads(path.read_text(encoding="utf-8")))
+    return groups
+
+
+def module_group_scheduler(config: Any, log: Any, directory: Path) -> Any:
+    """xdist's scope scheduling with the GPU tests of a module as one scope, every other test its own.
+
+    Built only on the xdist controller, after every worker has collected (and so
+    written its groups); a scope is handed to one worker whole.
+    """
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleGroupScheduling(LoadScopeScheduling):
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:
+                self.groups = read_groups(directory)
+            return self.groups.get(nodeid, nodeid)
+
+    return ModuleGroupScheduling(config, log)

@@ -38,6 +38,7 @@ PLUGIN_FIXTURES = frozenset({"cudagraphs", "recompiles", "compile_cache", "piece
 WORKER_RECORDS = "cudagraph_records"
 WORKER_ROOT = "cudagraph_cache_root"
 WORKER_DEVICES = "cudagraph_devices"
+WORKER_GROUPS = "cudagraph_groups_dir"
 # fixtures that need a GPU: a test asking for one is a GPU test, marked or not
 GPU_FIXTURES = frozenset({"cudagraphs", "piecewise"})
 
@@ -93,7 +94,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--cudagraph-group",
         choices=GROUP_CHOICES,
         default="none",
-        help="module: under pytest-xdist, run all GPU tests of a module on one worker (xdist's loadgroup "
+        help="module: under pytest-xdist, run all GPU tests of a module on one worker (the plugin's own "
         "scheduling), so that they share its GPU and its module-scoped fixtures; default: none.",
     )
     parser.addini(
@@ -212,21 +213,17 @@ def _place_on_devices(config: pytest.Config, state: RunState) -> None:
             worker = str(workerinput.get("workerid", "gw0"))
             state.pinned_device = device_for_worker(devices, worker)
             pin_process(state.pinned_device, f"xdist worker {worker}")
-        if options.group == "module":
-            # the worker suffixes grouped node ids only when it believes it runs under loadgroup
-            config.option.loadgroup = True
         return
 
     distributed = _xdist_workers(config) > 0
     if options.group == "module" and distributed:
         dist = config.getoption("dist")
-        if dist == "load":  # -n's default; loadgroup is load plus groups
-            config.option.dist = "loadgroup"
-        elif dist != "loadgroup":
+        if dist != "load":  # -n's default; the plugin's scheduler takes its place
             raise UsageProblem(
-                f"--cudagraph-group=module needs xdist's loadgroup scheduling, but the run uses --dist {dist}; "
-                f"use --dist loadgroup (or load), or drop --cudagraph-group"
+                f"--cudagraph-group=module schedules the tests itself, in place of xdist's default --dist load, "
+                f"but the run asks for --dist {dist}; drop --dist or drop --cudagraph-group"
             )
+        state.group_scheduling = True
     if options.devices is None:
         return
     from ._compat import cuda_device_count
@@ -298,8 +295,9 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         for item in items
         if item.get_closest_marker("cudagraph") is not None or "cudagraphs" in getattr(item, "fixturenames", ())
     ]
-    if state.options.group == "module":
-        _group_gpu_tests_by_module(items)
+    groups_dir = (getattr(config, "workerinput", None) or {}).get(WORKER_GROUPS)
+    if groups_dir:
+        _write_module_groups(Path(groups_dir), config.workerinput["workerid"], items)
     if any(_uses_plugin(item) for item in items):
         state.uses_plugin = True
     if not gpu_items:
@@ -316,17 +314,19 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         item.add_marker(skip)
 
 
-def _group_gpu_tests_by_module(items: list[pytest.Item]) -> None:
-    """Give every GPU test its module's xdist_group, before xdist reads the groups."""
-    from .devices import group_name
+def _write_module_groups(directory: Path, worker_id: str, items: list[pytest.Item]) -> None:
+    """Tell the controller's scheduler which GPU tests belong to which module (--cudagraph-group)."""
+    from .devices import group_name, write_worker_groups
 
+    groups = {}
     for item in items:
         uses_gpu = item.get_closest_marker("cudagraph") is not None or GPU_FIXTURES.intersection(
             getattr(item, "fixturenames", ())
         )
         module = item.getparent(pytest.Module)
         if uses_gpu and module is not None:
-            item.add_marker(pytest.mark.xdist_group(group_name(module.nodeid)))
+            groups[item.nodeid] = group_name(module.nodeid)
+    write_worker_groups(directory, worker_id, groups)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
@@ -345,7 +345,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         else:
             lines.append(f"cudagraph devices: this process pinned to CUDA_VISIBLE_DEVICES={state.pinned_device}")
     if options.group == "module" and _xdist_workers(config):
-        lines.append("cudagraph group: the GPU tests of each module run on one xdist worker (--dist loadgroup)")
+        lines.append("cudagraph group: the GPU tests of each module run on one xdist worker")
     return lines
 
 
@@ -684,11 +684,33 @@ class _ControllerInput:
 
     def __init__(self, state: RunState):
         self.state = state
+        self.groups_dir: Path | None = None
 
     def pytest_configure_node(self, node: Any) -> None:
         # One root for every worker, created here once so that all workers agree.
         node.workerinput[WORKER_ROOT] = str(self.state.cache_root().path)
         node.workerinput[WORKER_DEVICES] = list(self.state.devices)
+        if self.state.group_scheduling:
+            node.workerinput[WORKER_GROUPS] = str(self._groups_dir())
+
+    def _groups_dir(self) -> Path:
+        # one directory per run, so that a persistent root never mixes two runs' groups
+        if self.groups_dir is None:
+            import uuid
+
+            from .cacheroot import ensure_private_dir
+
+            parent = ensure_private_dir(self.state.cache_root().path / "groups", "scheduling group directory")
+            self.groups_dir = ensure_private_dir(parent / uuid.uuid4().hex, "scheduling group directory")
+        return self.groups_dir
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        if not self.state.group_scheduling:
+            return None
+        from .devices import module_group_scheduler
+
+        return module_group_scheduler(config, log, self._groups_dir())
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         # A worker that crashed sends no workeroutput; its tests are reported by

@@ -142,6 +142,8 @@ class RunState:
     devices: list[str] = field(default_factory=list)
     # the CUDA_VISIBLE_DEVICES entry this process was pinned to, if any
     pinned_device: str | None = None
+    # --cudagraph-group=module on the xdist controller: the plugin's scheduler is used
+    group_scheduling: bool = False
     _cache_root: CacheRoot | None = None
 
     def cache_root(self) -> CacheRoot:

@@ -95,13 +95,18 @@ import os
 import pytest
 
 
+@pytest.mark.parametrize("n", range(10))
+def test_cpu_before(n, recompiles):
+    pass
+
+
 @pytest.mark.cudagraph
-@pytest.mark.parametrize("n", range(6))
+@pytest.mark.parametrize("n", range(10))
 def test_gpu(n):
     pass
 
 
-@pytest.mark.parametrize("n", range(6))
+@pytest.mark.parametrize("n", range(10))
 def test_cpu(n, recompiles):
     pass
 """
@@ -122,40 +127,38 @@ def _workers_by_test(output: str) -> dict[str, str]:
 
 
 def test_group_module_runs_the_gpu_tests_of_each_module_on_one_worker(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_first=GPU_AND_CPU_TESTS, test_second=GPU_AND_CPU_TESTS)
+    modules = ("test_first", "test_second", "test_third")
+    pytester.makepyfile(**dict.fromkeys(modules, GPU_AND_CPU_TESTS))
     report = pytester.path / "report.json"
     result = pytester.runpytest_subprocess(
         "-n", "2", "-v", "-p", "no:randomly", "--cudagraph", "--cudagraph-group=module", f"--cudagraph-report={report}"
     )
     # the GPU tests run on a GPU machine and skip elsewhere; grouped either way
     if _cuda_visible():
-        result.assert_outcomes(passed=24)
+        result.assert_outcomes(passed=90)
     else:
-        result.assert_outcomes(passed=12, skipped=12)
+        result.assert_outcomes(passed=60, skipped=30)
     result.stdout.fnmatch_lines(["*GPU tests of each module run on one xdist worker*"])
     workers = _workers_by_test(result.stdout.str())
-    assert len(workers) == 24, result.stdout.str()
-    for module in ("test_first.py", "test_second.py"):
-        gpu = {workers[f"{module}::test_gpu[{n}]"] for n in range(6)}
+    assert len(workers) == 90, result.stdout.str()
+    for module in modules:
+        gpu = {workers[f"{module}.py::test_gpu[{n}]"] for n in range(10)}
         assert len(gpu) == 1, f"{module}'s GPU tests ran on {gpu}"
-    # only GPU tests are grouped: xdist shows a group as an "@name" suffix of the node id
-    shown = re.findall(r"\] \w+ (\S+)", result.stdout.str())
-    assert {nodeid.split("@")[1] for nodeid in shown if "test_gpu" in nodeid} == {
-        "cudagraph:test_first.py",
-        "cudagraph:test_second.py",
-    }
-    assert not [nodeid for nodeid in shown if "test_cpu" in nodeid and "@" in nodeid]
-    # the report names each test as collected, once, without xdist's "@group" suffix
+    # the report names each test once, as collected
     tests = json.loads(report.read_text())["tests"]
     assert sorted(tests) == sorted(workers)
 
 
-def test_group_module_refuses_a_scheduling_that_ignores_groups(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("dist", ["loadfile", "loadgroup"])
+def test_group_module_refuses_another_scheduling(pytester: pytest.Pytester, dist: str) -> None:
     pytester.makepyfile(test_one=GPU_AND_CPU_TESTS)
-    result = pytester.runpytest_subprocess("-n", "2", "--dist", "loadfile", "--cudagraph-group=module")
+    result = pytester.runpytest_subprocess("-n", "2", "--dist", dist, "--cudagraph-group=module")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        ["*--cudagraph-group=module needs xdist's loadgroup scheduling, but the run uses --dist loadfile; *"]
+        [
+            "*--cudagraph-group=module schedules the tests itself, in place of xdist's default --dist load, "
+            f"but the run asks for --dist {dist}; drop --dist or drop --cudagraph-group"
+        ]
     )
     assert "Traceback" not in result.stderr.str()
 
@@ -186,7 +189,7 @@ def test_without_cuda_devices_pin_nothing_and_gpu_tests_skip_as_usual(
 ) -> None:
     pytester.makepyfile(test_one=GPU_AND_CPU_TESTS)
     result = pytester.runpytest_subprocess("-n", "2", "--cudagraph", f"--cudagraph-devices={devices}", "-rs")
-    result.assert_outcomes(passed=6, skipped=6)
+    result.assert_outcomes(passed=20, skipped=10)
     result.stdout.fnmatch_lines(
         [
             f"cudagraph devices: {devices} given, but no CUDA device is visible; nothing pinned",

@@ -502,8 +502,11 @@ def test_xdist_group_suffix_never_reaches_the_report(pytester):
     grouped, grouped_report = run_with_report(pytester, "grouped", "-n", "2", "--dist", "loadgroup")
     serial, serial_report = run_with_report(pytester, "serial", "-n", "0")
     assert "created: 2/2 workers" in grouped.stdout.str()
-    # xdist did group them: the worker's node ids carry the suffix in its -v lines
-    assert any(nodeid.endswith("test_two_groups@g_h") for nodeid in workers_by_test(grouped.outlines))
+    # xdist did group them: the worker's node ids carry the suffix in its -v lines.  From
+    # pytest 9.2 a node id can no longer be renamed after collection, xdist 3.8's suffix
+    # has no effect, and only the comparison below remains to be checked.
+    if pytest.version_tuple[:2] < (9, 2):
+        assert any(nodeid.endswith("test_two_groups@g_h") for nodeid in workers_by_test(grouped.outlines))
 
     assert list(serial_report["tests"]) == sorted(expected)
     assert list(grouped_report["tests"]) == sorted(expected)
