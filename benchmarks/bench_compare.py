@@ -31,7 +31,6 @@ import argparse
 import copy
 import gc
 import json
-import os
 import random
 import statistics
 import subprocess
@@ -42,11 +41,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+# the start-up benchmark's environment: this checkout first on the path, the byte-code cache
+from bench_startup import subprocess_env
+
 from pytest_cudagraph.compare import compare_reports
 from pytest_cudagraph.record import merge_graph_sets
 from pytest_cudagraph.report import build_report, load_report, write_report
 
-CHECKOUT = Path(__file__).resolve().parent.parent
 MiB = 2**20
 CHANGED = 300  # records of the new report that differ in something compare shows
 
@@ -253,16 +254,6 @@ def make_reports(tests: int, seed: int = 0) -> tuple[dict[str, Any], dict[str, A
 # ----------------------------------------------------------------------------
 # timing
 # ----------------------------------------------------------------------------
-
-
-def subprocess_env(pyc_cache: Path | None) -> dict[str, str]:
-    """This checkout first on the path (measure its CLI, not another installed copy), and the byte-code cache."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(CHECKOUT), env.get("PYTHONPATH")) if p)
-    if pyc_cache is not None:
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env["PYTHONPYCACHEPREFIX"] = str(pyc_cache)
-    return env
 
 
 def cli_command() -> list[str]:

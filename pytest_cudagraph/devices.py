@@ -150,11 +150,10 @@ def group_name(module_nodeid: str) -> str:
 
 
 def write_worker_groups(directory: Path, worker_id: str, groups: Mapping[str, str]) -> None:
-    """One worker's ``{node id: group}``, written whole (a temporary file, then a rename)."""
-    target = Path(directory) / f"{worker_id}.json"
-    partial = target.with_suffix(".json.tmp")
-    partial.write_text(json.dumps(dict(groups)), encoding="utf-8")
-    os.replace(partial, target)
+    """One worker's ``{node id: group}``, written whole, so the scheduler never reads half of it."""
+    from .report import write_text_atomically
+
+    write_text_atomically(Path(directory) / f"{worker_id}.json", json.dumps(dict(groups)))
 
 
 def read_groups(directory: Path) -> dict[str, str]:

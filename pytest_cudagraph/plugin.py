@@ -39,8 +39,10 @@ WORKER_RECORDS = "cudagraph_records"
 WORKER_ROOT = "cudagraph_cache_root"
 WORKER_DEVICES = "cudagraph_devices"
 WORKER_GROUPS = "cudagraph_groups_dir"
-# fixtures that need a GPU: a test asking for one is a GPU test, marked or not
+# Fixtures of CUDA graph work: with --cudagraph-group=module their tests stay on one worker, marked or not.
+# Only the cudagraphs fixture is also gated by --cudagraph: piecewise runs on the CPU too, its pieces uncaptured.
 GPU_FIXTURES = frozenset({"cudagraphs", "piecewise"})
+GATED_FIXTURES = frozenset({"cudagraphs"})
 
 
 # ----------------------------------------------------------------------------
@@ -286,15 +288,15 @@ def _record_collection_error(item: pytest.Item, message: str) -> None:
         state.records[item.nodeid] = record.to_json()
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the xdist_group marks given here
+def _marked_cudagraph_or_using(item: pytest.Item, fixtures: frozenset[str]) -> bool:
+    return item.get_closest_marker("cudagraph") is not None or bool(
+        fixtures.intersection(getattr(item, "fixturenames", ()))
+    )
+
+
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     state = config.stash[STATE_KEY]
-    # A test that asks for the cudagraphs fixture is a GPU graph test too, marked or not.
-    gpu_items = [
-        item
-        for item in items
-        if item.get_closest_marker("cudagraph") is not None or "cudagraphs" in getattr(item, "fixturenames", ())
-    ]
+    gpu_items = [item for item in items if _marked_cudagraph_or_using(item, GATED_FIXTURES)]
     groups_dir = (getattr(config, "workerinput", None) or {}).get(WORKER_GROUPS)
     if groups_dir:
         _write_module_groups(Path(groups_dir), config.workerinput["workerid"], items)
@@ -320,11 +322,8 @@ def _write_module_groups(directory: Path, worker_id: str, items: list[pytest.Ite
 
     groups = {}
     for item in items:
-        uses_gpu = item.get_closest_marker("cudagraph") is not None or GPU_FIXTURES.intersection(
-            getattr(item, "fixturenames", ())
-        )
         module = item.getparent(pytest.Module)
-        if uses_gpu and module is not None:
+        if _marked_cudagraph_or_using(item, GPU_FIXTURES) and module is not None:
             groups[item.nodeid] = group_name(module.nodeid)
     write_worker_groups(directory, worker_id, groups)
 

@@ -7,11 +7,11 @@ in tests/gpu/test_devices_gpu.py.
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from xdist_output import workers_by_test
 
 from pytest_cudagraph.devices import (
     AUTO,
@@ -118,14 +118,6 @@ def _cuda_visible() -> bool:
     return torch.cuda.is_available()
 
 
-def _workers_by_test(output: str) -> dict[str, str]:
-    """``{node id without @group: worker}`` from xdist's verbose lines."""
-    found = {}
-    for match in re.finditer(r"\[(gw\d+)\] \[\s*\d+%\] \w+ (\S+)", output):
-        found[match.group(2).split("@")[0]] = match.group(1)
-    return found
-
-
 def test_group_module_runs_the_gpu_tests_of_each_module_on_one_worker(pytester: pytest.Pytester) -> None:
     modules = ("test_first", "test_second", "test_third")
     pytester.makepyfile(**dict.fromkeys(modules, GPU_AND_CPU_TESTS))
@@ -139,10 +131,10 @@ def test_group_module_runs_the_gpu_tests_of_each_module_on_one_worker(pytester: 
     else:
         result.assert_outcomes(passed=60, skipped=30)
     result.stdout.fnmatch_lines(["*GPU tests of each module run on one xdist worker*"])
-    workers = _workers_by_test(result.stdout.str())
+    workers = workers_by_test(result.outlines)
     assert len(workers) == 90, result.stdout.str()
     for module in modules:
-        gpu = {workers[f"{module}.py::test_gpu[{n}]"] for n in range(10)}
+        gpu = set().union(*(workers[f"{module}.py::test_gpu[{n}]"] for n in range(10)))
         assert len(gpu) == 1, f"{module}'s GPU tests ran on {gpu}"
     # the report names each test once, as collected
     tests = json.loads(report.read_text())["tests"]

@@ -12,12 +12,12 @@ about a minute and a half on two cores.
 from __future__ import annotations
 
 import json
-import re
 import textwrap
 from collections import Counter
 from dataclasses import dataclass, field
 
 import pytest
+from xdist_output import workers_by_test
 
 MODULES = 10
 TESTS_PER_MODULE = 50  # tests that use the plugin, so get a record; plus one plain test per module
@@ -376,18 +376,6 @@ def without_durations(value):
 
 
 # "[gw1] [ 42%] PASSED test_stress_3.py::test_cache_stats[c4]" (xdist's -v line for each test phase)
-WORKER_LINE = re.compile(r"^\[(gw\d+)\] \[\s*\d+%\] (?:PASSED|FAILED|SKIPPED|XFAIL|XPASS|ERROR) (\S+)")
-
-
-def workers_by_test(lines: list[str]) -> dict[str, set[str]]:
-    seen: dict[str, set[str]] = {}
-    for line in lines:
-        match = WORKER_LINE.match(line)
-        if match:
-            seen.setdefault(match[2], set()).add(match[1])
-    return seen
-
-
 def summary_rows(result: pytest.RunResult) -> list[str]:
     """The rows of the plugin's terminal table (every row: -v lifts its 40-row limit)."""
     table = result.stdout.str().split("= cudagraph =", 1)[1]
