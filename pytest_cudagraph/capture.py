@@ -46,7 +46,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_map
 
-from . import _compat
+from . import _compat, open_objects
 from .errors import CaptureError, InvariantViolation, StaleGraphError, UsageProblem
 from .memory import (
     PoolCheck,
@@ -766,6 +766,8 @@ class GraphSet:
         self.closed = False
         self.device = torch.cuda.current_device()
         self.stream = torch.cuda.Stream(self.device)
+        # closed and recorded by the plugin at the test's end if the test never closes it
+        open_objects.track(self)
 
     # -- capture ----------------------------------------------------------
     def _inputs_for(self, size: int) -> tuple[torch.Tensor, ...]:

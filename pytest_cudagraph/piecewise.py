@@ -64,6 +64,7 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import _compat as compat
+from . import open_objects
 from .errors import CaptureError, InvariantViolation, StaleGraphError, UsageProblem
 from .record import TestRecord, current_record
 
@@ -470,6 +471,8 @@ class PiecewiseModule:
         self._last_calls: Counter[str] = Counter()
         self._max_abs_err: float | None = None
         self._failed: str | None = None
+        # closed and recorded by the plugin at the test's end if the test never closes it
+        open_objects.track(self)
 
     # -- public ------------------------------------------------------------
     def __call__(self, *args: Any) -> Any:
@@ -655,6 +658,14 @@ class PiecewiseModule:
             max_abs_err=self._max_abs_err,
             capture_s=self._capture_s,
         )
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "built" if self._built else "not built yet"
+        return f"<PiecewiseModule {type(self.module).__name__} sizes={list(self.capture_sizes)} {state}>"
 
     def close(self) -> None:
         """Record the result in the test's report record and release every graph."""

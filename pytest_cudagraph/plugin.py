@@ -17,9 +17,11 @@ from typing import Any
 
 import pytest
 
+from . import open_objects
 from .devices import GROUP_CHOICES
 from .errors import InvariantViolation, ReportError, UsageProblem
 from .markers import MARKER_DOCS, MarkerArgumentError, parse_item_markers
+from .progress import RunProgress
 from .record import TestRecord, set_current_record
 from .session import RunState, read_options
 
@@ -33,12 +35,18 @@ OUTCOME_KEY = pytest.StashKey[tuple]()
 # and the report must name a test the same way however the run was distributed.
 NODEID_KEY = pytest.StashKey[str]()
 STATE_SNAPSHOT_KEY = pytest.StashKey[Any]()
+PROGRESS_KEY = pytest.StashKey[RunProgress]()
+# A finished test's record travels on its teardown report: xdist sends every report to
+# the controller as the test ends (pytest serialises the report's attributes), so a
+# worker that crashes later, or a Ctrl-C, loses no record of a test that finished.
+REPORT_RECORD_ATTR = "cudagraph_record"
 
 PLUGIN_FIXTURES = frozenset({"cudagraphs", "recompiles", "compile_cache", "piecewise"})
 WORKER_RECORDS = "cudagraph_records"
 WORKER_ROOT = "cudagraph_cache_root"
 WORKER_DEVICES = "cudagraph_devices"
 WORKER_GROUPS = "cudagraph_groups_dir"
+WORKER_DESELECTED = "cudagraph_deselected"
 # Fixtures of CUDA graph work: with --cudagraph-group=module their tests stay on one worker, marked or not.
 # Only the cudagraphs fixture is also gated by --cudagraph: piecewise runs on the CPU too, its pieces uncaptured.
 GPU_FIXTURES = frozenset({"cudagraphs", "piecewise"})
@@ -145,8 +153,19 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(_StateIsolation(), "cudagraph-state-isolation")
     if workerinput is not None:
         config.pluginmanager.register(_WorkerOutput(state), "cudagraph-xdist-worker")
-    elif config.pluginmanager.hasplugin("xdist"):
-        config.pluginmanager.register(_ControllerInput(state), "cudagraph-xdist-controller")
+        return
+    progress = config.stash[PROGRESS_KEY] = RunProgress(
+        selection=_selection(config), maxfail=int(config.getoption("maxfail", 0) or 0)
+    )
+    config.pluginmanager.register(_RunRecorder(state, progress), "cudagraph-run-recorder")
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_ControllerInput(state, progress), "cudagraph-xdist-controller")
+
+
+def _selection(config: pytest.Config) -> dict[str, str]:
+    """The -k and -m expressions that narrowed the run, for the report's summary."""
+    chosen = {"-k": config.getoption("keyword", ""), "-m": config.getoption("markexpr", "")}
+    return {flag: str(expression) for flag, expression in chosen.items() if expression}
 
 
 def _hypothesis_profile_requested(config: pytest.Config) -> str | None:
@@ -392,8 +411,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         problem = f"{item.nodeid}: {exc}"
     if problem is not None:
         pytest.fail(problem, pytrace=False)
-    if _uses_plugin(item):
-        set_current_record(_record(item))
+    # Every test has a current record, so that the plain API (watch_recompiles(),
+    # capture_graphs()) reports into its test even where no marker or fixture is used;
+    # a record that stays empty is not written (_finish_record).
+    set_current_record(_record(item))
+    open_objects.start_test()
     if "torch" in sys.modules:
         # Cache counters are read only where torch is already loaded: a test that
         # compiled something gets its cache deltas reported, and nothing imports torch.
@@ -468,11 +490,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
         outcome = "passed"
     item.stash[OUTCOME_KEY] = (outcome, duration)
     if call.when == "teardown":
-        _finish_record(item, item.stash.get(RECORD_KEY, None))
+        finished = _finish_record(item, item.stash.get(RECORD_KEY, None))
+        if finished is not None:
+            setattr(report, REPORT_RECORD_ATTR, finished)
     return report
 
 
-def _finish_record(item: pytest.Item, record: TestRecord | None) -> None:
+def _finish_record(item: pytest.Item, record: TestRecord | None) -> dict[str, Any] | None:
+    """The test's finished record as ``{"nodeid", "record"}`` (plain JSON data), or None if it has none."""
     set_current_record(None)
     snapshot = item.stash.get(CACHE_SNAPSHOT_KEY, None)
     if snapshot is not None or "torch" in sys.modules:
@@ -487,7 +512,7 @@ def _finish_record(item: pytest.Item, record: TestRecord | None) -> None:
             if record.get("caches") is None:
                 record.set("caches", delta)
     if record is None:
-        return
+        return None
     record.outcome, record.duration_s = item.stash.get(OUTCOME_KEY, (None, 0.0))
     state = item.config.stash[STATE_KEY]
     if state.pinned_device is not None:
@@ -495,35 +520,69 @@ def _finish_record(item: pytest.Item, record: TestRecord | None) -> None:
             "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
             "cuda_visible_devices": state.pinned_device,
         }
-    state.records[record.nodeid] = record.to_json()
+    entry = record.to_json()
+    if not _uses_plugin(item) and not set(entry) - {"outcome", "duration_s"}:
+        return None  # a test that used nothing of the plugin and measured nothing
+    from .report import json_safe
+
+    return {"nodeid": record.nodeid, "record": json_safe(entry)}
 
 
 class _StateIsolation:
-    """Put global torch state back after every test that uses the plugin (see isolation.py).
+    """Put back the global torch state that a test using the plugin changed (see isolation.py).
 
-    A separate plugin object so that its setup hook has normal priority: it runs
-    after pytest's skip and xfail evaluation (a skipped test takes no snapshot and
-    imports no torch) and before the test's fixtures are set up.
+    Only what the test body and its function-scoped fixtures changed: the snapshot is
+    taken once the fixtures of wider scope are set up (pytest sets those up first), at
+    the first function-scoped fixture or, without one, when the call starts; it is put
+    back by a finalizer of the test item, which runs after the function-scoped fixtures
+    are torn down and before any module or session fixture is.  A session fixture
+    that sets ``cache_size_limit`` for the whole run therefore keeps its setting.
+    A skipped test sets up no fixture, so it takes no snapshot and imports no torch.
     """
 
-    def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        if _uses_plugin(item):
-            from .isolation import TorchStateSnapshot
+    @pytest.hookimpl(wrapper=True)
+    def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Iterator[Any]:
+        """Before each fixture is set up: snapshot before the first function-scoped one of a test."""
+        if fixturedef.scope != "function":
+            # what a module- or session-scoped fixture opens is not the running test's to close
+            with open_objects.suspended():
+                return (yield)
+        _snapshot_before_test(request.node)
+        return (yield)
 
-            item.stash[STATE_SNAPSHOT_KEY] = TorchStateSnapshot.take()
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
+        """When the test body starts: snapshot here if no function-scoped fixture did."""
+        _snapshot_before_test(item)
+        return (yield)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_teardown(self, item: pytest.Item) -> Iterator[None]:
+        """After every fixture is torn down: close and record plain-API objects the test left open."""
         try:
             return (yield)
         finally:
-            # after every fixture of the test, the plugin's own included, is torn down
-            snapshot = item.stash.get(STATE_SNAPSHOT_KEY, None)
-            if snapshot is not None:
-                del item.stash[STATE_SNAPSHOT_KEY]
-                leaked = [name for name in snapshot.restore() if name != "Dynamo caches"]
-                if leaked:
-                    _record(item).note("restored_after_test", leaked)
+            closed, errors = open_objects.close_left_open()
+            if closed:
+                _record(item).note("closed_by_plugin", closed)
+            if errors:
+                _record(item).note("close_errors", errors)
+
+
+def _snapshot_before_test(item: Any) -> None:
+    if not isinstance(item, pytest.Item) or STATE_SNAPSHOT_KEY in item.stash or not _uses_plugin(item):
+        return
+    from .isolation import TorchStateSnapshot
+
+    snapshot = item.stash[STATE_SNAPSHOT_KEY] = TorchStateSnapshot.take()
+
+    def restore() -> None:
+        del item.stash[STATE_SNAPSHOT_KEY]
+        leaked = [name for name in snapshot.restore() if name != "Dynamo caches"]
+        if leaked:
+            _record(item).note("restored_after_test", leaked)
+
+    item.addfinalizer(restore)
 
 
 # ----------------------------------------------------------------------------
@@ -615,22 +674,22 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     options = state.options
     if options.report_path is None and state.baseline is None:
         return
+    if config.getoption("collectonly"):
+        return  # a collection-only run measured nothing: the last report stays as it was
     from .environment import collect_environment
     from .report import build_report, write_report
 
     env = collect_environment(state.rootdir)
     config.hook.pytest_cudagraph_update_env(config=config, env=env)
+    run = config.stash[PROGRESS_KEY].summary_fields(int(exitstatus))
     report = build_report(env, state.records, exitstatus=int(exitstatus))
+    report["summary"].update(run)  # TEMP until build_report takes run=
     if options.report_path is not None:
         try:
             write_report(options.report_path, report)
-        except (OSError, TypeError, ValueError) as exc:
+        except OSError as exc:
             # checked writable at start; a full disk or a vanished directory can still happen
-            reason = getattr(exc, "strerror", None) or str(exc)
-            state.report_error = (
-                f"cudagraph: the report was NOT written to {options.report_path} ({reason}); "
-                f"free space or give another --cudagraph-report path"
-            )
+            state.report_error = f"cudagraph: the report was NOT written to {options.report_path} ({_os_error_text(exc)})"
             if session.exitstatus == 0:
                 session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
     if state.baseline is not None:
@@ -640,6 +699,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         state.baseline_comparison = comparison
         if comparison.regressed and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _os_error_text(exc: OSError) -> str:
+    """The OS's own words for a failed write, with the hint that fits it."""
+    import errno
+
+    reason = exc.strerror or str(exc)
+    name = errno.errorcode.get(exc.errno or 0)
+    text = f"{reason} [{name}]" if name else reason
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"{text}; free space or give another --cudagraph-report path"
+    return f"{text}; give another --cudagraph-report path"
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -652,18 +723,25 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     from .summary import terminal_summary_lines
 
+    collect_only = bool(config.getoption("collectonly"))
     lines = terminal_summary_lines(
         state.records,
-        state.options.report_path,
+        None if collect_only else state.options.report_path,
         max_rows=None if config.get_verbosity() > 0 else 40,
         report_error=report_error,
     )
+    if collect_only and state.options.report_path is not None:
+        lines.append(f"collection only: the report at {state.options.report_path} was left as it was")
+    progress = config.stash.get(PROGRESS_KEY, None)
+    reasons = progress.incomplete_reasons(int(exitstatus)) if progress is not None and not collect_only else []
+    if reasons:
+        lines.append("INCOMPLETE run, the report says so: " + "; ".join(reasons))
     if comparison is not None:
         lines += ["", f"compared with baseline {state.options.baseline_path}:"]
         lines += comparison.format_text().splitlines()
     terminalreporter.write_sep("=", "cudagraph")
     for line in lines:
-        red = line.startswith("REGRESSION") or line == report_error
+        red = line.startswith(("REGRESSION", "INCOMPLETE")) or line == report_error
         terminalreporter.write_line(line, red=red, bold=red)
 
 
@@ -678,11 +756,67 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 # ----------------------------------------------------------------------------
 
 
-class _ControllerInput:
-    """On the xdist controller: give workers the shared cache root, collect their records."""
+class _RunRecorder:
+    """In the process that writes the report (the xdist controller under -n): records and progress.
 
-    def __init__(self, state: RunState):
+    Every finished test's record arrives on its teardown report, from this process or
+    from a worker, so the report holds every test that finished whatever happens
+    later; the progress says whether the run got to its end.
+    """
+
+    def __init__(self, state: RunState, progress: RunProgress):
         self.state = state
+        self.progress = progress
+        self._previous_sigterm: Any = None
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """At the start: SIGTERM (a CI job cancelled) ends the run as Ctrl-C does, so the report is written."""
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            self._previous_sigterm = signal.signal(signal.SIGTERM, self._on_sigterm)
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        import signal
+
+        self.progress.interrupted = "SIGTERM"
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
+        raise KeyboardInterrupt("SIGTERM")
+
+    def pytest_unconfigure(self) -> None:
+        """At the very end: give SIGTERM back its previous handler."""
+        import signal
+
+        if self._previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, self._previous_sigterm)
+            self._previous_sigterm = None
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """After collection without xdist: the tests selected to run."""
+        self.progress.collected([item.nodeid for item in session.items])
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        """When -k, -m or a plugin deselects tests (without xdist; workers send their count)."""
+        self.progress.add_deselected(len(items))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """After each phase of each test, here or on a worker: keep the record, count what finished."""
+        if report.failed and not hasattr(report, "wasxfail"):
+            self.progress.failures += 1
+        carried = getattr(report, REPORT_RECORD_ATTR, None)
+        if carried:
+            self.state.records[carried["nodeid"]] = carried["record"]
+        if report.when == "teardown":
+            self.progress.finish(report.nodeid)
+
+
+class _ControllerInput:
+    """On the xdist controller: give workers the shared cache root and devices; note crashes."""
+
+    def __init__(self, state: RunState, progress: RunProgress):
+        self.state = state
+        self.progress = progress
         self.groups_dir: Path | None = None
 
     def pytest_configure_node(self, node: Any) -> None:
@@ -711,22 +845,55 @@ class _ControllerInput:
 
         return module_group_scheduler(config, log, self._groups_dir())
 
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        """When a worker has collected: the tests selected to run (every worker collects the same)."""
+        self.progress.collected(list(ids))
+
+    def pytest_handlecrashitem(self, crashitem: str, report: Any, sched: Any) -> None:
+        """When a worker died under a test: that test gets a record saying so."""
+        message = str(report.longrepr)
+        self.progress.crash(crashitem, message)
+        self.state.records[crashitem] = {"outcome": "crashed", "duration_s": 0.0, "extra": {"crash": message}}
+
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        # A worker that crashed sends no workeroutput; its tests are reported by
-        # xdist as crashed and have no record here.
+        """When a worker ends: records of tests refused at collection, the deselected count, crashes."""
         from .report import merge_worker_records
 
-        merge_worker_records(self.state.records, getattr(node, "workeroutput", {}).get(WORKER_RECORDS))
+        output = getattr(node, "workeroutput", None) or {}
+        merge_worker_records(self.state.records, output.get(WORKER_RECORDS))
+        if output.get(WORKER_DESELECTED) is not None and self.progress.deselected is None:
+            self.progress.deselected = int(output[WORKER_DESELECTED])
+        if error is not None:
+            self.progress.worker_crashes.append(f"xdist worker {node.gateway.id} went down ({error})")
+
+    def pytest_unconfigure(self) -> None:
+        """At the very end: remove this run's scheduling groups from the (possibly persistent) cache root."""
+        if self.groups_dir is not None:
+            import shutil
+
+            shutil.rmtree(self.groups_dir, ignore_errors=True)
+            try:
+                self.groups_dir.parent.rmdir()  # only if no other run uses it
+            except OSError:
+                pass
+            self.groups_dir = None
 
 
 class _WorkerOutput:
-    """On an xdist worker: send this worker's records to the controller when the session ends."""
+    """On an xdist worker: what travels to the controller at the end besides the test reports."""
 
     def __init__(self, state: RunState):
         self.state = state
+        self.deselected = 0
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        """When -k or -m deselects tests on this worker."""
+        self.deselected += len(items)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """At the worker's end: records of tests refused at collection (finished tests went on their reports)."""
         from .report import encode_worker_records
 
         session.config.workeroutput[WORKER_RECORDS] = encode_worker_records(self.state.records)
+        session.config.workeroutput[WORKER_DESELECTED] = self.deselected

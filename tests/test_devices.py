@@ -141,6 +141,17 @@ def test_group_module_runs_the_gpu_tests_of_each_module_on_one_worker(pytester: 
     assert sorted(tests) == sorted(workers)
 
 
+def test_group_module_leaves_no_scheduling_files_in_a_persistent_root(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_first=GPU_AND_CPU_TESTS)
+    root = pytester.path / "root"
+    for _ in range(2):
+        result = pytester.runpytest_subprocess(
+            "-n", "2", "-p", "no:randomly", "--cudagraph-group=module", f"--cudagraph-cache-dir={root}"
+        )
+        assert result.ret == 0, result.stdout.str()
+        assert not (root / "groups").exists(), sorted(p.name for p in (root / "groups").rglob("*"))
+
+
 @pytest.mark.parametrize("dist", ["loadfile", "loadgroup"])
 def test_group_module_refuses_another_scheduling(pytester: pytest.Pytester, dist: str) -> None:
     pytester.makepyfile(test_one=GPU_AND_CPU_TESTS)

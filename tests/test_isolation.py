@@ -165,3 +165,54 @@ def test_the_report_names_the_settings_a_test_left_changed(pytester: pytest.Pyte
         "default dtype",
         "torch._inductor.config.max_autotune",
     ]
+
+
+WIDER_FIXTURES = """
+import os
+import pytest
+import torch
+import torch._dynamo.config
+
+
+@pytest.fixture(scope="session", autouse=True)
+def run_wide_settings():
+    torch._dynamo.config.cache_size_limit = 64
+    os.environ["TORCHINDUCTOR_FX_GRAPH_CACHE"] = "0"
+    yield
+    torch._dynamo.config.cache_size_limit = 8
+    del os.environ["TORCHINDUCTOR_FX_GRAPH_CACHE"]
+
+
+@pytest.fixture(scope="module")
+def float64_module():
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(torch.float32)
+
+
+@pytest.mark.parametrize("n", range(3))
+def test_plugin_test_sees_the_wider_settings(n, float64_module, recompiles):
+    assert torch._dynamo.config.cache_size_limit == 64
+    assert os.environ["TORCHINDUCTOR_FX_GRAPH_CACHE"] == "0"
+    assert torch.get_default_dtype() == torch.float64
+    torch.set_default_dtype(torch.float16)  # the test's own change, undone after it
+
+
+@pytest.mark.max_recompiles(0)
+def test_marker_test_sees_the_wider_settings_too(float64_module):
+    assert torch._dynamo.config.cache_size_limit == 64
+    assert torch.get_default_dtype() == torch.float64
+"""
+
+
+def test_settings_of_wider_scoped_fixtures_survive_and_are_not_blamed_on_tests(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_wide=WIDER_FIXTURES)
+    result = pytester.runpytest_subprocess("--cudagraph-report=report.json")
+    result.assert_outcomes(passed=4)
+    tests = json.loads((pytester.path / "report.json").read_text())["tests"]
+    restored = {nodeid: record.get("extra", {}).get("restored_after_test") for nodeid, record in tests.items()}
+    # each parametrized test changed the dtype itself and only that is named; the marker test changed nothing
+    assert restored == {
+        **{f"test_wide.py::test_plugin_test_sees_the_wider_settings[{n}]": ["default dtype"] for n in range(3)},
+        "test_wide.py::test_marker_test_sees_the_wider_settings_too": None,
+    }

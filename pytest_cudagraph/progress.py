@@ -1,0 +1,92 @@
+"""How far a run got: what it selected, what finished, what crashed or was cut short.
+
+A report is only the record of a run if it says whether the run ran to its end.
+The plugin feeds this object from pytest's hooks (in the process that writes the
+report: the xdist controller under ``-n``) and writes ``summary_fields()`` into
+the report's ``summary``; ``compare`` refuses to call an incomplete run "no
+regression".  Nothing here imports pytest or torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# pytest's exit codes that mean the run did not get through its tests
+_EXIT_INTERRUPTED = 2
+_EXIT_INTERNAL_ERROR = 3
+_EXIT_USAGE_ERROR = 4
+# not_run ids kept in the report; the count is always exact
+NOT_RUN_LISTED = 100
+
+
+@dataclass
+class RunProgress:
+    """Collected, deselected, finished and crashed tests of one run."""
+
+    # node ids selected to run, in collection order (None until collection finished)
+    selected: list[str] | None = None
+    deselected: int | None = None
+    finished: set[str] = field(default_factory=set)
+    crashed: dict[str, str] = field(default_factory=dict)
+    # "-k"/"-m" expressions that narrowed the run
+    selection: dict[str, str] = field(default_factory=dict)
+    # set when the run was stopped from outside (SIGTERM; Ctrl-C shows in the exit status)
+    interrupted: str | None = None
+    # -x/--maxfail (0: no limit) and the failed reports so far, counted as pytest counts them
+    maxfail: int = 0
+    failures: int = 0
+    # one line per crashed xdist worker
+    worker_crashes: list[str] = field(default_factory=list)
+
+    def collected(self, nodeids: list[str]) -> None:
+        # Under xdist every worker collects the same tests; the first list is the run's.
+        if self.selected is None:
+            self.selected = list(nodeids)
+
+    def add_deselected(self, count: int) -> None:
+        self.deselected = (self.deselected or 0) + count
+
+    def finish(self, nodeid: str) -> None:
+        self.finished.add(nodeid)
+
+    def crash(self, nodeid: str, message: str) -> None:
+        self.crashed[nodeid] = message
+        self.finished.add(nodeid)
+
+    def not_run(self) -> list[str]:
+        return [nodeid for nodeid in (self.selected or ()) if nodeid not in self.finished]
+
+    def incomplete_reasons(self, exitstatus: int) -> list[str]:
+        reasons = []
+        if self.interrupted or exitstatus == _EXIT_INTERRUPTED:
+            reasons.append(f"interrupted ({self.interrupted or 'KeyboardInterrupt'})")
+        if exitstatus == _EXIT_INTERNAL_ERROR:
+            reasons.append("pytest stopped on an internal error")
+        if exitstatus == _EXIT_USAGE_ERROR:
+            reasons.append("pytest stopped on a usage error")
+        reasons.extend(self.worker_crashes)
+        for nodeid, message in self.crashed.items():
+            reasons.append(message or f"crashed while running {nodeid}")
+        missing = self.not_run()
+        if self.maxfail and self.failures >= self.maxfail and missing:
+            reasons.append(f"stopped early by -x/--maxfail after {self.failures} failures")
+        if missing and not reasons:
+            reasons.append(f"{len(missing)} selected tests never finished")
+        return reasons
+
+    def summary_fields(self, exitstatus: int) -> dict[str, Any]:
+        """The report's ``summary`` fields about completeness (see report.build_report)."""
+        reasons = self.incomplete_reasons(exitstatus)
+        missing = self.not_run()
+        fields: dict[str, Any] = {
+            "complete": not reasons,
+            "incomplete_reasons": reasons,
+            "not_run": missing[:NOT_RUN_LISTED],
+            "not_run_count": len(missing),
+        }
+        if self.deselected is not None:
+            fields["deselected"] = self.deselected
+        if self.selection:
+            fields["selection"] = dict(self.selection)
+        return fields

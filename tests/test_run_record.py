@@ -1,0 +1,180 @@
+"""The report as the record of the run: crashes, interrupts, early stops, narrowed and collection-only runs.
+
+Each test starts pytest in a subprocess (a crash or a signal must not reach this
+process) with a bounded timeout, so that none of them can hang CI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from pytest_cudagraph.cli import main as cli_main
+
+# Four plugin tests that do no torch work, one of which can crash, fail or be interrupted.
+SUITE = """
+import os
+import signal
+import pytest
+
+HOW = os.environ.get("BREAK_HOW", "")
+
+
+@pytest.mark.max_recompiles(0)
+def test_a():
+    pass
+
+
+@pytest.mark.max_recompiles(0)
+def test_b():
+    pass
+
+
+@pytest.mark.max_recompiles(0)
+def test_c_breaks():
+    if HOW == "crash":
+        os._exit(1)
+    if HOW == "fail":
+        raise AssertionError("broken on purpose")
+    if HOW == "ctrl-c":
+        raise KeyboardInterrupt
+    if HOW == "sigterm":
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+@pytest.mark.max_recompiles(0)
+def test_d():
+    pass
+"""
+
+ALL = [f"test_suite.py::{name}" for name in ("test_a", "test_b", "test_c_breaks", "test_d")]
+TIMEOUT_S = 120
+
+
+def run(pytester: pytest.Pytester, *args: str, how: str = "") -> subprocess.CompletedProcess:
+    env = dict(os.environ, BREAK_HOW=how)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", *args],
+        cwd=pytester.path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+
+
+def report_of(pytester: pytest.Pytester, name: str = "new.json") -> dict:
+    return json.loads((pytester.path / name).read_text())
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(test_suite=SUITE)
+    return pytester
+
+
+def test_a_crashed_xdist_worker_loses_no_record_and_the_run_is_incomplete(suite, capsys):
+    base = run(suite, "-n", "2", "--cudagraph-report=base.json")
+    assert base.returncode == 0, base.stdout
+    assert report_of(suite, "base.json")["summary"]["complete"] is True
+
+    crashed = run(suite, "-n", "2", "--max-worker-restart=0", "--cudagraph-report=new.json", how="crash")
+    assert crashed.returncode != 0
+    report = report_of(suite)
+    summary = report["summary"]
+    # every test that finished has its record (as many passed as pytest says), the crashed one says so
+    passed = int(re.search(r"(\d+) passed", crashed.stdout).group(1))
+    assert passed >= 1
+    outcomes = {nodeid: record["outcome"] for nodeid, record in report["tests"].items()}
+    assert sorted(outcomes.values()) == ["crashed"] + ["passed"] * passed, crashed.stdout
+    assert outcomes["test_suite.py::test_c_breaks"] == "crashed"
+    # and what never ran is named
+    assert sorted([*outcomes, *summary["not_run"]]) == ALL
+    assert summary["complete"] is False
+    assert any("crashed" in reason and "test_c_breaks" in reason for reason in summary["incomplete_reasons"])
+    assert "INCOMPLETE run" in crashed.stdout
+
+    # compare never calls a crashed run "no regression"
+    code = cli_main(["compare", str(suite.path / "base.json"), str(suite.path / "new.json")])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "INCOMPLETE" in out
+
+
+def test_ctrl_c_writes_the_records_so_far_and_marks_the_run_incomplete(suite):
+    result = run(suite, "--cudagraph-report=new.json", how="ctrl-c")
+    assert result.returncode == pytest.ExitCode.INTERRUPTED, result.stdout
+    report = report_of(suite)
+    assert sorted(report["tests"]) == ALL[:2]
+    summary = report["summary"]
+    assert summary["complete"] is False
+    assert summary["not_run"] == ALL[2:] and summary["not_run_count"] == 2
+    assert any(reason.startswith("interrupted") for reason in summary["incomplete_reasons"])
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGTERM") or sys.platform == "win32", reason="needs POSIX signals")
+def test_sigterm_ends_the_run_like_ctrl_c_with_the_report_written(suite):
+    result = run(suite, "--cudagraph-report=new.json", how="sigterm")
+    assert result.returncode == pytest.ExitCode.INTERRUPTED, result.stdout + result.stderr
+    summary = report_of(suite)["summary"]
+    assert summary["complete"] is False
+    assert "interrupted (SIGTERM)" in summary["incomplete_reasons"]
+    assert sorted(report_of(suite)["tests"]) == ALL[:2]
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["in-process", "xdist"])
+def test_stopping_early_with_maxfail_is_incomplete(suite, workers):
+    result = run(suite, "-x", *workers, "--cudagraph-report=new.json", how="fail")
+    assert result.returncode != 0
+    summary = report_of(suite)["summary"]
+    assert summary["complete"] is False, summary
+    assert summary["not_run_count"] >= 1
+    if not workers:
+        assert summary["incomplete_reasons"] == ["stopped early by -x/--maxfail after 1 failures"]
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["in-process", "xdist"])
+def test_a_run_narrowed_by_k_is_complete_and_says_what_it_deselected(suite, workers):
+    result = run(suite, "-k", "not test_d", *workers, "--cudagraph-report=new.json")
+    assert result.returncode == 0, result.stdout
+    summary = report_of(suite)["summary"]
+    assert summary["complete"] is True
+    assert summary["deselected"] == 1
+    assert summary["selection"] == {"-k": "not test_d"}
+    assert summary["not_run"] == [] and summary["not_run_count"] == 0
+
+
+def test_a_collection_only_run_leaves_the_last_report_as_it_was(suite):
+    assert run(suite, "--cudagraph-report=new.json").returncode == 0
+    before = (suite.path / "new.json").read_bytes()
+    result = run(suite, "--co", "--cudagraph-report=new.json")
+    assert result.returncode == 0, result.stdout
+    assert (suite.path / "new.json").read_bytes() == before
+    assert "the report at" in result.stdout and "was left as it was" in result.stdout
+
+
+def test_a_failed_report_write_names_the_real_os_error(pytester):
+    # the report's directory disappears after the start-up check passed
+    pytester.makeconftest(
+        """
+        import shutil
+        import pytest
+
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_sessionfinish(session):
+            shutil.rmtree(session.config.rootpath / "out")
+        """
+    )
+    pytester.makepyfile(test_one="import pytest\n\n@pytest.mark.max_recompiles(0)\ndef test_one():\n    pass\n")
+    (pytester.path / "out").mkdir()
+    result = run(pytester, "--cudagraph-report=out/new.json")
+    assert result.returncode == pytest.ExitCode.INTERNAL_ERROR
+    line = next(line for line in result.stdout.splitlines() if "NOT written" in line)
+    assert "No such file or directory [ENOENT]" in line
+    assert "free space" not in line
