@@ -203,6 +203,10 @@ class RecompileWatch:
     explicitly: inside ``with w.strict():`` nothing may compile at all.
     """
 
+    # watches active in this process: only the outermost reports into the running test's
+    # record, so that a watch inside the recompiles fixture's is not counted twice
+    _open_watches = 0
+
     def __init__(self, *, strict: bool = False):
         self.strict_mode = strict
         self._events: list[_Event] = []
@@ -235,6 +239,7 @@ class RecompileWatch:
             self._undo()
             raise
         self._active = True
+        RecompileWatch._open_watches += 1
         return self
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
@@ -242,11 +247,14 @@ class RecompileWatch:
         if not self._active:
             return False
         self._active = False
+        RecompileWatch._open_watches -= 1
         try:
             self._breaks_after = dict(compat.graph_break_counter())
         finally:
             self._undo()
-        self._report_to_current_test()
+        if RecompileWatch._open_watches == 0:
+            # the outermost watch reports: it saw everything a watch inside it saw
+            self._report_to_current_test()
         if exc is not None and self.strict_mode and compat.is_recompile_refusal(exc):
             raise InvariantViolation(self._refusal_message(exc, "after its warm-up compile")) from None
         return False

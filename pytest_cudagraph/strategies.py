@@ -85,9 +85,15 @@ def dtypes(names: Sequence[str] = DEFAULT_DTYPES) -> st.SearchStrategy[Any]:
     return st.sampled_from([getattr(torch, n) for n in names])
 
 
-settings.register_profile(
-    PROFILE,
-    deadline=None,
-    max_examples=PROFILE_MAX_EXAMPLES,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+def register_profile() -> None:
+    """Register the ``cudagraph`` Hypothesis profile (the plugin calls this before Hypothesis loads a profile)."""
+    settings.register_profile(
+        PROFILE,
+        deadline=None,
+        max_examples=PROFILE_MAX_EXAMPLES,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+
+
+# Also at import, for scripts that import the strategies and load the profile themselves.
+register_profile()

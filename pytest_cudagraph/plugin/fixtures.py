@@ -1,0 +1,82 @@
+"""The plugin's fixtures: thin handles on the plain API, with the test's defaults and record."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from .items import MARKERS_KEY, RECOMPILE_WATCH_KEY, STATE_KEY, record_of
+
+
+def _capture_defaults(request: pytest.FixtureRequest) -> dict[str, Any]:
+    state = request.config.stash[STATE_KEY]
+    marker = request.node.stash.get(MARKERS_KEY, {}).get("cudagraph")
+    sizes = (marker.capture_sizes if marker else None) or state.options.capture_sizes
+    rtol = marker.rtol if marker and marker.rtol is not None else state.options.rtol
+    atol = marker.atol if marker and marker.atol is not None else state.options.atol
+    return {"sizes": sizes, "rtol": rtol, "atol": atol}
+
+
+@pytest.fixture
+def cudagraphs(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """Capture a function per batch size in one shared pool and check replay, pointers and pool size.
+
+    ``cudagraphs.capture(fn, make_inputs, sizes=None, ...)`` returns a GraphSet;
+    defaults come from the test's ``cudagraph`` marker and the ini options.
+    ``cudagraphs.watch_trees()`` counts reduce-overhead recordings and skips.
+    Skips when no CUDA device is visible.
+    """
+    from ..capture import CudagraphsFixture
+
+    handle = CudagraphsFixture(record=record_of(request.node), **_capture_defaults(request))
+    try:
+        yield handle
+    finally:
+        handle.close()
+
+
+@pytest.fixture
+def recompiles(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """Watch Dynamo for the whole test: ``.count``, ``.reasons``, ``.by_function``, ``.assert_at_most(n)``.
+
+    The test starts from an empty Dynamo cache (so do tests marked ``max_recompiles``):
+    entries compiled by earlier tests would otherwise show up in this test's reasons.
+    The watch reports into the test's record when it ends.
+    """
+    from ..recompiles import start_from_empty_dynamo_cache, watch_recompiles
+
+    start_from_empty_dynamo_cache()
+    with watch_recompiles() as watch:
+        request.node.stash[RECOMPILE_WATCH_KEY] = watch
+        try:
+            yield watch
+        finally:
+            del request.node.stash[RECOMPILE_WATCH_KEY]
+
+
+@pytest.fixture
+def compile_cache(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """An isolated compile-cache directory with per-layer counter deltas and ``.cold_warm()``."""
+    from ..caches import cache_probe
+
+    state = request.config.stash[STATE_KEY]
+    with cache_probe(root=state.cache_root(), name=request.node.name) as probe:
+        yield probe
+    record = record_of(request.node)
+    # the compile_cache marker's figures, when the test has one, are the more precise
+    if record.get("caches") is None:
+        record.set("caches", probe.result())
+
+
+@pytest.fixture
+def piecewise(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """``piecewise(module, splitting_ops, capture_sizes=None, ...)``: split at splitting ops, capture the rest."""
+    from ..piecewise import PiecewiseFixture
+
+    handle = PiecewiseFixture(record=record_of(request.node), **_capture_defaults(request))
+    try:
+        yield handle
+    finally:
+        handle.close()

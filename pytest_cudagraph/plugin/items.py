@@ -1,0 +1,64 @@
+"""What the plugin keeps on pytest's objects, and which tests it concerns.
+
+The stash keys of the run and of each test item, the fixture sets that put a test
+under the plugin, and the record of a test.  Every module of the plugin layer
+reads these; none of them imports torch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ..progress import RunProgress
+from ..record import TestRecord
+from ..session import RunState
+
+STATE_KEY = pytest.StashKey[RunState]()
+PROGRESS_KEY = pytest.StashKey[RunProgress]()
+RECORD_KEY = pytest.StashKey[TestRecord]()
+MARKERS_KEY = pytest.StashKey[dict]()
+CACHE_SNAPSHOT_KEY = pytest.StashKey[Any]()
+RECOMPILE_WATCH_KEY = pytest.StashKey[Any]()
+OUTCOME_KEY = pytest.StashKey[tuple]()
+STATE_SNAPSHOT_KEY = pytest.StashKey[Any]()
+# The node id as collected: ``--dist loadgroup`` appends "@group" to it on workers,
+# and the report must name a test the same way however the run was distributed.
+NODEID_KEY = pytest.StashKey[str]()
+
+PLUGIN_FIXTURES = frozenset({"cudagraphs", "recompiles", "compile_cache", "piecewise"})
+# Fixtures of CUDA graph work: with --cudagraph-group=module their tests stay on one worker, marked or not.
+# Only the cudagraphs fixture is also gated by --cudagraph: piecewise runs on the CPU too, its pieces uncaptured.
+GPU_FIXTURES = frozenset({"cudagraphs", "piecewise"})
+GATED_FIXTURES = frozenset({"cudagraphs"})
+
+
+def is_worker(config: pytest.Config) -> bool:
+    """True in an xdist worker process (the controller, or a run without xdist, writes the report)."""
+    return getattr(config, "workerinput", None) is not None
+
+
+def uses_plugin(item: pytest.Item) -> bool:
+    """A test with a marker or a fixture of the plugin: it gets a record and state isolation."""
+    if item.stash.get(MARKERS_KEY, None):
+        return True
+    return bool(PLUGIN_FIXTURES.intersection(getattr(item, "fixturenames", ())))
+
+
+def marked_cudagraph_or_using(item: pytest.Item, fixtures: frozenset[str]) -> bool:
+    return item.get_closest_marker("cudagraph") is not None or bool(
+        fixtures.intersection(getattr(item, "fixturenames", ()))
+    )
+
+
+def report_nodeid(item: pytest.Item) -> str:
+    return item.stash.get(NODEID_KEY, item.nodeid)
+
+
+def record_of(item: pytest.Item) -> TestRecord:
+    """The test's record, created on first use."""
+    record = item.stash.get(RECORD_KEY, None)
+    if record is None:
+        record = item.stash[RECORD_KEY] = TestRecord(report_nodeid(item))
+    return record

@@ -1,0 +1,62 @@
+"""The markers that check a test's call: ``max_recompiles`` and ``compile_cache``.
+
+A violated invariant fails the test in its call phase (FAILED, not a teardown
+ERROR), with the plugin's own sentence and table and no traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from ..errors import InvariantViolation
+from .items import MARKERS_KEY, RECOMPILE_WATCH_KEY, STATE_KEY, record_of
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """Around a test's call: with ``max_recompiles(n)``, watch Dynamo and fail past ``n`` recompiles."""
+    marker = item.stash.get(MARKERS_KEY, {}).get("max_recompiles")
+    if marker is None:
+        return (yield)
+    from ..recompiles import start_from_empty_dynamo_cache, watch_recompiles
+
+    # the recompiles fixture's watch when the test has one; else our own, which
+    # reports into the test's record as it exits
+    watch = item.stash.get(RECOMPILE_WATCH_KEY, None)
+    if watch is None:
+        start_from_empty_dynamo_cache()
+        with watch_recompiles() as watch:
+            result = yield
+    else:
+        result = yield
+    try:
+        watch.assert_at_most(marker.n, context=f"@pytest.mark.max_recompiles({marker.n})")
+    except InvariantViolation as exc:
+        failure = str(exc)
+    else:
+        return result
+    # Failed outside the except block: pytest would print the InvariantViolation
+    # again as the "During handling ..." context.
+    pytest.fail(failure, pytrace=False)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """In place of calling a ``compile_cache`` test once: run it cold, then warm, and check the warm pass."""
+    marker = pyfuncitem.stash.get(MARKERS_KEY, {}).get("compile_cache")
+    if marker is None:
+        return None
+    from ..caches import run_marked_test
+
+    state = pyfuncitem.config.stash[STATE_KEY]
+    failure = None
+    try:
+        run_marked_test(pyfuncitem, marker, state.cache_root(), record_of(pyfuncitem))
+    except InvariantViolation as exc:
+        failure = str(exc)
+    if failure is not None:
+        # outside the except block, so that pytest does not print the message twice
+        pytest.fail(failure, pytrace=False)
+    return True

@@ -1,0 +1,272 @@
+"""Per-test records, how far the run got, the report at the end and the terminal summary.
+
+A finished test's record travels on its teardown report: xdist sends every report
+to the controller as the test ends (pytest serialises the report's attributes), so
+a worker that crashes later, or a Ctrl-C, loses no record of a test that finished.
+The report is written by the process that sees every report: the xdist controller
+under ``-n``, the pytest process otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from .. import open_objects
+from ..markers import MarkerArgumentError, parse_item_markers
+from ..progress import RunProgress
+from ..record import TestRecord, set_current_record
+from ..session import RunState
+from .items import (
+    CACHE_SNAPSHOT_KEY,
+    MARKERS_KEY,
+    OUTCOME_KEY,
+    PROGRESS_KEY,
+    RECORD_KEY,
+    STATE_KEY,
+    is_worker,
+    record_of,
+    uses_plugin,
+)
+
+REPORT_RECORD_ATTR = "cudagraph_record"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before each test's setup: check markers added after collection; make the test's record current."""
+    # Parsed again: markers added after collection (item.add_marker in a conftest
+    # hook) never went through pytest_pycollect_makeitem.
+    problem = None
+    try:
+        item.stash[MARKERS_KEY] = parse_item_markers(item)
+    except MarkerArgumentError as exc:
+        problem = f"{item.nodeid}: {exc}"
+    if problem is not None:
+        pytest.fail(problem, pytrace=False)
+    # Every test has a current record, so that the plain API (watch_recompiles(),
+    # capture_graphs()) reports into its test even where no marker or fixture is used;
+    # a record that stays empty is not written (finish_record).
+    set_current_record(record_of(item))
+    open_objects.start_test()
+    if "torch" in sys.modules:
+        # Cache counters are read only where torch is already loaded: a test that
+        # compiled something gets its cache deltas reported, and nothing imports torch.
+        from ..counters import counter_snapshot
+
+        item.stash[CACHE_SNAPSHOT_KEY] = counter_snapshot()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """After each phase of a test: track its outcome; after teardown, put its finished record on the report."""
+    report = yield
+    # Kept for every test (two fields, no torch): a test that compiles without using
+    # the plugin still gets a record at teardown, and it needs the outcome then.
+    outcome, duration = item.stash.get(OUTCOME_KEY, (None, 0.0))
+    duration += report.duration
+    if hasattr(report, "wasxfail"):
+        outcome = "xfailed" if report.skipped else "xpassed"
+    elif report.failed and outcome not in ("failed", "error"):
+        outcome = "failed" if call.when == "call" else "error"
+    elif report.skipped and outcome is None:
+        outcome = "skipped"
+    elif call.when == "call" and outcome is None:
+        outcome = "passed"
+    item.stash[OUTCOME_KEY] = (outcome, duration)
+    if call.when == "teardown":
+        finished = finish_record(item, item.stash.get(RECORD_KEY, None))
+        if finished is not None:
+            setattr(report, REPORT_RECORD_ATTR, finished)
+    return report
+
+
+def finish_record(item: pytest.Item, record: TestRecord | None) -> dict[str, Any] | None:
+    """The test's finished record as ``{"nodeid", "record"}`` (plain JSON data), or None if it has none."""
+    set_current_record(None)
+    snapshot = item.stash.get(CACHE_SNAPSHOT_KEY, None)
+    if snapshot is not None or "torch" in sys.modules:
+        from ..counters import counter_delta, counter_snapshot
+
+        if snapshot is None:
+            # torch was first imported by this test: every counter started at zero
+            snapshot = counter_snapshot(empty=True)
+        delta = counter_delta(snapshot)
+        if delta is not None:
+            record = record or record_of(item)
+            if record.get("caches") is None:
+                record.set("caches", delta)
+    if record is None:
+        return None
+    record.outcome, record.duration_s = item.stash.get(OUTCOME_KEY, (None, 0.0))
+    state = item.config.stash[STATE_KEY]
+    if state.pinned_device is not None:
+        record.placement = {
+            "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+            "cuda_visible_devices": state.pinned_device,
+        }
+    entry = record.to_json()
+    if not uses_plugin(item) and not set(entry) - {"outcome", "duration_s"}:
+        return None  # a test that used nothing of the plugin and measured nothing
+    from ..report import json_safe
+
+    return {"nodeid": record.nodeid, "record": json_safe(entry)}
+
+
+class RunRecorder:
+    """In the process that writes the report: every test's record and the run's progress.
+
+    Every finished test's record arrives on its teardown report, from this process or
+    from a worker, so the report holds every test that finished whatever happens
+    later; the progress says whether the run got to its end.
+    """
+
+    def __init__(self, state: RunState, progress: RunProgress):
+        self.state = state
+        self.progress = progress
+        self._previous_sigterm: Any = None
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """At the start: SIGTERM (a CI job cancelled) ends the run as Ctrl-C does, so the report is written."""
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            self._previous_sigterm = signal.signal(signal.SIGTERM, self._on_sigterm)
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        import signal
+
+        self.progress.interrupted = "SIGTERM"
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
+        raise KeyboardInterrupt("SIGTERM")
+
+    def pytest_unconfigure(self) -> None:
+        """At the very end: give SIGTERM back its previous handler."""
+        import signal
+
+        if self._previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, self._previous_sigterm)
+            self._previous_sigterm = None
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """After collection without xdist: the tests selected to run, and none deselected unless said before."""
+        self.progress.collected([item.nodeid for item in session.items])
+        if self.progress.deselected is None:
+            self.progress.deselected = 0
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        """When -k, -m or a plugin deselects tests (without xdist; workers send their count)."""
+        self.progress.add_deselected(len(items))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """After each phase of each test, here or on a worker: keep the record, count what finished."""
+        if report.failed and not hasattr(report, "wasxfail"):
+            self.progress.failures += 1
+        carried = getattr(report, REPORT_RECORD_ATTR, None)
+        if carried:
+            self.state.records[carried["nodeid"]] = carried["record"]
+        if report.when == "teardown":
+            self.progress.finish(report.nodeid)
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """At the end of the run: write the report and compare it with the baseline."""
+        write_report_and_compare(session, self.state, self.progress, int(exitstatus))
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        """In pytest's closing summary: the plugin's table, where the report went, the baseline's verdict."""
+        lines = summary_lines(config, self.state, self.progress, int(exitstatus))
+        if not lines:
+            return
+        terminalreporter.write_sep("=", "cudagraph")
+        for line in lines:
+            red = line.startswith(("REGRESSION", "INCOMPLETE")) or line == self.state.report_error
+            terminalreporter.write_line(line, red=red, bold=red)
+
+
+def write_report_and_compare(session: pytest.Session, state: RunState, progress: RunProgress, exitstatus: int) -> None:
+    options = state.options
+    if options.report_path is None and state.baseline is None:
+        return
+    if session.config.getoption("collectonly"):
+        return  # a collection-only run measured nothing: the last report stays as it was
+    from ..environment import collect_environment
+    from ..report import build_report, write_report
+
+    env = collect_environment(state.rootdir)
+    session.config.hook.pytest_cudagraph_update_env(config=session.config, env=env)
+    report = build_report(env, state.records, exitstatus=exitstatus)
+    report["summary"].update(progress.summary_fields(exitstatus))  # TEMP until build_report takes run=
+    if options.report_path is not None:
+        try:
+            write_report(options.report_path, report)
+        except OSError as exc:
+            # checked writable at start; a full disk or a vanished directory can still happen
+            state.report_error = (
+                f"cudagraph: the report was NOT written to {options.report_path} ({os_error_text(exc)})"
+            )
+            if session.exitstatus == 0:
+                session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+    if state.baseline is not None:
+        from ..compare import compare_reports
+
+        comparison = compare_reports(state.baseline, report, rules=options.baseline_rules)
+        state.baseline_comparison = comparison
+        if comparison.regressed and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def os_error_text(exc: OSError) -> str:
+    """The OS's own words for a failed write, with the hint that fits it."""
+    import errno
+
+    reason = exc.strerror or str(exc)
+    name = errno.errorcode.get(exc.errno or 0)
+    text = f"{reason} [{name}]" if name else reason
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f"{text}; free space or give another --cudagraph-report path"
+    return f"{text}; give another --cudagraph-report path"
+
+
+def summary_lines(config: pytest.Config, state: RunState, progress: RunProgress, exitstatus: int) -> list[str]:
+    comparison = state.baseline_comparison
+    if not state.records and state.options.report_path is None and comparison is None:
+        return []
+    from ..summary import terminal_summary_lines
+
+    collect_only = bool(config.getoption("collectonly"))
+    lines = terminal_summary_lines(
+        state.records,
+        None if collect_only else state.options.report_path,
+        max_rows=None if config.get_verbosity() > 0 else 40,
+        report_error=state.report_error,
+    )
+    if collect_only and state.options.report_path is not None:
+        lines.append(f"collection only: the report at {state.options.report_path} was left as it was")
+    reasons = [] if collect_only else progress.incomplete_reasons(exitstatus)
+    if reasons:
+        lines.append("INCOMPLETE run, the report says so: " + "; ".join(reasons))
+    if comparison is not None:
+        lines += ["", f"compared with baseline {state.options.baseline_path}:"]
+        lines += comparison.format_text().splitlines()
+    return lines
+
+
+def register(config: pytest.Config, state: RunState) -> None:
+    """Wire the recorder into the process that writes the report (never an xdist worker)."""
+    if is_worker(config):
+        return
+    progress = config.stash[PROGRESS_KEY] = RunProgress(
+        selection=_selection(config), maxfail=int(config.getoption("maxfail", 0) or 0)
+    )
+    config.pluginmanager.register(RunRecorder(state, progress), "cudagraph-run-recorder")
+
+
+def _selection(config: pytest.Config) -> dict[str, str]:
+    """The -k and -m expressions that narrowed the run, for the report's summary."""
+    chosen = {"-k": config.getoption("keyword", ""), "-m": config.getoption("markexpr", "")}
+    return {flag: str(expression) for flag, expression in chosen.items() if expression}

@@ -1,0 +1,121 @@
+"""Session start: check every option first, then act on them.
+
+Bad option values stop the run at once with one sentence (pytest's usage error,
+exit 4), even when no test uses the plugin.  Everything is checked before anything
+is changed, so a run stopped by a bad option leaves the cache root, the
+environment and the devices as they were.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ..errors import UsageProblem
+from ..session import RunState
+from .items import is_worker
+
+WORKER_DEVICES = "cudagraph_devices"
+
+
+def xdist_workers(config: pytest.Config) -> int:
+    """How many xdist workers this (controller) process starts; 0 without xdist or with -n 0."""
+    try:
+        count = config.getoption("numprocesses")
+    except ValueError:  # xdist not installed
+        return 0
+    return int(count) if isinstance(count, int) and config.getoption("dist") != "no" else 0
+
+
+def check_options(config: pytest.Config, state: RunState) -> None:
+    """Raise UsageProblem for the first bad option value; change nothing."""
+    from ..errors import ReportError
+    from ..report import check_report_path_writable, load_report
+
+    options = state.options
+    if options.cache_dir is not None and (options.cache_dir.exists() or options.cache_dir.is_symlink()):
+        from ..cacheroot import check_secure_dir
+
+        check_secure_dir(options.cache_dir, "--cudagraph-cache-dir")
+    if options.report_path is not None:
+        problem = check_report_path_writable(options.report_path)
+        if problem:
+            raise UsageProblem(problem)
+    if options.baseline_path is not None:
+        try:
+            state.baseline = load_report(options.baseline_path)
+        except ReportError as exc:
+            raise UsageProblem(f"--cudagraph-baseline: {exc}") from None
+    if options.require_gpu and not is_worker(config):
+        _check_a_gpu_is_visible()
+    _check_device_options(config, state)
+
+
+def _check_a_gpu_is_visible() -> None:
+    from .._compat import cuda_available
+
+    if not cuda_available():
+        import torch
+
+        raise UsageProblem(
+            f"--cudagraph-require-gpu: no CUDA device is visible (torch {torch.__version__}, "
+            f"CUDA {torch.version.cuda or 'not built in'}); run on a GPU runner or drop the flag"
+        )
+
+
+def _check_device_options(config: pytest.Config, state: RunState) -> None:
+    """--cudagraph-group against --dist, and --cudagraph-devices resolved against the visible devices."""
+    if is_worker(config):
+        return
+    options = state.options
+    distributed = xdist_workers(config) > 0
+    if options.group == "module" and distributed:
+        dist = config.getoption("dist")
+        if dist != "load":  # -n's default; the plugin's scheduler takes its place
+            raise UsageProblem(
+                f"--cudagraph-group=module schedules the tests itself, in place of xdist's default --dist load, "
+                f"but the run asks for --dist {dist}; drop --dist or drop --cudagraph-group"
+            )
+        state.group_scheduling = True
+    if options.devices is not None:
+        from .._compat import cuda_device_count
+        from ..devices import resolve_devices, visible_device_ids
+
+        state.devices = resolve_devices(
+            options.devices, visible_device_ids(cuda_device_count()), options.devices_raw or ""
+        )
+
+
+def apply_options(config: pytest.Config, state: RunState) -> None:
+    """After every check passed: pin this process to its GPU, point the caches into the root, prune."""
+    _pin_devices(config, state)
+    if state.options.cache_dir is not None:
+        state.apply_run_cache_environment()
+        if not is_worker(config):
+            # before any xdist worker starts, so no worker's probe is deleted
+            state.cache_root().prune_probes()
+
+
+def _pin_devices(config: pytest.Config, state: RunState) -> None:
+    """--cudagraph-devices: pin an xdist worker to its GPU, or a run without workers to the first."""
+    from ..devices import device_for_worker, pin_process
+
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        devices = workerinput.get(WORKER_DEVICES) or []
+        if devices:
+            worker = str(workerinput.get("workerid", "gw0"))
+            state.pinned_device = device_for_worker(devices, worker)
+            pin_process(state.pinned_device, f"xdist worker {worker}")
+        return
+    if not state.devices or xdist_workers(config) > 0:
+        return
+    from .._compat import cuda_device_count
+
+    state.pinned_device = state.devices[0]
+    pin_process(state.pinned_device, "this pytest process")
+    if cuda_device_count() != 1:
+        raise UsageProblem(
+            f"--cudagraph-devices: this pytest process could not be pinned to device {state.pinned_device}, "
+            f"CUDA had already fixed its visible devices; set CUDA_VISIBLE_DEVICES={state.pinned_device} "
+            f"before starting pytest instead"
+        )
