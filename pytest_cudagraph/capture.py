@@ -24,7 +24,8 @@ The lower-level pieces, reused by the piecewise capture, are:
   static input buffers, giving a ``CapturedGraph``;
 - ``CapturedGraph.replay`` / ``.replay_from``: replay with the pointer and
   stale-parameter checks;
-- ``memory.pool_bytes``: the pool reader.
+- ``memory.PoolMeter``: the pool figures and the pool check, shared with the
+  piecewise runtime.
 
 ``capture_graphs`` (plain API) and the ``cudagraphs`` fixture build a ``GraphSet``
 from these.
@@ -48,18 +49,10 @@ from torch.utils._pytree import tree_map
 
 from . import _compat, open_objects
 from .errors import CaptureError, InvariantViolation, StaleGraphError, UsageProblem
-from .memory import (
-    PoolCheck,
-    PoolId,
-    SizeMemory,
-    Slack,
-    derive_slack,
-    format_bytes,
-    format_size_table,
-    pool_usage,
-)
+from .memory import PoolCheck, PoolId, PoolMeter
 from .numerics import Comparison, compare_outputs, max_abs_error, replay_mismatch_message
 from .record import TestRecord, current_record
+from .sizes import capture_sizes_in_order
 
 POOL_MODES = ("shared", "separate")
 ORDERS = ("largest_first", "as_given")
@@ -67,9 +60,9 @@ ORDERS = ("largest_first", "as_given")
 __all__ = [
     "CapturedGraph",
     "CudagraphsFixture",
+    "GraphReplayCheck",
     "GraphSet",
     "GraphSetResult",
-    "ReplayCheck",
     "capture_callable",
     "capture_graphs",
     "guarded_capture",
@@ -92,8 +85,7 @@ _HOST_SYNC = (
 _CAUSE_KINDS: tuple[tuple[str, str], ...] = (
     (
         "Cannot copy between CPU and CUDA tensors during CUDA graph capture",
-        "a copy between host and GPU memory (.cpu(), .to('cpu'), .numpy(), or a pageable CPU tensor "
-        "copied to the GPU)",
+        "a copy between host and GPU memory (.cpu(), .to('cpu'), .numpy(), or a pageable CPU tensor copied to the GPU)",
     ),
     ("operation not permitted when stream is capturing", _HOST_SYNC),
     ("cudaErrorStreamCaptureUnsupported", _HOST_SYNC),
@@ -619,7 +611,7 @@ def _clone_out(value: Any) -> Any:
 
 
 @dataclass(frozen=True)
-class ReplayCheck:
+class GraphReplayCheck:
     """Outcome of ``GraphSet.check_replay``: every size and trial agreed with the reference."""
 
     sizes: tuple[int, ...]
@@ -681,23 +673,68 @@ class GraphSetResult:
 # --------------------------------------------------------------------------
 
 
-def _validate_sizes(sizes: Any) -> list[int]:
-    if sizes is None:
+def _check_options(pool: str, order: str, warmup_iters: int) -> None:
+    __tracebackhide__ = True
+    if pool not in POOL_MODES:
+        raise UsageProblem(f"pool={pool!r} is not a pool mode; use pool='shared' or pool='separate'")
+    if order not in ORDERS:
+        raise UsageProblem(f"order={order!r} is not a capture order; use 'largest_first' or 'as_given'")
+    if not isinstance(warmup_iters, int) or warmup_iters < 1:
+        raise UsageProblem(f"warmup_iters={warmup_iters!r}: give at least 1 warm-up iteration")
+
+
+def _batch_inputs(make_inputs: Callable[[int], Any], size: int) -> tuple[torch.Tensor, ...]:
+    """``make_inputs(size)`` as a tuple of CUDA tensors; anything else is a UsageProblem."""
+    __tracebackhide__ = True
+    inputs = _as_tuple(make_inputs(size))
+    for i, tensor in enumerate(inputs):
+        if not isinstance(tensor, torch.Tensor):
+            raise UsageProblem(
+                f"make_inputs({size}) returned a {type(tensor).__name__} as input {i}; return a CUDA tensor "
+                f"or a tuple of CUDA tensors (bind other arguments into fn with functools.partial)"
+            )
+        if not tensor.is_cuda:
+            raise UsageProblem(
+                f"make_inputs({size}) returned input {i} on {tensor.device}; create inputs on the GPU "
+                f"(device='cuda') so they can be captured"
+            )
+    return inputs
+
+
+def _check_not_all_zero(inputs: Sequence[torch.Tensor], size: int) -> None:
+    __tracebackhide__ = True
+    floats = [t for t in inputs if t.is_floating_point() and t.numel()]
+    if floats and all(not bool(t.any()) for t in floats):
         raise UsageProblem(
-            "no capture sizes were given; pass sizes=[...], or set @pytest.mark.cudagraph(capture_sizes=[...]) "
-            "or the ini option cudagraph_capture_sizes"
+            f"make_inputs({size}) returned only all-zero tensors; a replay check on zeros cannot tell a "
+            f"right graph from a wrong one: return fresh random inputs (e.g. torch.randn)"
         )
-    if isinstance(sizes, int):
-        sizes = [sizes]
-    out: list[int] = []
-    for size in sizes:
-        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
-            raise UsageProblem(f"capture size {size!r} is not a positive integer; give sizes such as [1, 2, 4, 8]")
-        if size not in out:
-            out.append(int(size))
-    if not out:
-        raise UsageProblem("the list of capture sizes is empty; give at least one positive batch size")
-    return out
+
+
+def _capture_in_fresh_pool(
+    fn: Callable[..., Any], static_inputs: Sequence[torch.Tensor], stream: torch.cuda.Stream, label: str
+) -> tuple[PoolId, CapturedGraph]:
+    """Capture ``fn`` alone into a new pool, to measure its own high-water mark: ``(pool, graph)``."""
+    pool = new_pool()
+    probe = capture_callable(
+        fn,
+        static_inputs,
+        pool=pool,
+        stream=stream,
+        warmup_iters=1,
+        label=f"{label} (measured alone)",
+        keep_outputs=True,
+    )
+    return pool, probe
+
+
+def _worse_error(current: float | None, err: float | None) -> float | None:
+    """The larger replay error of the two; NaN is the worst, None is no error seen."""
+    if err is None:
+        return current
+    if current is None or math.isnan(err) or err > current:
+        return err
+    return current
 
 
 class GraphSet:
@@ -713,7 +750,8 @@ class GraphSet:
     - every replay: inputs and module parameters are where they were at capture
       (StaleGraphError otherwise).
 
-    Release it with ``close()`` or a ``with`` block; the fixture releases its own.
+    The pool figures come from ``meter`` (a ``memory.PoolMeter``).  Release it with
+    ``close()`` or a ``with`` block; the fixture releases its own.
     """
 
     def __init__(
@@ -731,15 +769,10 @@ class GraphSet:
         capture_error_mode: str = "global",
         record: TestRecord | None = None,
     ):
-        if pool not in POOL_MODES:
-            raise UsageProblem(f"pool={pool!r} is not a pool mode; use pool='shared' or pool='separate'")
-        if order not in ORDERS:
-            raise UsageProblem(f"order={order!r} is not a capture order; use 'largest_first' or 'as_given'")
-        if not isinstance(warmup_iters, int) or warmup_iters < 1:
-            raise UsageProblem(f"warmup_iters={warmup_iters!r}: give at least 1 warm-up iteration")
+        _check_options(pool, order, warmup_iters)
         self.fn = fn
         self.make_inputs = make_inputs
-        given = _validate_sizes(sizes)
+        given = capture_sizes_in_order(sizes, "sizes", caller="capture_graphs")
         self.capture_order: tuple[int, ...] = tuple(sorted(given, reverse=True) if order == "largest_first" else given)
         self.sizes: tuple[int, ...] = tuple(sorted(given))
         self.rtol = rtol
@@ -752,12 +785,7 @@ class GraphSet:
         self.record = record if record is not None else current_record()
         self.name = _fn_name(fn)
         self.graphs: dict[int, CapturedGraph] = {}
-        self.pool_ids: list[PoolId] = []
         self.capture_s = 0.0
-        self.cublas_workspace_bytes: int | None = None
-        self._rows: dict[int, SizeMemory] = {}
-        self._graph_bytes: dict[int, int] = {}
-        self._alone_segments: dict[int, list[int]] = {}
         self._max_abs_err: float | None = None
         self._replay_checks = 0
         self._pool_check: PoolCheck | None = None
@@ -766,56 +794,24 @@ class GraphSet:
         self.closed = False
         self.device = torch.cuda.current_device()
         self.stream = torch.cuda.Stream(self.device)
+        self.meter = PoolMeter(self.device)
+        self.pool_ids: list[PoolId] = self.meter.pool_ids  # the meter's list: one pool, or one per size
+        self.cublas_workspace_bytes: int | None = None
         # closed and recorded by the plugin at the test's end if the test never closes it
         open_objects.track(self)
 
     # -- capture ----------------------------------------------------------
-    def _inputs_for(self, size: int) -> tuple[torch.Tensor, ...]:
-        __tracebackhide__ = True
-        inputs = _as_tuple(self.make_inputs(size))
-        for i, tensor in enumerate(inputs):
-            if not isinstance(tensor, torch.Tensor):
-                raise UsageProblem(
-                    f"make_inputs({size}) returned a {type(tensor).__name__} as input {i}; return a CUDA tensor "
-                    f"or a tuple of CUDA tensors (bind other arguments into fn with functools.partial)"
-                )
-            if not tensor.is_cuda:
-                raise UsageProblem(
-                    f"make_inputs({size}) returned input {i} on {tensor.device}; create inputs on the GPU "
-                    f"(device='cuda') so they can be captured"
-                )
-        return inputs
-
-    def _check_not_all_zero(self, inputs: Sequence[torch.Tensor], size: int) -> None:
-        __tracebackhide__ = True
-        floats = [t for t in inputs if t.is_floating_point() and t.numel()]
-        if floats and all(not bool(t.any()) for t in floats):
-            raise UsageProblem(
-                f"make_inputs({size}) returned only all-zero tensors; a replay check on zeros cannot tell a "
-                f"right graph from a wrong one: return fresh random inputs (e.g. torch.randn)"
-            )
-
-    def _reserved_now(self) -> int:
-        return pool_usage(self.pool_ids, self.device).reserved_bytes if self.pool_ids else 0
-
-    def _allocated_now(self) -> int:
-        return pool_usage(self.pool_ids, self.device).allocated_bytes if self.pool_ids else 0
-
     def _capture_all(self) -> None:
         __tracebackhide__ = True
-        shared = new_pool() if self.pool_mode == "shared" else None
-        if shared is not None:
-            self.pool_ids.append(shared)
+        shared = self.meter.add_pool(new_pool()) if self.pool_mode == "shared" else None
         start = time.perf_counter()
         try:
             for position, size in enumerate(self.capture_order):
-                inputs = self._inputs_for(size)
+                inputs = _batch_inputs(self.make_inputs, size)
                 if position == 0:
-                    self._check_not_all_zero(inputs, size)
+                    _check_not_all_zero(inputs, size)
                 static = tuple(t.clone() for t in inputs)
-                pool = shared if shared is not None else new_pool()
-                if shared is None:
-                    self.pool_ids.append(pool)
+                pool = shared if shared is not None else self.meter.add_pool(new_pool())
                 self.graphs[size] = capture_callable(
                     self.fn,
                     static,
@@ -827,14 +823,12 @@ class GraphSet:
                     capture_error_mode=self.capture_error_mode,
                     workspace_in_pool=position == 0,
                 )
-                self._rows[size] = SizeMemory(size, position, self._reserved_now())
+                self.meter.after_size(size, position)
         finally:
             self.capture_s = time.perf_counter() - start
             # The workspace the first capture put in the pool is the live block that a
             # clear frees; leaving it registered would let a later capture elsewhere reuse it.
-            before = self._allocated_now()
-            _compat.clear_cublas_workspaces()
-            self.cublas_workspace_bytes = max(0, before - self._allocated_now())
+            self.cublas_workspace_bytes = self.meter.release_cublas_workspace()
 
     # -- replay -----------------------------------------------------------
     def graph(self, size: int) -> CapturedGraph:
@@ -870,7 +864,7 @@ class GraphSet:
         rtol: float | None = None,
         atol: float | None = None,
         sizes: Sequence[int] | None = None,
-    ) -> ReplayCheck:
+    ) -> GraphReplayCheck:
         """Replay every size on fresh random inputs and compare with eager (or ``reference``).
 
         ``make_inputs(size)`` is called again for every trial.  Tolerances: the
@@ -892,11 +886,11 @@ class GraphSet:
         reference_name = "eager" if reference is None else "the reference"
         rtol = self.rtol if rtol is None else rtol
         atol = self.atol if atol is None else atol
-        chosen = self.capture_order if sizes is None else tuple(_validate_sizes(sizes))
+        chosen = self.capture_order if sizes is None else capture_sizes_in_order(sizes, "sizes")
         worst: list[Comparison] = []
         for trial in range(trials):
             for size in chosen:
-                inputs = self._inputs_for(size)
+                inputs = _batch_inputs(self.make_inputs, size)
                 actual = self.replay(size, *inputs)
                 with torch.no_grad():
                     expected = reference_fn(*inputs)
@@ -904,20 +898,12 @@ class GraphSet:
                 worst.extend(comparisons)
                 failed = next((c for c in comparisons if not c.passed), None)
                 if failed is not None:
-                    self._note_error(max_abs_error(comparisons))
-                    raise InvariantViolation(
-                        replay_mismatch_message(failed, size, trial, trials, reference_name)
-                    )
+                    self._max_abs_err = _worse_error(self._max_abs_err, max_abs_error(comparisons))
+                    raise InvariantViolation(replay_mismatch_message(failed, size, trial, trials, reference_name))
         err = max_abs_error(worst)
-        self._note_error(err)
+        self._max_abs_err = _worse_error(self._max_abs_err, err)
         self._replay_checks += 1
-        return ReplayCheck(tuple(sorted(chosen)), trials, err, reference_name)
-
-    def _note_error(self, err: float | None) -> None:
-        if err is None:
-            return
-        if self._max_abs_err is None or math.isnan(err) or err > self._max_abs_err:
-            self._max_abs_err = err
+        return GraphReplayCheck(tuple(sorted(chosen)), trials, err, reference_name)
 
     @property
     def max_abs_err(self) -> float | None:
@@ -930,7 +916,7 @@ class GraphSet:
         """Bytes reserved by the set's pool(s) now, from the allocator snapshot."""
         if self.closed:
             return self._final_pool_bytes or 0
-        return self._reserved_now()
+        return self.meter.reserved_bytes()
 
     def measure_graph_bytes(self, sizes: Sequence[int] | None = None) -> dict[int, int]:
         """Each size's own high-water mark: that size captured alone in a fresh pool.
@@ -941,30 +927,11 @@ class GraphSet:
         The measuring graphs are dropped at once and their pools freed.
         """
         self._require_open()
-        wanted = [s for s in (self.capture_order if sizes is None else _validate_sizes(sizes))]
-        todo = [s for s in wanted if s not in self._graph_bytes]
-        for size in todo:
-            captured = self.graph(size)
-            pool = new_pool()
-            probe = capture_callable(
-                self.fn,
-                captured.static_inputs,
-                pool=pool,
-                stream=self.stream,
-                warmup_iters=1,
-                label=f"batch size {size} (measured alone)",
-                keep_outputs=True,
-            )
-            usage = pool_usage(pool, self.device)
-            self._graph_bytes[size] = usage.reserved_bytes
-            self._alone_segments[size] = list(usage.segment_sizes)
-            probe.release()
-            row = self._rows.get(size)
-            if row is not None:
-                self._rows[size] = SizeMemory(row.size, row.order, row.pool_bytes_after, self._graph_bytes[size])
-        if todo:
-            torch.cuda.empty_cache()  # the measuring pools are freeable now; give their segments back
-        return {s: self._graph_bytes[s] for s in wanted}
+        wanted = self.capture_order if sizes is None else capture_sizes_in_order(sizes, "sizes")
+        return self.meter.measure_alone(wanted, self._capture_alone)
+
+    def _capture_alone(self, size: int) -> tuple[PoolId, CapturedGraph]:
+        return _capture_in_fresh_pool(self.fn, self.graph(size).static_inputs, self.stream, f"batch size {size}")
 
     @property
     def graph_bytes(self) -> dict[int, int]:
@@ -974,44 +941,20 @@ class GraphSet:
     @property
     def largest_graph_bytes(self) -> int:
         """The largest high-water mark measured; measures the largest size if none was."""
-        if not self._graph_bytes:
-            self.measure_graph_bytes([max(self.sizes)])
-        return max(self._graph_bytes.values())
-
-    def _largest_measured_size(self) -> int:
-        return max(self._graph_bytes, key=lambda s: (self._graph_bytes[s], s))
+        return self.meter.largest_alone_bytes(max(self.sizes), self._capture_alone)
 
     def pool_check(self, slack: int | None = None) -> PoolCheck:
         """The pool check's figures without raising (see ``check_pool``)."""
         self._require_open()
-        largest_bytes = self.largest_graph_bytes
-        largest_size = self._largest_measured_size()
-        if slack is None:
-            alone_segments = self._segments_alone(largest_size)
-            slack_obj = derive_slack(alone_segments)
-        else:
-            slack_obj = Slack(int(slack), (f"{format_bytes(int(slack))} given",))
-        check = PoolCheck(
-            pool_bytes=self.pool_bytes,
-            largest_size=largest_size,
-            largest_graph_bytes=largest_bytes,
-            cublas_workspace_bytes=self.cublas_workspace_bytes or 0,
-            slack=slack_obj,
+        self._pool_check = self.meter.check_against_alone(
+            slack,
+            self._capture_alone,
+            capture_order=self.capture_order,
             pool_mode=self.pool_mode,
             order=self.order,
             keep_outputs=self.keep_outputs,
-            rows=tuple(self._rows[s] for s in self.capture_order if s in self._rows),
         )
-        self._pool_check = check
-        return check
-
-    def _segments_alone(self, size: int) -> list[int]:
-        # The slack follows the segment kinds the largest graph's own capture needs:
-        # those are the kinds a smaller graph's request can fail to find room in.
-        if size not in self._alone_segments:
-            self._graph_bytes.pop(size, None)
-            self.measure_graph_bytes([size])
-        return self._alone_segments[size]
+        return self._pool_check
 
     def check_pool(self, slack: int | None = None) -> PoolCheck:
         """Assert the shared pool costs about what the largest graph costs alone.
@@ -1037,7 +980,7 @@ class GraphSet:
 
     def size_table(self) -> str:
         """The per-size table (capture order, pool after each capture, growth, own mark)."""
-        return format_size_table([self._rows[s] for s in self.capture_order if s in self._rows])
+        return self.meter.size_table(self.capture_order)
 
     # -- results and release ------------------------------------------------
     def result(self) -> GraphSetResult:
@@ -1048,14 +991,14 @@ class GraphSet:
             sizes=self.sizes,
             captured=len(self.graphs),
             pool_bytes=self.pool_bytes if self.graphs else None,
-            largest_graph_bytes=max(self._graph_bytes.values()) if self._graph_bytes else None,
+            largest_graph_bytes=max(self.meter.graph_bytes.values()) if self.meter.graph_bytes else None,
             max_abs_err=self._max_abs_err,
             capture_s=self.capture_s,
             order=self.order,
             pool=self.pool_mode,
             keep_outputs=self.keep_outputs,
             cublas_workspace_bytes=self.cublas_workspace_bytes,
-            graph_bytes=dict(self._graph_bytes) or None,
+            graph_bytes=dict(self.meter.graph_bytes) or None,
             pool_check_passed=None if self._pool_check is None else self._pool_check.passed,
             replay_checks=self._replay_checks,
         )

@@ -18,11 +18,15 @@ The rounding is the caching allocator's (c10/cuda/CUDACachingAllocator.cpp):
 The pool check's slack is derived from those rules (``derive_slack``) instead of
 being guessed.  Pure functions here work on plain segment dicts, so the
 arithmetic and the table are tested on a CPU.
+
+``PoolMeter`` is the one meter both ``capture.GraphSet`` and the piecewise runtime
+use: the pool bytes after each capture size, each size's own mark, the cuBLAS
+workspace the first capture puts in the pool, and the ``PoolCheck``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +41,8 @@ LARGE_BUFFER = 20 * MIB  # kLargeBuffer: size of a large segment for 1-10 MiB re
 ROUND_LARGE = 2 * MIB  # kRoundLarge: rounding of a request's own segment
 
 PoolId = tuple[int, int]
+# size -> (the fresh pool it was captured into alone, the graph: anything with ``release()``)
+CaptureAlone = Callable[[int], tuple[PoolId, Any]]
 
 
 def format_bytes(nbytes: int | None) -> str:
@@ -195,6 +201,11 @@ class Slack:
         return " + ".join(self.parts) if self.parts else "none"
 
 
+def given_slack(nbytes: int) -> Slack:
+    """A slack the caller gave in bytes (``check_pool(slack=...)``)."""
+    return Slack(int(nbytes), (f"{format_bytes(int(nbytes))} given",))
+
+
 def derive_slack(largest_graph_segments: Sequence[int]) -> Slack:
     """One more segment of each kind the largest graph's pool uses.
 
@@ -338,3 +349,191 @@ class PoolCheck:
             "slack_bytes": self.slack.nbytes,
             "passed": self.passed,
         }
+
+
+# --------------------------------------------------------------------------
+# the pool meter: one set of graph pools, size by size
+# --------------------------------------------------------------------------
+
+
+class PoolMeter:
+    """What the graph pools of one capture run hold, per capture size, and their pool check.
+
+    The capturing code adds each pool it captures into (``add_pool``) and calls
+    ``after_size`` once a size is captured; the meter reads the allocator snapshot
+    (``pool_usage``) and keeps a ``SizeMemory`` row per size.  ``release_cublas_workspace``
+    clears cuBLAS's workspaces after the last capture and counts the bytes that left the
+    pools: the workspace the first capture put there, which the pool check allows for.
+    ``note_alone`` keeps a size's own high-water mark (that size captured alone into a
+    fresh pool).  ``check`` builds the ``PoolCheck``.
+
+    Example::
+
+        meter = PoolMeter(device)
+        pool = meter.add_pool(new_pool())
+        ...capture the largest size into pool...
+        meter.after_size(512, order=0)
+        ...capture the other sizes...
+        meter.release_cublas_workspace()
+        meter.reserved_bytes()   # the pools' footprint, whole segments
+    """
+
+    def __init__(self, device: int | None = None) -> None:
+        self.device = device
+        self.pool_ids: list[PoolId] = []
+        self.rows: dict[int, SizeMemory] = {}  # insertion order = capture order
+        self.segments_after: dict[int, tuple[int, ...]] = {}
+        self.graph_bytes: dict[int, int] = {}  # each size alone in a fresh pool
+        self.alone_segments: dict[int, list[int]] = {}
+        self.cublas_workspace_bytes: int | None = None  # set by release_cublas_workspace
+
+    def add_pool(self, pool: PoolId) -> PoolId:
+        """Meter ``pool`` too (a shared pool once, or each separate pool)."""
+        self.pool_ids.append(pool)
+        return pool
+
+    def usage(self) -> PoolUsage:
+        """The metered pools now (nothing before the first pool)."""
+        return pool_usage(self.pool_ids, self.device) if self.pool_ids else PoolUsage(())
+
+    def reserved_bytes(self) -> int:
+        """Bytes the metered pools reserve now, in whole segments."""
+        return self.usage().reserved_bytes
+
+    def after_size(self, size: int, order: int) -> PoolUsage:
+        """Record the pools right after ``size`` (the ``order``-th size, 0 = first) was captured."""
+        usage = self.usage()
+        self.rows[size] = SizeMemory(size, order, usage.reserved_bytes)
+        self.segments_after[size] = usage.segment_sizes
+        return usage
+
+    def pool_bytes_after(self) -> dict[int, int | None]:
+        """Size -> the pools' bytes right after it was captured, in capture order."""
+        return {size: row.pool_bytes_after for size, row in self.rows.items()}
+
+    def release_cublas_workspace(self) -> int:
+        """Clear cuBLAS's workspaces and count the bytes that left the metered pools.
+
+        The workspace the first capture put in the pool stays registered with cuBLAS;
+        clearing it keeps a later matmul elsewhere from writing into the pool, and the
+        blocks it frees are the workspace's size.
+        """
+        from ._compat import clear_cublas_workspaces
+
+        before = self.usage().allocated_bytes
+        clear_cublas_workspaces()
+        self.cublas_workspace_bytes = max(0, before - self.usage().allocated_bytes)
+        return self.cublas_workspace_bytes
+
+    def note_alone(self, size: int, pool: PoolId) -> int:
+        """Record ``size``'s own high-water mark: its graph, captured alone into the fresh ``pool``."""
+        usage = pool_usage(pool, self.device)
+        self.graph_bytes[size] = usage.reserved_bytes
+        self.alone_segments[size] = list(usage.segment_sizes)
+        row = self.rows.get(size)
+        if row is not None:
+            self.rows[size] = SizeMemory(row.size, row.order, row.pool_bytes_after, usage.reserved_bytes)
+        return usage.reserved_bytes
+
+    def measure_alone(self, sizes: Iterable[int], capture_alone: CaptureAlone) -> dict[int, int]:
+        """Each size's own high-water mark, measuring the sizes not measured yet.
+
+        ``capture_alone(size)`` captures that size alone into a fresh pool and returns
+        ``(pool, graph)``; the meter reads the pool, then releases the graph.  The
+        measuring pools are given back to the device afterwards.
+        """
+        wanted = list(sizes)
+        todo = [s for s in wanted if s not in self.graph_bytes]
+        for size in todo:
+            pool, probe = capture_alone(size)
+            self.note_alone(size, pool)
+            probe.release()
+        if todo:
+            import torch
+
+            torch.cuda.empty_cache()  # the measuring pools are freeable now; give their segments back
+        return {s: self.graph_bytes[s] for s in wanted}
+
+    def largest_alone_bytes(self, default_size: int, capture_alone: CaptureAlone) -> int:
+        """The largest own mark measured; measures ``default_size`` alone if none was."""
+        if not self.graph_bytes:
+            self.measure_alone([default_size], capture_alone)
+        return max(self.graph_bytes.values())
+
+    def largest_measured_size(self) -> int:
+        """The size with the largest own mark (the larger size on a tie)."""
+        return max(self.graph_bytes, key=lambda s: (self.graph_bytes[s], s))
+
+    def rows_in(self, sizes: Iterable[int]) -> tuple[SizeMemory, ...]:
+        """The rows of ``sizes`` that were recorded, in that order."""
+        return tuple(self.rows[s] for s in sizes if s in self.rows)
+
+    def check(
+        self,
+        *,
+        largest_size: int,
+        largest_graph_bytes: int,
+        largest_segments: Sequence[int],
+        slack: int | None,
+        capture_order: Sequence[int],
+        pool_mode: str = "shared",
+        order: str = "largest_first",
+        keep_outputs: bool = False,
+    ) -> PoolCheck:
+        """The pool check: the pools now against the largest graph's mark + workspace + slack.
+
+        ``slack=None`` derives it from ``largest_segments`` (``derive_slack``); an int
+        is a slack in bytes.
+        """
+        slack_obj = derive_slack(largest_segments) if slack is None else given_slack(slack)
+        return PoolCheck(
+            pool_bytes=self.reserved_bytes(),
+            largest_size=largest_size,
+            largest_graph_bytes=largest_graph_bytes,
+            cublas_workspace_bytes=self.cublas_workspace_bytes or 0,
+            slack=slack_obj,
+            pool_mode=pool_mode,
+            order=order,
+            keep_outputs=keep_outputs,
+            rows=self.rows_in(capture_order),
+        )
+
+    def check_against_alone(
+        self,
+        slack: int | None,
+        capture_alone: CaptureAlone,
+        *,
+        capture_order: Sequence[int],
+        pool_mode: str,
+        order: str,
+        keep_outputs: bool,
+    ) -> PoolCheck:
+        """The pool check against the largest size's own mark (``GraphSet.pool_check``).
+
+        Measures the largest size alone when nothing was measured; a derived slack
+        needs the largest measured size's own segments, measured again if missing.
+        """
+        largest_bytes = self.largest_alone_bytes(max(capture_order), capture_alone)
+        largest_size = self.largest_measured_size()
+        segments: Sequence[int] = ()
+        if slack is None:
+            # The slack follows the segment kinds the largest graph's own capture needs:
+            # those are the kinds a smaller graph's request can fail to find room in.
+            if largest_size not in self.alone_segments:
+                self.graph_bytes.pop(largest_size, None)
+                self.measure_alone([largest_size], capture_alone)
+            segments = self.alone_segments[largest_size]
+        return self.check(
+            largest_size=largest_size,
+            largest_graph_bytes=largest_bytes,
+            largest_segments=segments,
+            slack=slack,
+            capture_order=capture_order,
+            pool_mode=pool_mode,
+            order=order,
+            keep_outputs=keep_outputs,
+        )
+
+    def size_table(self, capture_order: Sequence[int]) -> str:
+        """The per-size table of the recorded sizes (see ``format_size_table``)."""
+        return format_size_table(list(self.rows_in(capture_order)))

@@ -9,6 +9,7 @@ import torch
 
 from pytest_cudagraph import CaptureError, UsageProblem
 from pytest_cudagraph.capture import GraphSet, GraphSetResult, capture_graphs, describe_capture_failure, real_cause
+from pytest_cudagraph.sizes import capture_sizes_in_order, validate_capture_sizes
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without a CUDA device")
 
@@ -124,3 +125,35 @@ def test_graph_set_result_json_has_the_report_fields():
         capture_s=0.0, order="as_given", pool="separate", keep_outputs=True, cublas_workspace_bytes=None,
     ).to_json()
     assert math.isnan(nan["max_abs_err"])  # the report writer stores it as "nan"
+
+
+def test_the_one_size_validator_sorts_dedupes_and_keeps_the_given_order_on_request():
+    assert validate_capture_sizes([8, 1, 8, 2]) == (1, 2, 8)
+    assert validate_capture_sizes(4) == (4,)
+    assert capture_sizes_in_order([8, 1, 8, 2], "sizes") == (8, 1, 2)
+
+
+@pytest.mark.parametrize(
+    "sizes, fragment",
+    [
+        (None, "no capture sizes were given: the capture needs capture_sizes; pass capture_sizes=[1, 2, 4, 8]"),
+        ([], "capture_sizes=[] is empty; give at least one positive batch size"),
+        ("1 2", "capture_sizes='1 2' is not a list of batch sizes"),
+        ([2, True], "capture size True is not a positive integer"),
+        ([2, -1], "capture_sizes=[2, -1] must be a non-empty list of positive ints, but capture size -1 is not"),
+        ([1.5], "capture size 1.5 is not a positive integer; give sizes such as [1, 2, 4, 8]"),
+    ],
+)
+def test_the_one_size_validator_says_one_sentence(sizes, fragment):
+    with pytest.raises(UsageProblem) as problem:
+        validate_capture_sizes(sizes)
+    assert fragment in str(problem.value)
+    assert "\n" not in str(problem.value)
+
+
+def test_the_validator_raises_the_callers_error_type():
+    class MarkerError(ValueError):
+        pass
+
+    with pytest.raises(MarkerError, match=r"@pytest.mark.cudagraph: capture_sizes=\[0\] must be"):
+        validate_capture_sizes([0], "@pytest.mark.cudagraph: capture_sizes", error=MarkerError)

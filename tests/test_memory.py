@@ -11,6 +11,7 @@ from pytest_cudagraph.memory import (
     MIB,
     SMALL_BUFFER,
     PoolCheck,
+    PoolMeter,
     SizeMemory,
     derive_slack,
     format_bytes,
@@ -144,3 +145,32 @@ def test_pool_check_tells_the_measured_h200_figures_apart():
     assert check(76).passed and check(76).limit == 93 * MIB
     assert not check(144, order="as_given", keep_outputs=True).passed
     assert not check(992, pool_mode="separate").passed
+
+
+def test_pool_meter_builds_the_check_from_its_rows_and_the_workspace():
+    # No pool metered yet, so nothing reads the allocator: the figures are the meter's own.
+    meter = PoolMeter(device=0)
+    meter.rows = {8: SizeMemory(8, 0, 52 * MIB), 1: SizeMemory(1, 1, 54 * MIB)}
+    meter.segments_after = {8: (LARGE_BUFFER, LARGE_BUFFER, SMALL_BUFFER)}
+    meter.cublas_workspace_bytes = 32 * MIB
+    check = meter.check(
+        largest_size=8,
+        largest_graph_bytes=20 * MIB,
+        largest_segments=meter.segments_after[8],
+        slack=None,
+        capture_order=[8, 4, 1],
+    )
+    assert check.pool_bytes == 0 and check.cublas_workspace_bytes == 32 * MIB
+    assert check.limit == (20 + 32 + 22) * MIB  # derived slack: one large and one small segment
+    assert [row.size for row in check.rows] == [8, 1]  # capture order, sizes without a row left out
+    assert meter.pool_bytes_after() == {8: 52 * MIB, 1: 54 * MIB}
+    given = meter.check(
+        largest_size=8, largest_graph_bytes=20 * MIB, largest_segments=(), slack=3 * MIB, capture_order=[8]
+    )
+    assert given.slack.nbytes == 3 * MIB and given.slack.describe() == "3.0 MiB given"
+
+
+def test_pool_meter_names_the_larger_size_on_a_tie_of_own_marks():
+    meter = PoolMeter()
+    meter.graph_bytes = {1: 2 * MIB, 4: 2 * MIB, 2: MIB}
+    assert meter.largest_measured_size() == 4

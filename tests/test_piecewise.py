@@ -24,6 +24,7 @@ from toy_attention import (
 )
 
 from pytest_cudagraph import _compat as compat
+from pytest_cudagraph.capture import GraphSet
 from pytest_cudagraph.errors import InvariantViolation, UsageProblem
 from pytest_cudagraph.piecewise import PiecewiseFixture, piecewise_compile, resolve_splitting_ops
 from pytest_cudagraph.record import TestRecord
@@ -136,6 +137,19 @@ def test_bad_arguments_are_usage_problems(kwargs, match):
     arguments = {"capture_sizes": [2], "backend": "eager", **kwargs}
     with pytest.raises(UsageProblem, match=match):
         piecewise_compile(ToyModel(layers=1), [ATTENTION_OP], **arguments)
+
+
+@pytest.mark.parametrize("sizes", [[2, 0], [], None, "2 4"])
+def test_bad_sizes_read_the_same_as_for_capture_graphs(sizes):
+    with pytest.raises(UsageProblem) as piecewise:
+        piecewise_compile(ToyModel(layers=1), [ATTENTION_OP], sizes, backend="eager")
+    with pytest.raises(UsageProblem) as graphs:
+        GraphSet(lambda x: x, lambda n: torch.randn(n), sizes)
+
+    def argument_named_sizes(text):
+        return text.replace("piecewise_compile", "capture_graphs").replace("capture_sizes", "sizes")
+
+    assert argument_named_sizes(str(piecewise.value)) == argument_named_sizes(str(graphs.value))
 
 
 def test_inductor_partition_refuses_another_backend():

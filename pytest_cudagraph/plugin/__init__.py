@@ -97,10 +97,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    """At start-up: the hooks other plugins and conftest files may implement (hooks.py)."""
-    from .. import hooks
+    """At start-up: the hooks other plugins and conftest files may implement (hookspecs.py)."""
+    from . import hookspecs
 
-    pluginmanager.add_hookspecs(hooks)
+    pluginmanager.add_hookspecs(hookspecs)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -1,0 +1,146 @@
+"""The split graph at run time: capture every size into one pool, then pad, replay and slice.
+
+Each non-splitting piece is captured as one CUDA graph per capture size, largest
+size first, all sizes and all pieces in **one** memory pool.  Outputs of a piece
+feed the next piece through static buffers; after a size is captured its piece
+outputs are kept only as non-owning aliases (vLLM's weak refs), so the next,
+smaller size reuses the same pool memory.  The pool is metered by the same
+``memory.PoolMeter`` as a ``GraphSet``'s.
+
+At run time a batch of ``n`` rows is padded (zeros, along ``batch_dim``) to the
+next captured size and the outputs are sliced back to ``n`` rows; a batch larger
+than the largest captured size runs the compiled pieces without graphs.  Without
+CUDA (or with CPU inputs) nothing is captured and the split pieces run as they are.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from .. import _compat as compat
+from ..memory import PoolCheck, PoolMeter
+from .ops import SplittingOp, SplittingOpCounter
+from .padding import BatchPadding
+from .pieces import PassState
+from .trace import GraphTrace
+
+
+class PiecewiseRuntime:
+    """Runs the traced, split graph: one capture pass per size, then calls that replay.
+
+    ``state`` is the pass state every capturable piece reads; ``meter`` meters the
+    one pool once something was captured.
+    """
+
+    def __init__(
+        self, state: PassState, trace: GraphTrace, padding: BatchPadding, splitting_ops: Sequence[SplittingOp]
+    ):
+        self.state = state
+        self.trace = trace
+        self.padding = padding
+        self.splitting_ops = splitting_ops
+        self.meter: PoolMeter | None = None
+        self.device_index: int | None = None
+        self.captured = False
+        self.capture_s: float | None = None
+        self.last_calls: Counter[str] = Counter()
+
+    def capture_all(self, args: Sequence[Any]) -> None:
+        """Capture every capturable piece at every size, largest first, into one pool."""
+        __tracebackhide__ = True
+        devices = {a.device.type for a in args if isinstance(a, torch.Tensor)}
+        if devices != {"cuda"} or not compat.cuda_available():
+            return  # the CPU path: the split pieces run uncaptured
+        from ..capture import new_pool
+
+        state = self.state
+        device = next(a.device for a in args if isinstance(a, torch.Tensor))
+        self.device_index = device.index if device.index is not None else torch.cuda.current_device()
+        started = time.perf_counter()
+        self.meter = PoolMeter(self.device_index)
+        state.pool = self.meter.add_pool(new_pool())
+        state.stream = torch.cuda.Stream(device)
+        state.workspace_in_pool = True
+        try:
+            for order, size in enumerate(sorted(self.padding.capture_sizes, reverse=True)):
+                self._capture_size(args, size, device)
+                self.meter.after_size(size, order)
+        finally:
+            state.mode, state.size = "run", None
+            if state.pool is not None:
+                # The workspace the first capture put in the pool stays registered with
+                # cuBLAS; clear it so no later matmul elsewhere writes into our pool.
+                self.meter.release_cublas_workspace()
+        self.captured = True
+        self.capture_s = time.perf_counter() - started
+
+    def _capture_size(self, args: Sequence[Any], size: int, device: torch.device) -> None:
+        __tracebackhide__ = True
+        state, runner = self.state, self.trace.runner
+        graph_args = self.trace.graph_args(self.padding.stage(self.padding.zeros_like(args, size), size), size)
+        # Warm the whole chain up on the capture stream: cuBLAS handles and
+        # lazily built kernels must exist before any piece is captured.
+        state.stream.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(state.stream):
+            state.mode = "run"
+            runner(*graph_args)
+        torch.cuda.current_stream(device).wait_stream(state.stream)
+        state.mode, state.size = "capture", size
+        state.captured_in_pass = []
+        out = runner(*graph_args)
+        del out, graph_args
+        # Only now, with every piece of this size captured, may its pool
+        # tensors go: the pieces read each other's outputs.
+        pool_storages = set().union(*(p.output_storages(size) for p in state.captured_in_pass))
+        for piece in state.captured_in_pass:
+            piece.weaken(size, pool_storages)
+        state.captured_in_pass = []
+
+    def run(self, args: Sequence[Any]) -> Any:
+        """One call: pad to the next captured size, replay (or run the pieces), slice the outputs back."""
+        __tracebackhide__ = True
+        padding, state = self.padding, self.state
+        padding.check_signature(args)
+        rows = padding.batch_size(args)
+        padded = padding.padded_size(rows)
+        if padded is None:
+            inputs = [a.contiguous() if isinstance(a, torch.Tensor) else a for a in args]
+            size = rows
+        else:
+            inputs = padding.stage(args, padded)
+            size = padded
+        graph_args = self.trace.graph_args(inputs, size)
+        counter = SplittingOpCounter(self.splitting_ops)
+        try:
+            if padded is not None and self.captured:
+                state.mode, state.size = "replay", padded
+            with counter:
+                raw = self.trace.runner(*graph_args)
+        finally:
+            state.mode, state.size = "run", None
+        self.last_calls = counter.counts
+        return self.trace.outputs(raw, inputs, size, rows)
+
+    def pool_bytes(self) -> int | None:
+        """Bytes the one pool holds now; None when nothing was captured."""
+        return self.meter.reserved_bytes() if self.captured and self.meter is not None else None
+
+    def pool_check(self, slack: int | None) -> PoolCheck:
+        """The pool now against the pool right after the largest size (less the cuBLAS workspace)."""
+        assert self.meter is not None, "pool_check needs captured graphs"
+        meter = self.meter
+        order = sorted(self.padding.capture_sizes, reverse=True)
+        largest = order[0]
+        workspace = meter.cublas_workspace_bytes or 0
+        return meter.check(
+            largest_size=largest,
+            largest_graph_bytes=max(0, meter.rows[largest].pool_bytes_after - workspace),
+            largest_segments=meter.segments_after[largest],
+            slack=slack,
+            capture_order=order,
+        )
