@@ -106,21 +106,6 @@ def autograd_cache_enabled() -> bool:
     return bool(getattr(functorch_config, "enable_autograd_cache", False))
 
 
-@contextlib.contextmanager
-def caches_enabled() -> Iterator[None]:
-    """Turn on the FX-graph and AOTAutograd caches for the block (2.6 has AOTAutograd's off)."""
-    import torch._functorch.config as functorch_config
-    import torch._inductor.config as inductor_config
-
-    patches = [inductor_config.patch(fx_graph_cache=True)]
-    if hasattr(functorch_config, "enable_autograd_cache"):
-        patches.append(functorch_config.patch(enable_autograd_cache=True))
-    with contextlib.ExitStack() as stack:
-        for patch in patches:
-            stack.enter_context(patch)
-        yield
-
-
 def inductor_cache_dir() -> str:
     """Inductor's current cache directory (``runtime.cache_dir_utils`` in 2.6+)."""
     try:
@@ -421,55 +406,143 @@ def cudagraph_tree_pool(manager: Any) -> tuple[int, int] | None:
 # portable cache artifacts, forwarding config to a child interpreter
 # --------------------------------------------------------------------------
 
-# (config module, flag, environment variable) of each on-disk cache layer
-_CACHE_FLAGS = (
-    ("torch._inductor.config", "fx_graph_cache", "TORCHINDUCTOR_FX_GRAPH_CACHE"),
-    ("torch._functorch.config", "enable_autograd_cache", "TORCHINDUCTOR_AUTOGRAD_CACHE"),
+# (report layer, config module, flag, environment variables that set it) of each on-disk cache layer
+_CACHE_LAYER_FLAGS = (
+    (
+        "fxgraph",
+        "torch._inductor.config",
+        "fx_graph_cache",
+        ("TORCHINDUCTOR_FX_GRAPH_CACHE", "TORCHINDUCTOR_FX_GRAPH_CACHE_DEFAULT"),
+    ),
+    ("aot_autograd", "torch._functorch.config", "enable_autograd_cache", ("TORCHINDUCTOR_AUTOGRAD_CACHE",)),
 )
 
 
-def _env_says_off(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("0", "false", "no", "off")
+def _who_set_flag(module: Any, flag: str, env_names: tuple[str, ...]) -> str | None:
+    """Who gave a cache flag its value: ``"NAME=value"`` (environment), ``"set in code"``, or None (torch's default).
+
+    torch's ``ConfigModule`` keeps, per entry, the value set in code (``user_override``:
+    a plain attribute in 2.6, a ``ContextVar`` from the 2.8-era rewrite, unset until
+    someone assigns or patches the flag) and, from that rewrite on, the environment's
+    forcing value (``env_value_force``), which wins over code.  In 2.6 the environment
+    variable is read into the entry's *default* at import (``fx_graph_cache = environ
+    .get("TORCHINDUCTOR_FX_GRAPH_CACHE", "1") == "1"``), so there a variable that is
+    present at all is the user's choice.  An entry this torch lays out otherwise
+    answers ``"set by this torch in a way it does not say"``: never taken for a default.
+    """
+    import contextvars
+
+    from torch.utils._config_module import _UNSET_SENTINEL
+
+    present = [name for name in env_names if name in os.environ]
+    env_text = ", ".join(f"{name}={os.environ[name]}" for name in present)
+    entry = getattr(module, "_config", {}).get(flag)
+    if entry is None or not hasattr(entry, "user_override"):
+        return env_text or "set by this torch in a way it does not say"
+    if getattr(entry, "env_value_force", _UNSET_SENTINEL) is not _UNSET_SENTINEL:
+        return env_text or f"{env_names[0]}, read when torch was imported"
+    override = entry.user_override
+    if isinstance(override, contextvars.ContextVar):
+        override = override.get()
+    if override is not _UNSET_SENTINEL:
+        return "set in code"
+    return env_text or None
 
 
-def cache_disabled_reasons() -> list[str]:
-    """Why the FX-graph / AOTAutograd disk caches cannot answer in this process (empty: they can).
+def cache_layers_off_by_user() -> dict[str, str]:
+    """Cache layers (``"fxgraph"``, ``"aot_autograd"``) the user turned off, with why, e.g.
 
-    ``force_disable_caches`` lives in ``torch.compiler.config`` from 2.11 and in
-    ``torch._inductor.config`` before; a flag turned off by its environment variable
-    counts as disabled.  A flag that is merely off by default (FX cache in 2.4,
-    AOTAutograd cache in 2.6) is not a reason: ``enable_default_off_caches()`` turns it on.
+    ``{"aot_autograd": "torch._functorch.config.enable_autograd_cache is False (set in code)"}``.
+
+    A flag that is off because this torch leaves it off by default (AOTAutograd's in
+    2.6; both are on from 2.8) is not here: ``enable_default_off_caches()`` may turn it on.
     """
     import importlib
 
+    off = {}
+    for layer, module_name, flag, env_names in _CACHE_LAYER_FLAGS:
+        module = importlib.import_module(module_name)
+        if not hasattr(module, flag) or getattr(module, flag):
+            continue
+        who = _who_set_flag(module, flag, env_names)
+        if who is not None:
+            off[layer] = f"{module_name}.{flag} is False ({who})"
+    return off
+
+
+def cache_disabled_reasons() -> list[str]:
+    """Why the FX-graph / AOTAutograd disk caches cannot all answer in this process (empty: they can).
+
+    ``force_disable_caches`` lives in ``torch.compiler.config`` from 2.11 and in
+    ``torch._inductor.config`` before; a layer turned off by the user, by its
+    environment variable or in code, counts as disabled.  A flag that is merely off
+    by default (AOTAutograd's cache in 2.6) is not a reason: ``enable_default_off_caches()``
+    turns it on.
+    """
     reasons = []
     owner = force_disable_caches_owner()
     if getattr(owner, "force_disable_caches", False):
         env = os.environ.get("TORCHINDUCTOR_FORCE_DISABLE_CACHES")
         where = f"TORCHINDUCTOR_FORCE_DISABLE_CACHES={env}" if env else "set in code"
         reasons.append(f"{owner.__name__}.force_disable_caches is True ({where})")
-    for module_name, flag, env_name in _CACHE_FLAGS:
-        module = importlib.import_module(module_name)
-        if hasattr(module, flag) and not getattr(module, flag) and _env_says_off(env_name):
-            reasons.append(f"{module_name}.{flag} is False ({env_name}={os.environ[env_name]})")
+    reasons.extend(cache_layers_off_by_user().values())
     return reasons
 
 
 def enable_default_off_caches() -> contextlib.AbstractContextManager:
-    """Turn on the cache layers that this torch leaves off by default, for the block.
+    """Turn on, for the block, the cache layers this torch leaves off by default and nobody set.
 
-    The FX-graph cache is off by default in 2.4 and AOTAutograd's in 2.6; both are on
-    from 2.8.  A layer the user turned off with its environment variable stays off, so
-    that the check reports it instead of hiding it.
+    The FX-graph cache is on by default in every supported torch; AOTAutograd's is
+    off by default in 2.6 and on from 2.8.  A layer the user turned off, by its environment variable or in
+    code (``config.patch(enable_autograd_cache=False)``, ``fx_graph_cache = False``),
+    stays off: a probe measures the configuration the user runs, and reports the
+    layer as off by the user (``cache_layers_off_by_user()``) instead of hiding it.
     """
     import importlib
 
     stack = contextlib.ExitStack()
-    for module_name, flag, env_name in _CACHE_FLAGS:
+    for _layer, module_name, flag, env_names in _CACHE_LAYER_FLAGS:
         module = importlib.import_module(module_name)
-        if hasattr(module, flag) and not getattr(module, flag) and not _env_says_off(env_name):
+        if hasattr(module, flag) and not getattr(module, flag) and _who_set_flag(module, flag, env_names) is None:
             stack.enter_context(module.patch(**{flag: True}))
     return stack
+
+
+@contextlib.contextmanager
+def counting_fx_graph_cache_writes(counts: dict[str, int], key: str = "fxgraph_written") -> Iterator[None]:
+    """Count, in ``counts[key]``, every entry Inductor writes into its local FX-graph cache in the block.
+
+    torch keeps no counter of these writes that every supported version bumps: 2.13
+    and 2.14 call ``cache_stats.put("LocalFxGraphCache")`` after a save (not after
+    loading mega-cache artifacts), the 2.7-era ``FxGraphCache._write_to_local_cache``
+    has no counter, and 2.6 writes inline in ``FxGraphCache._save_graph``.  All of
+    them write the entry with ``torch._inductor.codecache.write_atomic``, looked up as
+    a module global at call time, to a file under ``FxGraphCache._get_tmp_dir()``
+    (``<cache dir>/fxgraph``).  So the write itself is counted: the function is
+    wrapped for the block and put back on exit.  Entries deleted later
+    (``FxGraphCache.clear()``) stay counted.
+    """
+    from torch._inductor import codecache
+
+    original = codecache.write_atomic
+
+    def counting_write_atomic(path_: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(path_, *args, **kwargs)
+        try:
+            fx_dir = os.path.abspath(codecache.FxGraphCache._get_tmp_dir())
+            if os.path.abspath(str(path_)).startswith(fx_dir + os.sep):
+                counts[key] = counts.get(key, 0) + 1
+        except Exception:  # a layout this torch does not have: not counted, never breaks the write
+            pass
+        return result
+
+    codecache.write_atomic = counting_write_atomic
+    try:
+        yield
+    finally:
+        # Put back only our own wrapper: whoever wrapped it after us undoes theirs.
+        if codecache.write_atomic is counting_write_atomic:
+            codecache.write_atomic = original
 
 
 def cache_bypass_loggers() -> dict[str, tuple[str, str]]:

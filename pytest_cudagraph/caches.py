@@ -5,12 +5,18 @@ nothing.  ``cache_probe()`` gives an isolated cache directory and reads what eac
 layer did while it was active:
 
 - ``fxgraph``: hits, misses and bypasses of Inductor's FX-graph cache (torch's
-  counters), entries saved (new files on disk), and the bypass reasons torch logs;
+  counters), entries saved (each write of an entry counted as it happens, so an
+  entry deleted afterwards still counts), and the bypass reasons torch logs;
 - ``aot_autograd``: hits, misses, bypasses and saves of AOTAutograd's cache;
 - ``triton``: kernels compiled and loaded.  On a warm FX-cache hit Triton is not
   called at all (the kernels come bundled with the FX entry), so compiles are
   counted as new kernel directories in the Triton cache and, where Triton has it
   (3.4+), as calls of its compilation listener that missed Triton's own cache.
+
+A layer the user turned off (``TORCHINDUCTOR_AUTOGRAD_CACHE=0``,
+``torch._functorch.config.patch(enable_autograd_cache=False)``) stays off under a
+probe and is reported in ``stats().disabled``, not as misses; only a layer this
+torch leaves off by default (AOTAutograd's in 2.6) is turned on for the probe.
 
 ``.cold_warm(fn, *args)`` runs ``fn`` against an empty cache, then again with every
 in-memory compile cache dropped (``mode="inprocess"``) or in a fresh interpreter
@@ -86,12 +92,15 @@ class CacheStats:
     saved, guard_miss.  ``triton``: compiled, loaded, new_kernel_dirs, plus the
     bundler's file counters and the listener's counts where Triton has a listener.
     ``bypass_reasons``: ``(layer, reason)`` pairs, verbatim from torch's log records.
+    ``disabled``: layer -> why, for each layer the user had turned off (by its
+    environment variable or in code) while the interval ran; its zeros are not misses.
     """
 
     fxgraph: Mapping[str, int]
     aot_autograd: Mapping[str, int]
     triton: Mapping[str, int]
     bypass_reasons: tuple[tuple[str, str], ...] = ()
+    disabled: Mapping[str, str] = field(default_factory=dict)
 
     def reasons(self, layer: str | None = None) -> list[str]:
         """Distinct bypass reasons, in the order first seen (of one layer, or all)."""
@@ -109,7 +118,11 @@ class CacheStats:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {layer: dict(getattr(self, layer)) for layer in LAYERS}
         if self.bypass_reasons:
-            out["bypass_reasons"] = {layer: self.reasons(layer) for layer in ("fxgraph", "aot_autograd") if self.reasons(layer)}
+            out["bypass_reasons"] = {
+                layer: self.reasons(layer) for layer in ("fxgraph", "aot_autograd") if self.reasons(layer)
+            }
+        if self.disabled:
+            out["disabled"] = dict(self.disabled)
         return out
 
     @classmethod
@@ -117,7 +130,11 @@ class CacheStats:
         reasons = tuple(
             (layer, reason) for layer, items in (data.get("bypass_reasons") or {}).items() for reason in items
         )
-        return cls(**{layer: dict(data.get(layer) or {}) for layer in LAYERS}, bypass_reasons=reasons)
+        return cls(
+            **{layer: dict(data.get(layer) or {}) for layer in LAYERS},
+            bypass_reasons=reasons,
+            disabled=dict(data.get("disabled") or {}),
+        )
 
 
 @dataclass(frozen=True)
@@ -200,19 +217,14 @@ class ProbeResult:
 @dataclass(frozen=True)
 class _Reading:
     counters: CounterSnapshot
-    fx_entries: frozenset[str]
-    aot_entries: frozenset[str]
+    # FX-graph cache entries written since the probe started (compat.counting_fx_graph_cache_writes)
+    fx_written: int
     kernel_dirs: frozenset[str]
     listener_compiled: int
     listener_loaded: int
     reasons_seen: int
-
-
-def _files_under(path: Path) -> set[str]:
-    found: set[str] = set()
-    for parent, _dirs, files in os.walk(path):
-        found.update(os.path.join(parent, f) for f in files if not f.endswith((".lock", ".tmp")))
-    return found
+    # layer -> why, for the layers the user had turned off at this moment
+    off_by_user: tuple[tuple[str, str], ...] = ()
 
 
 class _BypassLog(logging.Filter):
@@ -343,6 +355,7 @@ class CacheProbe:
         self._stack: contextlib.ExitStack | None = None
         self._reasons: list[tuple[str, str]] = []
         self._listener_counts = {"compiled": 0, "loaded": 0}
+        self._write_counts: dict[str, int] = {}
         self._has_listener = False
         self._start: _Reading | None = None
         self._recorded: dict[str, Any] = {}
@@ -358,6 +371,7 @@ class CacheProbe:
         try:
             stack.enter_context(_environ(cache_environment(self.cache_dir)))
             stack.enter_context(compat.enable_default_off_caches())
+            stack.enter_context(compat.counting_fx_graph_cache_writes(self._write_counts))
             stack.enter_context(_capture_bypass_reasons(self._reasons))
             self._has_listener = stack.enter_context(_count_triton_compiles(self._listener_counts))
             compat.clear_in_memory_compile_caches()
@@ -389,29 +403,26 @@ class CacheProbe:
 
     def _require_active(self, what: str) -> None:
         if self._stack is None:
-            raise UsageProblem(f"compile_cache.{what}() was called outside its 'with cache_probe()' block; call it inside")
+            raise UsageProblem(
+                f"compile_cache.{what}() was called outside its 'with cache_probe()' block; call it inside"
+            )
 
     # -- reading ------------------------------------------------------------
     def _read(self) -> _Reading:
-        fx: set[str] = set()
-        aot: set[str] = set()
-        for d in self._dirs:
-            fx |= _files_under(d / "fxgraph")
-            aot |= _files_under(d / "aotautograd")
         return _Reading(
             counters=counter_snapshot(),
-            fx_entries=frozenset(fx),
-            aot_entries=frozenset(aot),
+            fx_written=self._write_counts.get("fxgraph_written", 0),
             kernel_dirs=triton_kernel_dirs(d / "triton" for d in self._dirs),
             listener_compiled=self._listener_counts["compiled"],
             listener_loaded=self._listener_counts["loaded"],
             reasons_seen=len(self._reasons),
+            off_by_user=tuple(compat.cache_layers_off_by_user().items()),
         )
 
     def _stats_between(self, before: _Reading, after: _Reading) -> CacheStats:
         delta = delta_between(before.counters, after.counters)
         fxgraph = dict(delta.fxgraph)
-        fxgraph["saved"] = len(after.fx_entries - before.fx_entries)
+        fxgraph["saved"] = after.fx_written - before.fx_written
         aot = dict(delta.aot_autograd)
         new_dirs = len(after.kernel_dirs - before.kernel_dirs)
         bundler = {k: v for k, v in delta.triton.items() if k not in ("compiled", "loaded", "new_kernel_dirs")}
@@ -426,7 +437,9 @@ class CacheProbe:
             triton["listener_loaded"] = listener_loaded
         triton.update(bundler)
         reasons = tuple(self._reasons[before.reasons_seen : after.reasons_seen])
-        return CacheStats(fxgraph=fxgraph, aot_autograd=aot, triton=triton, bypass_reasons=reasons)
+        disabled = dict(before.off_by_user)
+        disabled.update(after.off_by_user)
+        return CacheStats(fxgraph=fxgraph, aot_autograd=aot, triton=triton, bypass_reasons=reasons, disabled=disabled)
 
     def _stats_since(self, before: _Reading) -> CacheStats:
         return self._stats_between(before, self._read())
@@ -508,7 +521,9 @@ class CacheProbe:
         self._passes.append(result)
         return result
 
-    def cold_warm(self, fn: Callable[..., Any] | str, *args: Any, mode: str = "inprocess", seed: int = DEFAULT_SEED) -> ColdWarm:
+    def cold_warm(
+        self, fn: Callable[..., Any] | str, *args: Any, mode: str = "inprocess", seed: int = DEFAULT_SEED
+    ) -> ColdWarm:
         """Run ``fn(*args)`` against an empty cache, then warm; return ``ColdWarm`` (``cold, warm``).
 
         ``mode="inprocess"`` drops Dynamo's and Inductor's in-memory caches between
@@ -519,7 +534,9 @@ class CacheProbe:
         """
         self._require_active("cold_warm")
         if mode not in ("inprocess", "subprocess"):
-            raise UsageProblem(f"cold_warm(mode={mode!r}) is not a known mode; use mode='inprocess' or mode='subprocess'")
+            raise UsageProblem(
+                f"cold_warm(mode={mode!r}) is not a known mode; use mode='inprocess' or mode='subprocess'"
+            )
         refuse_if_caches_disabled("cold_warm()")
         target = importable_name(fn) if mode == "subprocess" else None
         call_fn = resolve_importable(fn) if isinstance(fn, str) else fn
@@ -572,8 +589,14 @@ class CacheProbe:
         out_path = directory / "warm-pass.out.pt"
         try:
             torch.save(
-                {"target": target, "args": args, "seed": seed, "cache_dir": str(directory), "out": str(out_path),
-                 "config": compat.changed_compile_config()},
+                {
+                    "target": target,
+                    "args": args,
+                    "seed": seed,
+                    "cache_dir": str(directory),
+                    "out": str(out_path),
+                    "config": compat.changed_compile_config(),
+                },
                 spec_path,
             )
         except Exception as exc:
@@ -587,7 +610,9 @@ class CacheProbe:
         proc = subprocess.run(cmd, env=env, cwd=os.getcwd(), capture_output=True, text=True)
         return self._load_child_pass(out_path, proc, cmd, what=f"{target}(...)")
 
-    def _load_child_pass(self, out_path: Path, proc: subprocess.CompletedProcess, cmd: list[str], what: str) -> PassResult:
+    def _load_child_pass(
+        self, out_path: Path, proc: subprocess.CompletedProcess, cmd: list[str], what: str
+    ) -> PassResult:
         __tracebackhide__ = True
         payload = _read_child_output(out_path)
         if payload is None or payload.get("error"):
@@ -644,18 +669,31 @@ def refuse_if_caches_disabled(what: str) -> None:
         )
 
 
-def warm_pass_problems(cold: PassResult, warm: PassResult, rtol: float | None = None, atol: float | None = None) -> list[str]:
-    """The violated parts of the warm-start invariant, one short line each."""
+def warm_pass_problems(
+    cold: PassResult, warm: PassResult, rtol: float | None = None, atol: float | None = None
+) -> list[str]:
+    """The violated parts of the warm-start invariant, one short line each.
+
+    A layer the user turned off during a pass cannot hit on the warm pass whatever
+    the cache holds: it is named as off by the user (what to change), and its
+    counters are not read as misses (which would point at cache keys).  AOTAutograd's
+    cache stores its entries through the FX-graph cache, so with that one off
+    AOTAutograd's counters are not read either.
+    """
     problems = []
-    if not cold.stats.compiled_anything:
+    off = {**cold.stats.disabled, **warm.stats.disabled}
+    for layer, why in off.items():
+        problems.append(f"{layer}: off by your choice during the passes ({why}), so the warm pass cannot hit it")
+    checked = [layer for layer in ("fxgraph", "aot_autograd") if layer not in off and "fxgraph" not in off]
+    if "fxgraph" in checked and not cold.stats.compiled_anything:
         problems.append("the cold pass compiled nothing with Inductor (no FX-graph cache lookup at all)")
     w = warm.stats
-    if w.fxgraph.get("hit", 0) < 1:
+    if "fxgraph" in checked and w.fxgraph.get("hit", 0) < 1:
         problems.append("fxgraph: no hit on the warm pass")
-    if compat.autograd_cache_enabled() and cold.stats.aot_autograd.get("miss", 0) + cold.stats.aot_autograd.get("hit", 0) > 0:
+    if "aot_autograd" in checked and cold.stats.aot_autograd.get("miss", 0) + cold.stats.aot_autograd.get("hit", 0) > 0:
         if w.aot_autograd.get("hit", 0) < 1:
             problems.append("aot_autograd: no hit on the warm pass")
-    for layer in ("fxgraph", "aot_autograd"):
+    for layer in checked:
         for key in ("miss", "guard_miss", "saved", "bypass"):
             if getattr(w, layer).get(key, 0):
                 problems.append(f"{layer}: {key} {getattr(w, layer)[key]} on the warm pass")
@@ -666,7 +704,9 @@ def warm_pass_problems(cold: PassResult, warm: PassResult, rtol: float | None = 
     return problems
 
 
-def _compare_recorded(cold: Mapping[str, Any], warm: Mapping[str, Any], rtol: float | None, atol: float | None) -> list[str]:
+def _compare_recorded(
+    cold: Mapping[str, Any], warm: Mapping[str, Any], rtol: float | None, atol: float | None
+) -> list[str]:
     problems = []
     for name in cold:
         if name not in warm:
@@ -679,7 +719,9 @@ def _compare_recorded(cold: Mapping[str, Any], warm: Mapping[str, Any], rtol: fl
     return problems
 
 
-def compare_outputs(label: str, cold: Any, warm: Any, rtol: float | None = None, atol: float | None = None) -> list[str]:
+def compare_outputs(
+    label: str, cold: Any, warm: Any, rtol: float | None = None, atol: float | None = None
+) -> list[str]:
     """Differences between two output trees (tensors, tuples, lists, dicts, scalars).
 
     Bitwise when ``rtol`` and ``atol`` are both None: the bytes of every tensor must
@@ -696,7 +738,9 @@ def compare_outputs(label: str, cold: Any, warm: Any, rtol: float | None = None,
     def walk(where: str, a: Any, b: Any) -> None:
         if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
             if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
-                problems.append(f"{where}: a tensor on one pass, {type(b if isinstance(a, torch.Tensor) else a).__name__} on the other")
+                problems.append(
+                    f"{where}: a tensor on one pass, {type(b if isinstance(a, torch.Tensor) else a).__name__} on the other"
+                )
                 return
             problem = _compare_tensors(a, b, rtol, atol)
             if problem:
@@ -709,7 +753,9 @@ def compare_outputs(label: str, cold: Any, warm: Any, rtol: float | None = None,
                 walk(f"{where}[{i}]", x, y)
         elif isinstance(a, Mapping) and isinstance(b, Mapping):
             if set(a) != set(b):
-                problems.append(f"{where}: keys {sorted(map(str, a))} on the cold pass, {sorted(map(str, b))} on the warm pass")
+                problems.append(
+                    f"{where}: keys {sorted(map(str, a))} on the cold pass, {sorted(map(str, b))} on the warm pass"
+                )
                 return
             for key in a:
                 walk(f"{where}[{key!r}]", a[key], b[key])
@@ -735,7 +781,10 @@ def _compare_tensors(a: Any, b: Any, rtol: float | None, atol: float | None) -> 
             return None
         how = f"not within rtol={rtol or 0.0}, atol={atol or 0.0}"
     if a.is_floating_point() or a.is_complex():
-        diff = (a.to(torch.complex128 if a.is_complex() else torch.float64) - b.to(torch.complex128 if b.is_complex() else torch.float64)).abs()
+        diff = (
+            a.to(torch.complex128 if a.is_complex() else torch.float64)
+            - b.to(torch.complex128 if b.is_complex() else torch.float64)
+        ).abs()
         diff = torch.where(torch.isnan(diff), torch.full_like(diff, float("inf")), diff)
         flat = int(diff.reshape(-1).argmax()) if diff.numel() else 0
     else:
@@ -764,7 +813,14 @@ def _hints(result: ColdWarm) -> list[str]:
     cold, warm = result.cold.stats, result.warm.stats
     reasons = warm.reasons() or cold.reasons()
     hints = []
-    disabled = compat.cache_disabled_reasons()
+    off = {**result.cold.stats.disabled, **result.warm.stats.disabled}
+    if off:
+        hints.append(
+            "a cache layer you turn off cannot show a warm start: unset its environment variable, or drop "
+            "the config change that turns it off (in the test, a fixture or a conftest), for this test; "
+            "the plugin turns on only layers this torch leaves off by default"
+        )
+    disabled = [reason for reason in compat.cache_disabled_reasons() if reason not in off.values()]
     if disabled:
         hints.append(f"the compile caches are disabled now: {'; '.join(disabled)}; unset that variable or config")
     if any("custom" in r.lower() for r in reasons):
@@ -774,36 +830,62 @@ def _hints(result: ColdWarm) -> list[str]:
             "cached; subclass CustomGraphPass and return a uuid() that changes only when the pass changes"
         )
     elif reasons:
-        hints.append("the bypass reason above names what makes the graph uncacheable (freezing, an unpicklable "
-                     "constant, a non-cacheable higher-order op, a custom pass without uuid())")
-    if not cold.compiled_anything:
-        hints.append("compile with the Inductor backend inside the test body; backend='eager'/'aot_eager' do not use "
-                     "the FX-graph cache, and a function compiled before the cold pass is not compiled again; "
-                     "a body that sets force_disable_caches=True or fx_graph_cache=False turns the caches off too")
-    if (warm.fxgraph.get("miss", 0) or warm.aot_autograd.get("miss", 0) or warm.aot_autograd.get("guard_miss", 0)) and not reasons:
-        hint = ("the warm pass computed other cache keys than the cold pass: a config that differs between passes "
-                "(torch._inductor.config / torch._functorch.config patched in one pass only, or an environment variable), "
-                "or inputs of another shape, dtype or device")
+        hints.append(
+            "the bypass reason above names what makes the graph uncacheable (freezing, an unpicklable "
+            "constant, a non-cacheable higher-order op, a custom pass without uuid())"
+        )
+    if not cold.compiled_anything and "fxgraph" not in off:
+        hints.append(
+            "compile with the Inductor backend inside the test body; backend='eager'/'aot_eager' do not use "
+            "the FX-graph cache, and a function compiled before the cold pass is not compiled again; "
+            "a body that sets force_disable_caches=True or fx_graph_cache=False turns the caches off too"
+        )
+    missed = [
+        layer
+        for layer in ("fxgraph", "aot_autograd")
+        if layer not in off and (getattr(warm, layer).get("miss", 0) or getattr(warm, layer).get("guard_miss", 0))
+    ]
+    if missed and not reasons and "fxgraph" not in off:
+        hint = (
+            "the warm pass computed other cache keys than the cold pass: a config that differs between passes "
+            "(torch._inductor.config / torch._functorch.config patched in one pass only, or an environment variable), "
+            "or inputs of another shape, dtype or device"
+        )
         if result.mode == "subprocess":
             hint += "; in subprocess mode also config set outside the test body or the test module (a conftest hook)"
         hints.append(hint)
     if (warm.fxgraph.get("saved", 0) or warm.aot_autograd.get("saved", 0)) and not (
         warm.fxgraph.get("miss", 0) or warm.aot_autograd.get("miss", 0)
     ):
-        hints.append("the warm pass saved entries although nothing missed: something re-saves what it loaded "
-                     "(vLLM PR #35921 was this bug)")
+        hints.append(
+            "the warm pass saved entries although nothing missed: something re-saves what it loaded "
+            "(vLLM PR #35921 was this bug)"
+        )
     if warm.triton.get("compiled", 0):
-        hints.append("Triton compiled kernels on the warm pass: the FX-graph cache missed, TRITON_ALWAYS_COMPILE "
-                     "(knobs.compilation.always_compile) is set, or Triton's cache directory was not shared")
+        hints.append(
+            "Triton compiled kernels on the warm pass: the FX-graph cache missed, TRITON_ALWAYS_COMPILE "
+            "(knobs.compilation.always_compile) is set, or Triton's cache directory was not shared"
+        )
     if cold.compiled_anything and not warm.compiled_anything:
-        hints.append("nothing reached the FX-graph cache on the warm pass: the body did not call the compiled "
-                     "function again, or it was compiled outside the body (a fixture) and answered from memory")
+        hints.append(
+            "nothing reached the FX-graph cache on the warm pass: the body did not call the compiled "
+            "function again, or it was compiled outside the body (a fixture) and answered from memory"
+        )
     return hints
 
 
 def _counter_rows(result: ColdWarm) -> list[list[str]]:
     rows = [["layer", "counter", "cold", "warm before", "warm after", "expected on warm"]]
-    expected = {"hit": ">= 1", "miss": "0", "guard_miss": "0", "saved": "0", "bypass": "0", "compiled": "0", "loaded": "any"}
+    expected = {
+        "hit": ">= 1",
+        "miss": "0",
+        "guard_miss": "0",
+        "saved": "0",
+        "bypass": "0",
+        "compiled": "0",
+        "loaded": "any",
+    }
+    off = {**result.cold.stats.disabled, **result.warm.stats.disabled}
     for layer in LAYERS:
         cold_layer = getattr(result.cold.stats, layer)
         warm_layer = getattr(result.warm.stats, layer)
@@ -813,22 +895,33 @@ def _counter_rows(result: ColdWarm) -> list[list[str]]:
             before = result.warm.before.get(layer, {}).get(key)
             after = result.warm.after.get(layer, {}).get(key)
             delta = warm_layer.get(key, 0)
-            rows.append([
-                layer, key, f"+{cold_layer.get(key, 0)}",
-                "-" if before is None else str(before),
-                f"{'-' if after is None else after} (+{delta})",
-                expected[key],
-            ])
+            rows.append(
+                [
+                    layer,
+                    key,
+                    f"+{cold_layer.get(key, 0)}",
+                    "-" if before is None else str(before),
+                    f"{'-' if after is None else after} (+{delta})",
+                    "- (turned off by you)" if layer in off else expected[key],
+                ]
+            )
     return rows
 
 
-def format_failure(result: ColdWarm, problems: list[str], rtol: float | None = None, atol: float | None = None,
-                   context: str | None = None) -> str:
+def format_failure(
+    result: ColdWarm,
+    problems: list[str],
+    rtol: float | None = None,
+    atol: float | None = None,
+    context: str | None = None,
+) -> str:
     """The failure report: what failed, the counter table, the bypass reasons and hints."""
     from .summary import format_table
 
     head = context or f"compile_cache.cold_warm(mode={result.mode!r})"
-    lines = [f"{head}: the warm pass was not a pure cache hit ({len(problems)} problem(s)); cache dir {result.cache_dir}"]
+    lines = [
+        f"{head}: the warm pass was not a pure cache hit ({len(problems)} problem(s)); cache dir {result.cache_dir}"
+    ]
     lines += [f"  - {p}" for p in problems]
     lines.append("")
     lines += ["  " + row for row in format_table(_counter_rows(result))]
@@ -838,15 +931,21 @@ def format_failure(result: ColdWarm, problems: list[str], rtol: float | None = N
                 lines.append(f"  bypass reason ({layer}, {name} pass): {reason}")
             if getattr(stats, layer).get("bypass", 0) and not stats.reasons(layer):
                 # torch 2.6 counts AOTAutograd bypasses without logging why: say so, not nothing
-                lines.append(f"  bypass reason ({layer}, {name} pass): not logged by this torch "
-                             f"(its counter moved; the {'other layer' if layer == 'aot_autograd' else 'log'} "
-                             f"may name it)")
-    lines.append(f"  warm pass ran in {result.warm.process}; outputs compared "
-                 f"{'bitwise' if rtol is None and atol is None else f'with rtol={rtol}, atol={atol}'}")
+                lines.append(
+                    f"  bypass reason ({layer}, {name} pass): not logged by this torch "
+                    f"(its counter moved; the {'other layer' if layer == 'aot_autograd' else 'log'} "
+                    f"may name it)"
+                )
+    lines.append(
+        f"  warm pass ran in {result.warm.process}; outputs compared "
+        f"{'bitwise' if rtol is None and atol is None else f'with rtol={rtol}, atol={atol}'}"
+    )
     if any(p.startswith(("returned", "recorded")) for p in problems):
-        lines.append("  hint: a hit that loads the wrong artifact gives other outputs; so does a body that is not "
-                     "deterministic (inputs not drawn from the seeded Python/torch/CUDA RNGs, nondeterministic "
-                     "kernels: give rtol/atol to the marker)")
+        lines.append(
+            "  hint: a hit that loads the wrong artifact gives other outputs; so does a body that is not "
+            "deterministic (inputs not drawn from the seeded Python/torch/CUDA RNGs, nondeterministic "
+            "kernels: give rtol/atol to the marker)"
+        )
     for hint in _hints(result):
         lines.append(f"  hint: {hint}")
     return "\n".join(lines)
@@ -924,8 +1023,11 @@ def _write_child_output(path: str | Path, result: PassResult | None, error: str 
     payload: dict[str, Any] = {"pid": os.getpid(), "error": error}
     if result is not None:
         payload.update(
-            stats=result.stats.to_json(), cache_dir=result.cache_dir, duration_s=result.duration_s,
-            before=_plain(result.before), after=_plain(result.after),
+            stats=result.stats.to_json(),
+            cache_dir=result.cache_dir,
+            duration_s=result.duration_s,
+            before=_plain(result.before),
+            after=_plain(result.after),
             recorded=_to_cpu(dict(result.recorded)),
         )
         try:
@@ -1014,7 +1116,9 @@ def run_marked_test(pyfuncitem: Any, marker: Any, cache_root: CacheRoot, record:
         result = ColdWarm(cold=cold, warm=warm, mode=marker.mode, cache_dir=str(pair_dir))
         record.set("caches", probe.result())
         record.note("compile_cache", result.to_json())
-    args = [f"mode={marker.mode!r}"] + [f"{k}={v}" for k, v in (("rtol", marker.rtol), ("atol", marker.atol)) if v is not None]
+    args = [f"mode={marker.mode!r}"] + [
+        f"{k}={v}" for k, v in (("rtol", marker.rtol), ("atol", marker.atol)) if v is not None
+    ]
     result.check(rtol=marker.rtol, atol=marker.atol, context=f"@pytest.mark.compile_cache({', '.join(args)})")
 
 
@@ -1038,8 +1142,18 @@ def _test_pass_in_child(pyfuncitem: Any, probe: CacheProbe, directory: Path, see
         {"nodeid": pyfuncitem.nodeid, "cache_dir": str(directory), "out": str(out_path), "seed": seed, "pass": "warm"}
     )
     rootdir = Path(str(config.rootpath))
-    cmd = [sys.executable, "-m", "pytest", pyfuncitem.nodeid, "-p", "no:cacheprovider", "-q", "--no-header",
-           f"--rootdir={rootdir}", f"--basetemp={directory / 'child-basetemp'}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        pyfuncitem.nodeid,
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--no-header",
+        f"--rootdir={rootdir}",
+        f"--basetemp={directory / 'child-basetemp'}",
+    ]
     if config.inipath is not None:
         cmd += ["-c", str(config.inipath)]
     if config.pluginmanager.hasplugin("xdist"):
@@ -1082,7 +1196,11 @@ def _describe(value: Any) -> Any:
 
     if isinstance(value, torch.Tensor):
         return {"shape": list(value.shape), "dtype": str(value.dtype).replace("torch.", "")}
-    return _map_tensors(value, lambda t: {"shape": list(t.shape), "dtype": str(t.dtype)}) if isinstance(value, (list, tuple, dict)) else repr(value)
+    return (
+        _map_tensors(value, lambda t: {"shape": list(t.shape), "dtype": str(t.dtype)})
+        if isinstance(value, (list, tuple, dict))
+        else repr(value)
+    )
 
 
 def _absolute(reading: _Reading) -> dict[str, dict[str, int]]:
@@ -1092,7 +1210,7 @@ def _absolute(reading: _Reading) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     for layer, keys in COUNTER_MAP.items():
         out[layer] = {key: int(reading.counters.values.get(src, 0)) for key, src in keys.items()}
-    out["fxgraph"]["saved"] = len(reading.fx_entries)
+    out["fxgraph"]["saved"] = reading.fx_written
     out["triton"]["new_kernel_dirs"] = len(reading.kernel_dirs)
     return out
 
@@ -1106,6 +1224,7 @@ def _sum_stats(a: CacheStats, b: CacheStats) -> CacheStats:
         aot_autograd=add(a.aot_autograd, b.aot_autograd),
         triton=add(a.triton, b.triton),
         bypass_reasons=a.bypass_reasons + b.bypass_reasons,
+        disabled={**a.disabled, **b.disabled},
     )
 
 

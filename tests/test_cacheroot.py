@@ -5,7 +5,7 @@ import stat
 
 import pytest
 
-from pytest_cudagraph.cacheroot import CacheRoot, check_secure_dir, ensure_private_dir
+from pytest_cudagraph.cacheroot import PLUGIN_TAG, CacheRoot, check_secure_dir, ensure_private_dir
 from pytest_cudagraph.errors import UsageProblem
 
 
@@ -76,8 +76,11 @@ def test_probe_dirs_are_fresh_private_and_distinct(tmp_path):
     first = root.new_probe_dir("test_x[a/b]")
     second = root.new_probe_dir("test_x[a/b]")
     assert first != second
-    assert first.parent == second.parent == root.path / "probes"
-    assert "/" not in first.name[len("test_x"):]
+    # one tagged owner directory per process, holding every probe that process makes
+    owner = first.parent
+    assert second.parent == owner and owner.parent == root.path / "probes"
+    assert (owner / PLUGIN_TAG).is_file()
+    assert "/" not in first.name[len("test_x") :]
     assert mode(first) == 0o700 and not any(first.iterdir())
 
 
@@ -87,12 +90,13 @@ def test_lock_is_shared_by_name(tmp_path):
         assert (root.path / "locks" / "report.lock").exists()
 
 
-def test_prune_probes_keeps_the_shared_caches(tmp_path):
+def test_prune_keeps_the_live_process_probes_and_the_shared_caches(tmp_path):
     root = CacheRoot(ensure_private_dir(tmp_path / "root", "cache root"), persistent=True)
-    probe = root.new_probe_dir("old")
+    probe = root.new_probe_dir("mine")
     (probe / "fxgraph").mkdir()
     ensure_private_dir(root.inductor_dir, "inductor")
     (root.inductor_dir / "entry").write_text("kept")
-    root.prune_probes()
-    assert not (root.path / "probes").exists()
+    # this process is alive and holds its owner lock: a prune from anywhere keeps its probes
+    assert CacheRoot(root.path, persistent=True).prune_probes() == []
+    assert (probe / "fxgraph").is_dir()
     assert (root.inductor_dir / "entry").read_text() == "kept"

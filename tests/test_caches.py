@@ -102,7 +102,9 @@ def test_cold_warm_unpacks_and_serialises(inprocess_run):
     assert whole.stats.fxgraph["hit"] == sum(p.stats.fxgraph["hit"] for p in whole.passes)
 
 
-@pytest.mark.skipif(not compat.has_portable_cache_artifacts(), reason="torch.compiler.save_cache_artifacts needs torch 2.7+")
+@pytest.mark.skipif(
+    not compat.has_portable_cache_artifacts(), reason="torch.compiler.save_cache_artifacts needs torch 2.7+"
+)
 def test_portable_cache_gives_only_hits_in_an_empty_directory(inprocess_run):
     pair, moved, _ = inprocess_run
     assert moved.warm.cache_dir != pair.cache_dir
@@ -116,6 +118,9 @@ def test_probe_restores_environment_config_and_loggers(monkeypatch):
     logger = logging.getLogger("torch._inductor.codecache")
     level, filters = logger.level, list(logger.filters)
     fx_flag = torch._inductor.config.fx_graph_cache
+    from torch._inductor import codecache
+
+    write_atomic = codecache.write_atomic
     with cache_probe() as probe:
         assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(probe.cache_dir)
         assert os.environ["TRITON_CACHE_DIR"] == str(probe.cache_dir / "triton")
@@ -125,6 +130,7 @@ def test_probe_restores_environment_config_and_loggers(monkeypatch):
     assert os.environ["TRITON_CACHE_DIR"] == "/somewhere/else"
     assert (logger.level, logger.filters) == (level, filters)
     assert torch._inductor.config.fx_graph_cache == fx_flag
+    assert codecache.write_atomic is write_atomic, "the FX-graph write counter is unwrapped"
     assert not inside.exists(), "a probe without a root deletes its temporary directory"
 
 
@@ -134,6 +140,60 @@ def test_disabled_caches_fail_before_compiling(inputs):
         with pytest.raises(InvariantViolation, match="compile caches are disabled: .*force_disable_caches is True"):
             probe.cold_warm(train_step, *inputs)
         assert probe.stats().fxgraph["miss"] == 0
+
+
+def test_an_entry_deleted_during_the_probe_still_counts_as_saved():
+    """The write is counted as it happens, not as a file still there at the end."""
+    from torch._inductor.codecache import FxGraphCache
+
+    with cache_probe() as probe:
+        torch.compile(lambda a: a.t())(torch.arange(6.0).reshape(2, 3))  # a pure view: no C++ to compile
+        FxGraphCache.clear()
+        stats = probe.stats()
+    assert stats.fxgraph["miss"] == 1 and stats.fxgraph["saved"] == 1
+
+
+LAYER_FLAGS = {
+    "fxgraph": (torch._inductor.config, "fx_graph_cache"),
+    "aot_autograd": (torch._functorch.config, "enable_autograd_cache"),
+}
+
+
+@pytest.mark.parametrize("layer", sorted(LAYER_FLAGS))
+def test_a_layer_turned_off_in_code_stays_off_and_is_reported_as_disabled(layer, inputs):
+    module, flag = LAYER_FLAGS[layer]
+    with module.patch(**{flag: False}):
+        with cache_probe() as probe:
+            assert getattr(module, flag) is False, "the probe turned back on a layer the user turned off"
+            stats = probe.stats()
+            # no compile happens: the warm start cannot be shown, and that is said first
+            with pytest.raises(InvariantViolation, match=rf"{module.__name__}\.{flag} is False \(set in code\)"):
+                probe.cold_warm(train_step, *inputs)
+            assert probe.stats().fxgraph["miss"] == 0
+    expected = f"{module.__name__}.{flag} is False (set in code)"
+    assert stats.disabled == {layer: expected}
+    assert stats.to_json()["disabled"] == {layer: expected}
+    assert CacheStats.from_json(stats.to_json()).disabled == {layer: expected}
+    assert layer not in compat.cache_layers_off_by_user(), "nothing is left off once the user's patch is undone"
+
+
+def test_a_layer_off_during_the_passes_is_named_as_the_users_choice_not_as_a_miss():
+    why = "torch._functorch.config.enable_autograd_cache is False (set in code)"
+    cold = _pass("cold", {"miss": 1, "saved": 1}, {}, disabled={"aot_autograd": why})
+    warm = _pass("warm", {"hit": 1}, {}, disabled={"aot_autograd": why})
+    problems = ColdWarm(cold, warm, "inprocess", "/d").problems()
+    assert problems == [f"aot_autograd: off by your choice during the passes ({why}), so the warm pass cannot hit it"]
+    with pytest.raises(InvariantViolation) as info:
+        ColdWarm(cold, warm, "inprocess", "/d").check()
+    text = str(info.value)
+    assert "a cache layer you turn off cannot show a warm start" in text
+    assert "computed other cache keys" not in text and "no hit" not in text
+    # with the FX-graph cache off nothing reaches it: not "the cold pass compiled nothing", not a backend hint
+    fx_why = "torch._inductor.config.fx_graph_cache is False (set in code)"
+    cold = _pass("cold", {}, {"bypass": 1}, disabled={"fxgraph": fx_why})
+    warm = _pass("warm", {}, {"bypass": 1}, disabled={"fxgraph": fx_why})
+    problems = ColdWarm(cold, warm, "inprocess", "/d").problems()
+    assert problems == [f"fxgraph: off by your choice during the passes ({fx_why}), so the warm pass cannot hit it"]
 
 
 def test_subprocess_mode_needs_an_importable_function(inputs):
@@ -166,12 +226,15 @@ def test_seeded_rngs_repeat_and_restore():
     assert torch.equal(torch.rand(3), expected_next), "the caller's RNG stream continues where it was"
 
 
-def _pass(name: str, fx: dict, aot: dict, triton: dict | None = None, outputs=None, reasons=()) -> PassResult:
+def _pass(
+    name: str, fx: dict, aot: dict, triton: dict | None = None, outputs=None, reasons=(), disabled: dict | None = None
+) -> PassResult:
     stats = CacheStats(
         fxgraph={"hit": 0, "miss": 0, "bypass": 0, "saved": 0, **fx},
         aot_autograd={"hit": 0, "miss": 0, "bypass": 0, "saved": 0, "guard_miss": 0, **aot},
         triton={"compiled": 0, "loaded": 0, **(triton or {})},
         bypass_reasons=tuple(reasons),
+        disabled=disabled or {},
     )
     return PassResult(name=name, stats=stats, outputs=outputs, recorded={}, cache_dir="/d", duration_s=0.0)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-FWD_BWD_BODY = '''
+FWD_BWD_BODY = """
 import pytest
 import torch
 
@@ -40,7 +40,7 @@ def test_subprocess(compile_cache):
     loss, grad = step()
     compile_cache.record("loss", loss)
     compile_cache.record("grad", grad)
-'''
+"""
 
 
 def _report(path: Path) -> dict:
@@ -55,7 +55,10 @@ def test_marker_cold_warm_in_both_modes_under_xdist(pytester: pytest.Pytester):
     tests = _report(report)["tests"]
     assert sorted(tests) == ["test_fwd_bwd.py::test_inprocess", "test_fwd_bwd.py::test_subprocess"]
     probe_dirs = set()
-    for nodeid, mode in (("test_fwd_bwd.py::test_inprocess", "inprocess"), ("test_fwd_bwd.py::test_subprocess", "subprocess")):
+    for nodeid, mode in (
+        ("test_fwd_bwd.py::test_inprocess", "inprocess"),
+        ("test_fwd_bwd.py::test_subprocess", "subprocess"),
+    ):
         entry = tests[nodeid]
         assert entry["outcome"] == "passed"
         passes = entry["extra"]["compile_cache"]
@@ -67,17 +70,20 @@ def test_marker_cold_warm_in_both_modes_under_xdist(pytester: pytest.Pytester):
         assert passes["warm"]["recorded"]["grad"] == {"shape": [8, 8], "dtype": "float32"}
         # the report's caches section is the whole test: cold plus warm, counted once
         assert entry["caches"]["fxgraph"]["hit"] == 2 and entry["caches"]["fxgraph"]["miss"] == 2
-        probe_dirs.add(Path(passes["cold"]["cache_dir"]).parent.parent)
+        owner = Path(passes["cold"]["cache_dir"]).parent.parent
+        # each worker owns its probes apart: a directory named by the worker, tagged and locked
+        assert owner.name.startswith(("gw0-", "gw1-")) and (owner / ".pytest-cudagraph").is_file()
+        probe_dirs.add(owner.parent)
         if mode == "subprocess":
             assert passes["warm"]["process"].startswith("a fresh interpreter")
-    # both workers' probes live under one cache root (…/probes/<test>-<worker>-<pid>-<n>/marked-1)
+    # both workers' probes live under one cache root (…/probes/<worker>-<pid>-<token>/<test>-<n>/marked-1)
     assert len(probe_dirs) == 1 and next(iter(probe_dirs)).name == "probes"
     assert _report(report)["summary"]["caches"]["fxgraph"]["hit"] == 4
 
 
 def test_bypass_and_changed_outputs_fail_the_marker_with_reasons(pytester: pytest.Pytester):
     pytester.makepyfile(
-        test_bad='''
+        test_bad="""
         import pytest
         import torch
 
@@ -95,17 +101,19 @@ def test_bypass_and_changed_outputs_fail_the_marker_with_reasons(pytester: pytes
             PASSES.append(1)
             out = torch.compile(lambda a: a.sin() * 3)(torch.ones(4)) + len(PASSES)
             compile_cache.record("out", out)
-        '''
+        """
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(failed=2)
     text = result.stdout.str()
-    result.stdout.fnmatch_lines([
-        "*test_lambda_pass_bypasses*",
-        "@pytest.mark.compile_cache(mode='inprocess'): the warm pass was not a pure cache hit*",
-        "*fxgraph: no hit on the warm pass*",
-        "*fxgraph: bypass 1 on the warm pass*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*test_lambda_pass_bypasses*",
+            "@pytest.mark.compile_cache(mode='inprocess'): the warm pass was not a pure cache hit*",
+            "*fxgraph: no hit on the warm pass*",
+            "*fxgraph: bypass 1 on the warm pass*",
+        ]
+    )
     assert "bypass reason (fxgraph, warm pass): Unsupported post grad custom pass" in text
     # verbatim where torch logs it; torch 2.6 only counts AOTAutograd's bypass, and
     # the report then says the reason was not logged instead of leaving it out
@@ -120,22 +128,24 @@ def test_bypass_and_changed_outputs_fail_the_marker_with_reasons(pytester: pytes
 
 def test_disabled_caches_fail_the_marker_with_the_variable_named(pytester: pytest.Pytester, monkeypatch):
     pytester.makepyfile(
-        '''
+        """
         import pytest
         import torch
 
         @pytest.mark.compile_cache
         def test_model():
             torch.compile(lambda a: a + 1)(torch.ones(2))
-        '''
+        """
     )
     monkeypatch.setenv("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines([
-        "*compile_cache: @pytest.mark.compile_cache(mode='inprocess') cannot show a warm start because the compile "
-        "caches are disabled: *force_disable_caches is True (TORCHINDUCTOR_FORCE_DISABLE_CACHES=1); unset that*"
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*compile_cache: @pytest.mark.compile_cache(mode='inprocess') cannot show a warm start because the compile "
+            "caches are disabled: *force_disable_caches is True (TORCHINDUCTOR_FORCE_DISABLE_CACHES=1); unset that*"
+        ]
+    )
 
 
 KILLED_MODEL = '''
@@ -207,3 +217,39 @@ def test_persistent_cache_dir_survives_a_kill_and_the_next_run_only_hits(pyteste
     assert warm["aot_autograd"]["hit"] == 1
     assert all(warm["aot_autograd"][k] == 0 for k in ("miss", "bypass", "saved", "guard_miss"))
     assert os.environ.get("TORCHINDUCTOR_CACHE_DIR") != str(cache_dir / "inductor")
+
+
+@pytest.mark.parametrize("how", ["code", "environment"])
+def test_a_layer_the_user_turned_off_fails_the_marker_naming_that_choice(pytester: pytest.Pytester, monkeypatch, how):
+    """The probe does not turn the AOTAutograd cache back on; the marker says why no warm start can be shown.
+
+    Nothing is compiled: the refusal comes before the cold pass.
+    """
+    turn_off = "torch._functorch.config.enable_autograd_cache = False" if how == "code" else "pass"
+    if how == "environment":
+        monkeypatch.setenv("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
+    pytester.makepyfile(
+        f"""
+        import pytest
+        import torch
+        import torch._functorch.config
+
+        {turn_off}
+
+
+        @pytest.mark.compile_cache
+        def test_model():
+            torch.compile(lambda a: a.t())(torch.ones(2, 3))
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    why = "(set in code)" if how == "code" else "(TORCHINDUCTOR_AUTOGRAD_CACHE=0)"
+    result.stdout.fnmatch_lines(
+        [
+            "*compile_cache: @pytest.mark.compile_cache(mode='inprocess') cannot show a warm start because the compile "
+            f"caches are disabled: torch._functorch.config.enable_autograd_cache is False {why}; unset that*"
+        ]
+    )
+    text = result.stdout.str()
+    assert "no hit" not in text and "Traceback" not in text
