@@ -6,10 +6,12 @@
     pytest-cudagraph show REPORT.json [--html OUT.html]
     python -m pytest_cudagraph compare BASE.json NEW.json
 
-Exit status of ``compare``: 0 when no selected rule fired, 1 on a regression, 2 when
-an input is unreadable or incompatible (one line on stderr, no traceback).
-``show`` exits 0, or 2 on an unreadable report or an unwritable output.  Reads JSON
-only; never imports torch.
+Exit status of ``compare``: 0 when no selected rule fired, 1 on a regression (an
+incomplete new run always is one), 2 when an input is unreadable, malformed or
+incompatible (one line on stderr, no traceback).  ``show`` exits 0, or 2 on an
+unreadable report or an unwritable output.  No input makes either exit 1 otherwise:
+an unexpected exception is exit 2 too, with its type and place in the one line.
+Reads JSON only; never imports torch.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
@@ -29,6 +32,7 @@ from .compare import (
     DEFAULT_RULES,
     compare_reports,
     parse_rules,
+    run_completeness,
 )
 from .errors import ReportError
 from .report import load_report, write_text_atomically
@@ -61,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
         "compare",
         help="compare two reports; exit 1 on a regression",
         description="Show what changed per test between two reports, and exit 1 when a selected rule "
-        "flags a regression (2 when a report is unreadable or of another schema).",
+        "flags a regression or the new run did not run to its end (2 when a report is unreadable, malformed "
+        "or of another schema).",
     )
     compare.add_argument("base", metavar="BASE.json", help="the earlier report (e.g. the old torch version)")
     compare.add_argument("new", metavar="NEW.json", help="the later report")
@@ -169,8 +174,11 @@ def _show(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     except ReportError as exc:
         return _fail(str(exc), stderr)
     if args.html is None:
-        lines = terminal_summary_lines(report["tests"], None, max_rows=None)
-        _write(stdout, "\n".join(lines or ["the report has no tests"]) + "\n")
+        lines = terminal_summary_lines(report["tests"], None, max_rows=None) or ["the report has no tests"]
+        run = run_completeness(report)
+        if not run.complete:
+            lines.append(f"INCOMPLETE run: {'; '.join(run.reasons)} ({run.not_run_count} selected tests not run)")
+        _write(stdout, "\n".join(lines) + "\n")
         return EXIT_OK
     from .show import render_html
 
@@ -189,6 +197,27 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     args = build_parser().parse_args(argv)
-    if args.command == "compare":
-        return _compare(args, stdout, stderr)
-    return _show(args, stdout, stderr)
+    command = _compare if args.command == "compare" else _show
+    try:
+        return command(args, stdout, stderr)
+    except ReportError as exc:
+        return _fail(str(exc), stderr)
+    except Exception as exc:
+        # Exit 1 means "regression": a crash on some input must not read as one, nor as a
+        # traceback; its type and place stay in the line so that a bug is still reported.
+        return _fail(_unexpected(args, exc), stderr)
+
+
+def _unexpected(args: argparse.Namespace, exc: Exception) -> str:
+    files = " and ".join(
+        str(f) for f in (getattr(args, "base", None), getattr(args, "new", None), getattr(args, "report", None)) if f
+    )
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    detail = " ".join(str(exc).split())[:200]
+    return (
+        f"{args.command} of {files} failed with {type(exc).__name__}{where}"
+        + (f" ({detail})" if detail else "")
+        + "; this is a bug in pytest-cudagraph or a report it does not understand, so report it with the files, "
+        "or give reports written by this plugin version"
+    )

@@ -24,8 +24,15 @@ rule                regressed when, for a test in both reports
 ``numerics``        the replay error grew past ``base * (1 + numerics_growth) + numerics_floor``
                     (defaults: doubled plus 1e-6), or became NaN
 ``graph-breaks``    more graph breaks (off by default)
-``vanished``        a test of the base report is missing from the new one (off by default)
+``vanished``        a test of the base report is missing from the new one (off by default;
+                    vanished tests are always listed)
 ==================  =========================================================================
+
+Whatever ``--fail-on`` selects, a new report whose run did not run to its end
+(``summary.complete`` false; for an older report without it, exit status 2, 3 or 4)
+is a regression, ``incomplete``: ``compare`` never says "no regression" about tests
+it has no record of.  An incomplete base is a warning.  ``crashed`` (a test whose
+xdist worker died under it) counts as failing.
 
 Example::
 
@@ -37,11 +44,11 @@ Example::
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .report import as_int, limit_hit_count
+from .report import INCOMPLETE_EXIT_STATUSES, as_int, limit_hit_count
 
 COMPARISON_SCHEMA = "pytest-cudagraph-compare/1"
 
@@ -56,16 +63,23 @@ DEFAULT_NUMERICS_GROWTH = 1.0
 DEFAULT_NUMERICS_FLOOR = 1e-6
 
 PASSING = ("passed", "xfailed")
-FAILING = ("failed", "error")
+FAILING = ("failed", "error", "crashed")
+# Not a --fail-on rule: always on (see the module docstring).
+INCOMPLETE_RULE = "incomplete"
 
 # Sections whose scalar leaves appear in the side-by-side table.
 _TABLE_SECTIONS = ("recompiles", "caches", "graphs", "piecewise", "reduce_overhead", "extra")
 # Per-size or per-set detail: summarised elsewhere, too long for a table row each.
 _TABLE_SKIP_KEYS = frozenset(
     {
-        "sets", "graph_bytes", "reasons", "limit_hits", "by_function",
+        "sets",
+        "graph_bytes",
+        "reasons",
+        "limit_hits",
+        "by_function",
         # differ on every run by construction (temporary directories, process ids)
-        "cache_dir", "process",
+        "cache_dir",
+        "process",
     }
 )
 
@@ -129,6 +143,64 @@ class Regression:
 
 
 @dataclass(frozen=True)
+class RunCompleteness:
+    """Whether a report's run ran to its end, and what it left out (``run_completeness``)."""
+
+    complete: bool
+    # the report says so itself (summary.complete); False: judged from summary.exitstatus
+    recorded: bool
+    reasons: tuple[str, ...] = ()
+    not_run: tuple[str, ...] = ()  # the first ids the report lists (at most 100)
+    not_run_count: int = 0
+    exitstatus: int | None = None
+    deselected: int | None = None
+    selection: Mapping[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "complete": self.complete,
+            "recorded": self.recorded,
+            "reasons": list(self.reasons),
+            "not_run": list(self.not_run),
+            "not_run_count": self.not_run_count,
+            "exitstatus": self.exitstatus,
+            "deselected": self.deselected,
+            "selection": dict(self.selection),
+        }
+
+
+def run_completeness(report: Mapping[str, Any]) -> RunCompleteness:
+    """What a report's ``summary`` says about its run; an older report is judged by its exit status.
+
+    ``summary.complete`` decides when present.  Without it, exit status 2
+    (interrupted), 3 (internal error) or 4 (usage error) means incomplete, and
+    anything else complete, with ``recorded`` False so that readers can say so.
+    """
+    summary = _mapping(report.get("summary"))
+    exitstatus = summary.get("exitstatus")
+    exitstatus = exitstatus if isinstance(exitstatus, int) and not isinstance(exitstatus, bool) else None
+    not_run = tuple(str(n) for n in _list(summary.get("not_run")))
+    deselected = summary.get("deselected")
+    facts = {
+        "not_run": not_run,
+        "not_run_count": max(as_int(summary.get("not_run_count")), len(not_run)),
+        "exitstatus": exitstatus,
+        "deselected": as_int(deselected) if deselected is not None else None,
+        "selection": {str(k): str(v) for k, v in _mapping(summary.get("selection")).items()},
+    }
+    complete = summary.get("complete")
+    if isinstance(complete, bool):
+        reasons = tuple(str(r) for r in _list(summary.get("incomplete_reasons")))
+        if not complete and not reasons:
+            reasons = ("the report says so, without a reason",)
+        return RunCompleteness(complete, True, () if complete else reasons, **facts)
+    if exitstatus in INCOMPLETE_EXIT_STATUSES:
+        reason = f"pytest exited with status {exitstatus} ({INCOMPLETE_EXIT_STATUSES[exitstatus]})"
+        return RunCompleteness(False, False, (reason,), **facts)
+    return RunCompleteness(True, False, **facts)
+
+
+@dataclass(frozen=True)
 class TestComparison:
     """One test present in both reports."""
 
@@ -160,10 +232,12 @@ class Comparison:
     new_tests: tuple[str, ...]
     vanished_tests: tuple[str, ...]
     rules: tuple[str, ...]
-    # regressions not tied to a test in both reports (the ``vanished`` rule)
+    # regressions not tied to a test in both reports (``vanished``, ``incomplete``)
     run_regressions: tuple[Regression, ...] = ()
     labels: tuple[str, str] = ("base", "new")
     settings: Mapping[str, Any] = field(default_factory=dict)
+    base_run: RunCompleteness = field(default_factory=lambda: RunCompleteness(True, False))
+    new_run: RunCompleteness = field(default_factory=lambda: RunCompleteness(True, False))
 
     @property
     def regressions(self) -> tuple[Regression, ...]:
@@ -195,11 +269,57 @@ class Comparison:
             "vanished_tests": list(self.vanished_tests),
             "regressions": [r.to_json() for r in self.regressions],
             "rule_counts": self.rule_counts(),
+            "runs": {"base": self.base_run.to_json(), "new": self.new_run.to_json()},
+            "notes": self.notes(),
         }
 
-    def format_text(self, *, arrow: str = "→") -> str:
-        """The side-by-side report: environment diff, one table per changed test, new/vanished, summary."""
+    def notes(self) -> list[str]:
+        """Warnings and notes about the two runs: an incomplete base, completeness not recorded, selections."""
         base_label, new_label = self.labels
+        notes = []
+        if not self.base_run.complete:
+            notes.append(
+                f"warning: {base_label} is the record of a run that did not run to its end "
+                f"({'; '.join(self.base_run.reasons)}); tests it did not run show as new here, compared with nothing"
+            )
+        for label, run in ((base_label, self.base_run), (new_label, self.new_run)):
+            if not run.recorded:
+                status = "no exit status either" if run.exitstatus is None else f"exit status {run.exitstatus}"
+                verdict = "complete" if run.complete else "incomplete"
+                notes.append(
+                    f"note: {label} does not record whether its run ran to its end (an older plugin wrote it); "
+                    f"judged {verdict} from its {status}"
+                )
+        if self.base_run.selection != self.new_run.selection:
+            notes.append(
+                f"note: the runs selected tests differently ({base_label}: {_selection_text(self.base_run)}; "
+                f"{new_label}: {_selection_text(self.new_run)}), so tests one of them left out show as vanished or new"
+            )
+        return notes
+
+    def format_text(self, *, arrow: str = "→") -> str:
+        """The side-by-side report: environment diff, one table per changed test, new/vanished, run notes, summary."""
+        lines = self._env_lines(arrow)
+        for test in self.tests:
+            if test.changed:
+                lines += ["", *self._test_lines(test)]
+        if self.new_tests:
+            lines += ["", f"new tests ({len(self.new_tests)}):"] + [f"  {n}" for n in self.new_tests]
+        if self.vanished_tests:
+            # listed whether or not the vanished rule is selected: a silent gap is how a crash hides
+            lines += ["", f"vanished tests ({len(self.vanished_tests)}):"] + [f"  {n}" for n in self.vanished_tests]
+        for regression in self.run_regressions:
+            if regression.rule != INCOMPLETE_RULE:
+                lines.append(f"{regression.rule}: {regression.message}")
+        if not self.new_run.complete:
+            lines += ["", *self._incomplete_lines()]
+        notes = self.notes()
+        if notes:
+            lines += ["", *notes]
+        lines += ["", self.summary_line()]
+        return "\n".join(lines)
+
+    def _env_lines(self, arrow: str) -> list[str]:
         lines: list[str] = []
         if self.env_changes:
             lines.append("environment:")
@@ -211,37 +331,47 @@ class Comparison:
             lines.append("environment: unchanged")
         if self.env_same:
             lines.append("  same: " + ", ".join(f"{k} {_env_text(v)}" for k, v in self.env_same))
-        for test in self.tests:
-            if not test.changed:
-                continue
-            lines.append("")
-            if test.regressions:
-                rules = ", ".join(dict.fromkeys(r.rule for r in test.regressions))
-                lines.append(f"{test.nodeid}  REGRESSED ({rules})")
-            else:
-                lines.append(f"{test.nodeid}  changed")
-            rows = [["metric", base_label, new_label, "change", ""]]
-            for change in test.changes:
-                rows.append(
-                    [
-                        change.metric,
-                        _value_text(change.metric, change.base),
-                        _value_text(change.metric, change.new),
-                        _delta_text(change.metric, change.base, change.new),
-                        f"<- {change.rule}" if change.rule else "",
-                    ]
-                )
-            lines += ["  " + line for line in _table(rows)]
-            for regression in test.regressions:
-                lines.append(f"  {regression.rule}: {regression.message}")
-        if self.new_tests:
-            lines += ["", f"new tests ({len(self.new_tests)}):"] + [f"  {n}" for n in self.new_tests]
+        return lines
+
+    def _test_lines(self, test: TestComparison) -> list[str]:
+        base_label, new_label = self.labels
+        if test.regressions:
+            rules = ", ".join(dict.fromkeys(r.rule for r in test.regressions))
+            lines = [f"{test.nodeid}  REGRESSED ({rules})"]
+        else:
+            lines = [f"{test.nodeid}  changed"]
+        rows = [["metric", base_label, new_label, "change", ""]]
+        for change in test.changes:
+            rows.append(
+                [
+                    change.metric,
+                    _value_text(change.metric, change.base),
+                    _value_text(change.metric, change.new),
+                    _delta_text(change.metric, change.base, change.new),
+                    f"<- {change.rule}" if change.rule else "",
+                ]
+            )
+        lines += ["  " + line for line in _table(rows)]
+        lines += [f"  {regression.rule}: {regression.message}" for regression in test.regressions]
+        return lines
+
+    def _incomplete_lines(self) -> list[str]:
+        """INCOMPLETE, why, and what the new run is missing: its tests that never finished, the base's absent ones."""
+        base_label, new_label = self.labels
+        run = self.new_run
+        lines = [
+            f"INCOMPLETE: {new_label} is the record of a run that did not run to its end: {'; '.join(run.reasons)}"
+        ]
+        if run.not_run_count:
+            lines.append(f"  not run ({run.not_run_count} of the selected tests):")
+            lines += [f"    {nodeid}" for nodeid in run.not_run]
+            if run.not_run_count > len(run.not_run):
+                lines.append(f"    ... and {run.not_run_count - len(run.not_run)} more (the report lists the first)")
         if self.vanished_tests:
-            lines += ["", f"vanished tests ({len(self.vanished_tests)}):"] + [f"  {n}" for n in self.vanished_tests]
-        for regression in self.run_regressions:
-            lines.append(f"{regression.rule}: {regression.message}")
-        lines += ["", self.summary_line()]
-        return "\n".join(lines)
+            lines.append(
+                f"  absent from it: {len(self.vanished_tests)} tests of {base_label} (listed under vanished tests)"
+            )
+        return lines
 
     def summary_line(self) -> str:
         changed = [t for t in self.tests if t.changed]
@@ -290,16 +420,19 @@ def compare_reports(
         for n in sorted(both)
     )
     vanished = tuple(sorted(n for n in base_tests if n not in new_tests))
-    run_regressions: tuple[Regression, ...] = ()
+    base_run, new_run = run_completeness(base), run_completeness(new)
+    run_regressions: list[Regression] = []
     if "vanished" in selected and vanished:
-        run_regressions = (
+        run_regressions.append(
             Regression(
                 "",
                 "vanished",
                 f"{len(vanished)} tests of the base report did not run (first: {vanished[0]}); "
                 f"run the same selection, or drop 'vanished' from --fail-on",
-            ),
+            )
         )
+    if not new_run.complete:
+        run_regressions.append(_incomplete_regression(new_run, vanished))
     return Comparison(
         env_changes=env_changes,
         env_same=env_same,
@@ -307,13 +440,32 @@ def compare_reports(
         new_tests=tuple(sorted(n for n in new_tests if n not in base_tests)),
         vanished_tests=vanished,
         rules=tuple(selected),
-        run_regressions=run_regressions,
+        run_regressions=tuple(run_regressions),
         labels=labels,
         settings={
             "pool_threshold": pool_threshold,
             "numerics_growth": numerics_growth,
             "numerics_floor": numerics_floor,
         },
+        base_run=base_run,
+        new_run=new_run,
+    )
+
+
+def _incomplete_regression(run: RunCompleteness, vanished: tuple[str, ...]) -> Regression:
+    missing = []
+    if run.not_run_count:
+        missing.append(
+            f"{run.not_run_count} selected tests never finished (first: {run.not_run[0] if run.not_run else '?'})"
+        )
+    if vanished:
+        missing.append(f"{len(vanished)} tests of the base report are absent")
+    return Regression(
+        "",
+        INCOMPLETE_RULE,
+        f"the new run did not run to its end ({'; '.join(run.reasons)})"
+        + (f": {', '.join(missing)}" if missing else "")
+        + "; run it to its end before trusting the comparison",
     )
 
 
@@ -328,6 +480,15 @@ def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _selection_text(run: RunCompleteness) -> str:
+    chosen = " ".join(f"{flag} {expression!r}" for flag, expression in run.selection.items()) or "no -k/-m"
+    return chosen if run.deselected is None else f"{chosen}, {run.deselected} deselected"
+
+
 def _env_diff(base: Mapping[str, Any], new: Mapping[str, Any]):
     keys = list(base) + [k for k in new if k not in base]
     changes = tuple((k, base.get(k), new.get(k)) for k in keys if base.get(k) != new.get(k))
@@ -340,7 +501,10 @@ def _number(value: Any) -> float | None:
     if value is None or isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an int beyond a float's range: load_report refuses it, a live record may not
+            return math.inf if value > 0 else -math.inf
     if isinstance(value, str):
         try:
             return float(value)
@@ -378,6 +542,10 @@ def _table_values(record: Mapping[str, Any], include_timings: bool) -> dict[str,
     return out
 
 
+# flag(rule, message, *metrics): the rule fired for this test, on these table metrics
+_Flag = Callable[..., None]
+
+
 def _compare_test(
     nodeid: str,
     base: Mapping[str, Any],
@@ -392,37 +560,48 @@ def _compare_test(
         if rule in rules:
             regressions.append((Regression(nodeid, rule, message), metrics))
 
-    # -- outcome
     base_outcome, new_outcome = base.get("outcome"), new.get("outcome")
     if base_outcome in PASSING and new_outcome in FAILING:
         flag("outcome", f"outcome {base_outcome} -> {new_outcome}", "outcome")
+    _recompile_rules(_mapping(base.get("recompiles")), _mapping(new.get("recompiles")), flag)
+    _cache_rules(_mapping(base.get("caches")), _mapping(new.get("caches")), flag)
+    _graph_rules(base, new, limits, flag)
+    rule_of: dict[str, str] = {}
+    for regression, metrics in regressions:
+        for metric in metrics:
+            rule_of.setdefault(metric, regression.rule)
+    changes = _changes(base, new, rule_of, include_timings)
+    return TestComparison(nodeid, changes, tuple(r for r, _ in regressions))
 
-    # -- recompiles, limit hits, graph breaks
-    base_rec, new_rec = _mapping(base.get("recompiles")), _mapping(new.get("recompiles"))
-    if base_rec and new_rec:
-        before, after = as_int(base_rec.get("count")), as_int(new_rec.get("count"))
-        if after > before:
-            flag(
-                "recompiles",
-                f"Dynamo recompiled {after} times, {before} before" + _new_reasons(base_rec, new_rec),
-                "recompiles.count",
-            )
-        before, after = limit_hit_count(base_rec), limit_hit_count(new_rec)
-        if after > before:
-            hits = new_rec.get("limit_hits")
-            first = f": {_clip(hits[0])}" if isinstance(hits, list) and hits else ""
-            flag(
-                "recompile-limit",
-                f"hit the recompile limit {after} times, {before} before; Dynamo ran those frames eagerly{first}",
-                "recompiles.limit_hits",
-            )
-        base_breaks = as_int(_mapping(base_rec.get("graph_breaks")).get("count"))
-        new_breaks = as_int(_mapping(new_rec.get("graph_breaks")).get("count"))
-        if new_breaks > base_breaks:
-            flag("graph-breaks", f"{new_breaks} graph breaks, {base_breaks} before", "recompiles.graph_breaks.count")
 
-    # -- caches
-    base_caches, new_caches = _mapping(base.get("caches")), _mapping(new.get("caches"))
+def _recompile_rules(base_rec: Mapping[str, Any], new_rec: Mapping[str, Any], flag: _Flag) -> None:
+    """recompiles, recompile-limit, graph-breaks."""
+    if not base_rec or not new_rec:
+        return
+    before, after = as_int(base_rec.get("count")), as_int(new_rec.get("count"))
+    if after > before:
+        flag(
+            "recompiles",
+            f"Dynamo recompiled {after} times, {before} before" + _new_reasons(base_rec, new_rec),
+            "recompiles.count",
+        )
+    before, after = limit_hit_count(base_rec), limit_hit_count(new_rec)
+    if after > before:
+        hits = new_rec.get("limit_hits")
+        first = f": {_clip(hits[0])}" if isinstance(hits, list) and hits else ""
+        flag(
+            "recompile-limit",
+            f"hit the recompile limit {after} times, {before} before; Dynamo ran those frames eagerly{first}",
+            "recompiles.limit_hits",
+        )
+    base_breaks = as_int(_mapping(base_rec.get("graph_breaks")).get("count"))
+    new_breaks = as_int(_mapping(new_rec.get("graph_breaks")).get("count"))
+    if new_breaks > base_breaks:
+        flag("graph-breaks", f"{new_breaks} graph breaks, {base_breaks} before", "recompiles.graph_breaks.count")
+
+
+def _cache_rules(base_caches: Mapping[str, Any], new_caches: Mapping[str, Any], flag: _Flag) -> None:
+    """cache-miss: more FX-graph or AOTAutograd misses or bypasses, more Triton compiles."""
     for layer in ("fxgraph", "aot_autograd"):
         b, n = _mapping(base_caches.get(layer)), _mapping(new_caches.get(layer))
         if not b or not n:
@@ -444,7 +623,9 @@ def _compare_test(
             "caches.triton.compiled",
         )
 
-    # -- graphs and pool
+
+def _graph_rules(base: Mapping[str, Any], new: Mapping[str, Any], limits: _Limits, flag: _Flag) -> None:
+    """graphs, pool, numerics (CUDA graphs and piecewise)."""
     base_graphs, new_graphs = _mapping(base.get("graphs")), _mapping(new.get("graphs"))
     if base_graphs and new_graphs:
         before, after = as_int(base_graphs.get("captured")), as_int(new_graphs.get("captured"))
@@ -479,12 +660,12 @@ def _compare_test(
         if after > before:
             flag("graphs", f"piecewise captured {after} CUDA graphs, {before} before", "piecewise.graphs_captured")
 
-    # -- the side-by-side table: every scalar that differs, marked with the rule that flags it
+
+def _changes(
+    base: Mapping[str, Any], new: Mapping[str, Any], rule_of: Mapping[str, str], include_timings: bool
+) -> tuple[Change, ...]:
+    """The side-by-side table: every scalar that differs, marked with the rule that flags it."""
     base_values, new_values = _table_values(base, include_timings), _table_values(new, include_timings)
-    rule_of: dict[str, str] = {}
-    for regression, metrics in regressions:
-        for metric in metrics:
-            rule_of.setdefault(metric, regression.rule)
     changes = []
     for metric in list(base_values) + [m for m in new_values if m not in base_values]:
         b_value, n_value = base_values.get(metric), new_values.get(metric)
@@ -493,7 +674,7 @@ def _compare_test(
             continue
         if b_value != n_value or metric in rule_of:
             changes.append(Change(metric, b_value, n_value, rule_of.get(metric)))
-    return TestComparison(nodeid, tuple(changes), tuple(r for r, _ in regressions))
+    return tuple(changes)
 
 
 def _empty(value: Any) -> bool:
@@ -531,7 +712,8 @@ def _value_text(metric: str, value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, list):
-        return ",".join(map(str, value)) if len(value) <= 8 else f"{value[0]}..{value[-1]} ({len(value)})"
+        text = ",".join(map(str, value)) if len(value) <= 8 else f"{value[0]}..{value[-1]} ({len(value)})"
+        return _clip(text, 40)
     number = _number(value)
     if metric.endswith("_bytes") and number is not None:
         return _mib(number)

@@ -82,11 +82,13 @@ def merge_graph_sets(sets: list[dict[str, Any]]) -> dict[str, Any]:
     """The test's ``graphs`` entry for several GraphSets (DESIGN.md, "Several GraphSets").
 
     ``captured`` and ``capture_s`` add up, ``sizes`` is the union, the byte figures
-    and the numerics error take the maximum, and each set's own record is kept.
+    (the cuBLAS workspace too) and the numerics error take the maximum, and each
+    set's own record is kept.  The maxima may come from different sets, so no ratio
+    of them means anything: readers take a ratio per set (summary.pool_figures).
     """
     if len(sets) == 1:
         return dict(sets[0])
-    return {
+    merged = {
         "sizes": sorted({s for g in sets for s in g.get("sizes", [])}),
         "captured": sum(int(g.get("captured", 0)) for g in sets),
         "pool_bytes": _max_or_none([g.get("pool_bytes") for g in sets]),
@@ -95,6 +97,15 @@ def merge_graph_sets(sets: list[dict[str, Any]]) -> dict[str, Any]:
         "capture_s": round(sum(float(g.get("capture_s") or 0.0) for g in sets), 6),
         "sets": sets,
     }
+    if any("cublas_workspace_bytes" in g for g in sets):
+        # Every GraphSet clears cuBLAS's workspaces before its first capture, so that capture
+        # allocates one workspace inside the set's own pool (32 MiB on an H200): each pool holds
+        # exactly one, of the same size.  "pool_bytes" above is one pool's figure (the largest
+        # set's), so one workspace goes with it: the max, which also covers a set that measured
+        # none.  A sum would count the workspace once per set; dropping it (as this merge once
+        # did) made a test whose every pool check passed show a pool 17 times its largest graph.
+        merged["cublas_workspace_bytes"] = _max_or_none([g.get("cublas_workspace_bytes") for g in sets])
+    return merged
 
 
 def merge_piecewise(sets: list[dict[str, Any]]) -> dict[str, Any]:

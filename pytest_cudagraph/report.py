@@ -11,23 +11,34 @@ of comparing the wrong fields::
              "git_commit": "1a2b3c..."},
      "tests": {"tests/test_model.py::test_decode": {"outcome": "passed", "recompiles": {...},
                                                     "caches": {...}, "graphs": {...}}},
-     "summary": {"tests": 1, "outcomes": {"passed": 1}, "recompiles": 0, ...}}
+     "summary": {"tests": 1, "outcomes": {"passed": 1}, "recompiles": 0, ...,
+                 "exitstatus": 0, "complete": true, "incomplete_reasons": [], "not_run": [],
+                 "not_run_count": 0, "deselected": 0, "selection": {"-k": "decode"}}}
 
 Every per-test section but ``outcome`` is optional and unknown keys are kept, so a
-report written by a newer plugin (same schema) still loads.  Files are written to a
-temporary sibling and moved into place: a reader, or a run killed half-way, sees
-either the old report or the new one, never half a file.  This module never
-imports torch: ``compare`` must run on a machine without it.
+report written by a newer plugin (same schema) still loads; the fields this plugin
+knows are type-checked on loading, so a malformed report is one clear error, not a
+traceback half-way through a comparison.  A regular file is written to a temporary
+sibling and moved into place: a reader, or a run killed half-way, sees either the
+old report or the new one, never half a file.  Special files (``/dev/stdout``, a
+FIFO) are written into, and symlinks stay links.  This module never imports
+torch: ``compare`` must run on a machine without it.
 """
 
 from __future__ import annotations
 
 import datetime
+import gc
 import json
 import math
 import os
+import re
+import stat
+import sys
 import tempfile
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +48,15 @@ SCHEMA = "pytest-cudagraph/1"
 
 # Per-test sections the plugin writes; anything else is kept and compared generically.
 SECTIONS = ("recompiles", "caches", "graphs", "piecewise", "reduce_overhead", "extra")
+
+# Facts about the run as a whole that the plugin hands to build_report(run=...):
+# whether it ran to its end, and what it selected.  See DESIGN.md, "A report is the
+# record of the run".
+RUN_FIELDS = ("complete", "incomplete_reasons", "not_run", "not_run_count", "deselected", "selection")
+# The report lists at most this many ids of selected tests that never finished; the count is exact.
+NOT_RUN_LIMIT = 100
+# pytest exit statuses that mean the run did not get through its tests (for reports without "complete")
+INCOMPLETE_EXIT_STATUSES = {2: "interrupted", 3: "internal error", 4: "usage error"}
 
 
 # ----------------------------------------------------------------------------
@@ -50,9 +70,16 @@ def build_report(
     *,
     exitstatus: int | None = None,
     created: str | None = None,
+    run: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The report dictionary for one run: schema, env, one record per test (sorted by node id), summary."""
-    summary = summarize(tests)
+    """The report dictionary for one run: schema, env, one record per test (sorted by node id), summary.
+
+    ``run`` holds the run's own facts (RUN_FIELDS: ``complete``, ``incomplete_reasons``,
+    ``not_run``, ``not_run_count``, ``deselected``, ``selection``); they go into
+    ``summary`` as given, type-checked (TypeError), with ``not_run`` cut to
+    NOT_RUN_LIMIT ids.  Keys beyond RUN_FIELDS pass through unchecked.
+    """
+    summary = summarize(tests, run=run)
     if exitstatus is not None:
         summary["exitstatus"] = int(exitstatus)
     return {
@@ -72,7 +99,7 @@ def as_int(value: Any) -> int:
         return value
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return 0
     return int(number) if math.isfinite(number) else 0
 
@@ -85,8 +112,18 @@ def limit_hit_count(recompiles: Mapping[str, Any] | None) -> int:
     return as_int(hits)
 
 
-def summarize(tests: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """Run totals: outcomes, recompiles, recompile-limit hits, graphs captured, cache counters per layer."""
+def summarize(tests: Mapping[str, Mapping[str, Any]], run: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Run totals (outcomes, recompiles, limit hits, graphs captured, cache counters per layer), then ``run``'s facts.
+
+    See build_report for ``run``.
+    """
+    totals = _totals(tests)
+    if run:
+        totals.update(_run_facts(run, totals))
+    return totals
+
+
+def _totals(tests: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     outcomes: dict[str, int] = {}
     recompiles = limit_hits = graph_breaks = captured = 0
     cache_totals: dict[str, dict[str, int]] = {}
@@ -107,7 +144,7 @@ def summarize(tests: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         if isinstance(piecewise, Mapping):
             captured += as_int(piecewise.get("graphs_captured"))
         caches = record.get("caches")
-        for layer, counts in (caches.items() if isinstance(caches, Mapping) else ()):
+        for layer, counts in caches.items() if isinstance(caches, Mapping) else ():
             if not isinstance(counts, Mapping):
                 continue
             total = cache_totals.setdefault(layer, {})
@@ -125,6 +162,30 @@ def summarize(tests: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _run_facts(run: Mapping[str, Any], totals: Mapping[str, Any]) -> dict[str, Any]:
+    """``run`` checked for the report: lists as lists, ``not_run`` cut, nothing that overwrites a total."""
+    clash = sorted(set(run) & set(totals))
+    if clash:
+        raise ValueError(f"build_report(run=...) may not set the computed totals {clash}; leave them out of run")
+    facts = dict(run)
+    for key in ("incomplete_reasons", "not_run"):
+        if isinstance(facts.get(key), (tuple, list)):
+            facts[key] = list(facts[key])
+    if isinstance(facts.get("not_run"), list):
+        listed = facts["not_run"]
+        facts.setdefault("not_run_count", len(listed))
+        if isinstance(facts["not_run_count"], int):
+            facts["not_run_count"] = max(facts["not_run_count"], len(listed))
+        facts["not_run"] = listed[:NOT_RUN_LIMIT]
+    if isinstance(facts.get("selection"), Mapping):
+        facts["selection"] = dict(facts["selection"])
+    try:
+        _check(facts, _RUN_SPEC, ("run",))
+    except _Malformed as problem:
+        raise TypeError(f"build_report got {problem.describe()}; pass the types the report schema documents") from None
+    return facts
+
+
 # ----------------------------------------------------------------------------
 # writing
 # ----------------------------------------------------------------------------
@@ -135,7 +196,8 @@ def json_safe(value: Any) -> Any:
 
     Strict JSON has no NaN (``jq`` and browsers reject it), yet a NaN replay error is
     exactly what a numerics report must keep; ``float("nan")`` reads it back.
-    Objects that are not JSON (a ``torch.Size``, a path) become their ``str()``.
+    Objects that are not JSON (a ``torch.Size``, a path) become their ``str()``, and
+    a lone surrogate in a string (not text; no reader could print it) its ``\\udXXX`` escape.
     """
     if isinstance(value, float):
         if math.isnan(value):
@@ -143,17 +205,30 @@ def json_safe(value: Any) -> Any:
         if math.isinf(value):
             return "inf" if value > 0 else "-inf"
         return value
-    if value is None or isinstance(value, (str, int, bool)):
+    if isinstance(value, str):
+        return value if _is_text(value) else value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if value is None or isinstance(value, (int, bool)):
         return value
     if isinstance(value, Mapping):
-        return {str(k): json_safe(v) for k, v in value.items()}
+        return {json_safe(str(k)): json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
         items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
         return [json_safe(v) for v in items]
     to_json = getattr(value, "to_json", None)
     if callable(to_json):
         return json_safe(to_json())
-    return str(value)
+    return json_safe(str(value))
+
+
+def _is_text(value: str) -> bool:
+    """False for a string holding a lone surrogate (what "\\ud800" in JSON decodes to)."""
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def dumps_report(report: Mapping[str, Any]) -> str:
@@ -161,19 +236,85 @@ def dumps_report(report: Mapping[str, Any]) -> str:
 
 
 def write_report(path: str | os.PathLike, report: Mapping[str, Any]) -> Path:
-    """Write ``report`` atomically: a temporary file in the same directory, fsync, then a rename.
+    """Write ``report`` to ``path`` as write_text_atomically does.
 
-    If anything fails (serialising, a full disk), the temporary file is removed,
-    an existing report at ``path`` is left as it was, and the error propagates.
+    If anything fails (serialising, a full disk), an existing report at ``path`` is
+    left as it was, no temporary file stays behind, and the error propagates.
     """
     # serialise first: a value that cannot be written must not even create a file
     return write_text_atomically(Path(path), dumps_report(report))
 
 
-def write_text_atomically(path: Path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary sibling and ``os.replace``; no partial file, ever."""
-    parent = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+def write_text_atomically(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to ``path`` so that no reader ever sees half of it; return ``path``.
+
+    - A regular file, or a path that does not exist yet, is replaced atomically: a
+      temporary sibling, fsync, ``os.replace``.
+    - A symlink stays a link, and its target is replaced that way
+      (``latest.json -> runs/17.json``: ``runs/17.json`` gets the new content).
+    - A path that exists and is not a regular file once links are followed
+      (``/dev/null``, a FIFO, ``/dev/stdout`` on a pipe), or that reaches a file through
+      an open descriptor (``/dev/stdout``, ``/dev/fd/3``), is written into, never
+      replaced, as ``--junitxml`` does.  Opening a FIFO waits for its reader.
+
+    Temporary files that a killed writer left beside the file are removed after
+    a successful write (never those of a writer still running).
+    """
+    path = Path(path)
+    if _written_in_place(path):
+        _write_into(path, text)
+    else:
+        _replace_atomically(_link_target(path), text)
+    return path
+
+
+def _written_in_place(path: Path) -> bool:
+    """True for an existing path that is no regular file (links followed), or one reached through a descriptor."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:  # nothing there yet, a dangling link: a new regular file is made
+        return False
+    if stat.S_ISDIR(mode):
+        return False  # replacing fails with IsADirectoryError, as it always did
+    return not stat.S_ISREG(mode) or _through_descriptor_link(path)
+
+
+# /proc/<pid>/fd/N and /dev/fd/N are links to a process's open descriptors: `--cudagraph-report=/dev/stdout
+# > out.json` must append to the shell's out.json, not swap a new file in under the shell's descriptor.
+_DESCRIPTOR_DIRECTORY = re.compile(r"/proc/[^/]+/fd|/dev/fd")
+_MAX_LINKS_FOLLOWED = 40  # the Linux kernel's own limit
+
+
+def _through_descriptor_link(path: Path) -> bool:
+    current = os.path.abspath(path)
+    for _ in range(_MAX_LINKS_FOLLOWED):
+        if _DESCRIPTOR_DIRECTORY.fullmatch(os.path.realpath(os.path.dirname(current))):
+            return True
+        if not os.path.islink(current):
+            return False
+        current = os.path.join(os.path.dirname(current), os.readlink(current))
+    return False
+
+
+def _link_target(path: Path) -> Path:
+    """The file a symlink finally names (even if it does not exist yet); ``path`` itself when it is no link."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def _write_into(path: Path, text: str) -> None:
+    # O_APPEND: a descriptor's file (stdout redirected to a file) keeps what was written before;
+    # devices and FIFOs ignore it.  No O_CREAT: the path exists, and a race must not make a new file.
+    flags = os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+
+
+def _replace_atomically(target: Path, text: str) -> None:
+    parent = target.parent
+    # the writer's pid and host in the name: a later write can tell a dead writer's leftover from a live one's
+    prefix = f".{target.name}.{os.getpid()}@{_HOST}."
+    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -181,20 +322,102 @@ def write_text_atomically(path: Path, text: str) -> Path:
             os.fsync(fh.fileno())
         # mkstemp creates 0600; a report is an ordinary artefact, so honour the umask
         os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except BaseException:
         try:
             os.unlink(tmp)
         except OSError:
             pass
         raise
-    return path
+    _remove_stale_temp_files(parent, target.name)
 
 
 def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+def _host_tag() -> str:
+    try:
+        node = os.uname().nodename
+    except AttributeError:  # Windows
+        node = os.environ.get("COMPUTERNAME", "")
+    return re.sub(r"[^A-Za-z0-9-]", "-", node)[:32] or "host"
+
+
+_HOST = _host_tag()
+# A temporary file older than this, whose writer cannot be asked (another host, a name without a pid),
+# is a leftover: no report takes an hour to write.
+STALE_TEMP_AGE_S = 3600.0
+
+
+def _remove_stale_temp_files(directory: Path, name: str) -> None:
+    """Remove ``.<name>.<pid>@<host>.XXXXXXXX.tmp`` files of dead writers (a SIGKILL skips every cleanup).
+
+    A temporary file of a writer that is still running is never touched: on this
+    host its pid is asked; names of another host, and names without a pid (older
+    versions), go only when older than STALE_TEMP_AGE_S.
+    """
+    pattern = re.compile(rf"\.{re.escape(name)}\.(?:(\d+)@([A-Za-z0-9-]+)\.)?[a-z0-9_]{{8}}\.tmp")
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return
+    for entry in entries:
+        match = pattern.fullmatch(entry.name)
+        if match is None:
+            continue
+        pid, host = match.groups()
+        try:
+            if pid is not None and host == _HOST:
+                stale = not _process_alive(int(pid))
+            else:
+                stale = time.time() - entry.stat(follow_symlinks=False).st_mtime > STALE_TEMP_AGE_S
+            if stale and entry.is_file(follow_symlinks=False):
+                os.unlink(entry.path)
+        except OSError:
+            continue  # gone already, or not ours to remove
+
+
+def _process_alive(pid: int) -> bool:
+    if pid <= 0 or os.name == "nt":  # os.kill(0, 0) signals a process group; on Windows it terminates
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: alive, another user's
+        return True
+    return True
+
+
+def check_report_path_writable(path: str | os.PathLike) -> str | None:
+    """Return a one-sentence problem with writing a report to ``path``, or None.
+
+    Accepts what write_text_atomically writes into (``/dev/null``, ``/dev/stdout``, a
+    FIFO, ``/dev/fd/N``) and checks a symlink's target directory, where the new file goes.
+    """
+    path = Path(path)
+    if path.is_dir():
+        return f"--cudagraph-report={path} is a directory; give a file path such as {path / 'cudagraph.json'}"
+    if _written_in_place(path):
+        if os.access(path, os.W_OK):
+            return None
+        return f"--cudagraph-report={path} exists and is not writable; give a path you can write to"
+    target = _link_target(path)
+    option = f"--cudagraph-report={path}" if target == path else f"--cudagraph-report={path} (a link to {target})"
+    parent = target.parent
+    if not parent.is_dir():
+        blocking = next((p for p in (parent, *parent.parents) if p.exists()), None)
+        if blocking is not None and not blocking.is_dir():
+            return f"{option}: {blocking} is a file, not a directory; give another path, inside a directory"
+        return f"{option}: directory {parent} does not exist; create it or give another path"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"{option}: directory {parent} is not writable; give a path you can write to"
+    if target.exists() and not os.access(target, os.W_OK):
+        return f"{option} exists and is not writable; give a path you can write to"
+    return None
 
 
 # ----------------------------------------------------------------------------
@@ -206,39 +429,119 @@ def load_report(path: str | os.PathLike) -> dict[str, Any]:
     """Read and validate a report written by ``--cudagraph-report``.
 
     Raises ReportError, with one sentence naming the file, the problem and the fix,
-    when the file is missing, unreadable, not JSON (often: truncated), of another
-    schema, or has malformed records.  Example::
+    when the file is missing, not a regular file (a FIFO or a device is refused at
+    once, never read), unreadable, not JSON (often: truncated), of another schema,
+    or has a field of the wrong type.  Example::
 
         report = load_report("torch-2.13.json")
         report["tests"]["tests/test_model.py::test_decode"]["recompiles"]["count"]
     """
     path = Path(path)
+    text = _read_regular_file(path)
+    if not text.strip():
+        raise ReportError(f"report {path} is empty; write it again with --cudagraph-report")
+    return validate_report(_parse_json(text, path), str(path), text=text)
+
+
+_FILE_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _not_a_regular_file(path: Path, mode: int) -> ReportError:
+    if stat.S_ISDIR(mode):
+        return ReportError(f"report {path} is a directory; give the path of a JSON report file")
+    kind = next((words for test, words in _FILE_KINDS if test(mode)), "a special file")
+    return ReportError(
+        f"report {path} is {kind}, not a regular file; give the path of a JSON report file (save a stream to a file first)"
+    )
+
+
+def _read_regular_file(path: Path) -> str:
+    """The file's text; a FIFO would block and /dev/zero never ends, so only a regular file is read."""
     try:
-        text = path.read_text(encoding="utf-8")
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise _not_a_regular_file(path, info.st_mode)
+        # O_NONBLOCK: if the path became a FIFO since the stat, opening it must not wait for a writer
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+        with os.fdopen(os.open(path, flags), "rb") as fh:
+            mode = os.fstat(fh.fileno()).st_mode
+            if not stat.S_ISREG(mode):
+                raise _not_a_regular_file(path, mode)
+            data = fh.read()
+        return data.decode("utf-8")
     except FileNotFoundError:
-        raise ReportError(f"report {path} does not exist; give the path of a file written by --cudagraph-report") from None
+        raise ReportError(
+            f"report {path} does not exist; give the path of a file written by --cudagraph-report"
+        ) from None
     except IsADirectoryError:
         raise ReportError(f"report {path} is a directory; give the path of a JSON report file") from None
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or type(exc).__name__
         raise ReportError(f"report {path} cannot be read ({reason}); give a readable JSON report file") from None
-    if not text.strip():
-        raise ReportError(f"report {path} is empty; write it again with --cudagraph-report")
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as a dict; a repeated key raises (json.loads would keep the last value silently)."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return obj
+
+
+# What the writer stores for non-finite floats; another tool's NaN / Infinity literal reads the same.
+_NON_FINITE = {"NaN": "nan", "Infinity": "inf", "-Infinity": "-inf"}
+
+
+def _parse_json(text: str, path: Path) -> Any:
+    # A 10,000-test report is about a million new objects and not one reference cycle: the collections
+    # they trigger find nothing, and (measured with two such reports in memory) took up to half the parse.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
-        data = json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_NON_FINITE.__getitem__)
+    except _DuplicateKey as exc:
+        raise ReportError(
+            f"report {path} repeats the key {_short(exc.args[0])} in one object, so one of its values would be "
+            f"lost; write it again with --cudagraph-report"
+        ) from None
     except (json.JSONDecodeError, RecursionError) as exc:
         where = f"line {exc.lineno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
         raise ReportError(
             f"report {path} is not valid JSON ({where}); it may be truncated, so write it again with --cudagraph-report"
         ) from None
-    return validate_report(data, str(path))
+    except ValueError:  # an integer of more digits than int() converts (4300 since Python 3.11)
+        raise ReportError(
+            f"report {path} holds an integer too long to read, which no report field holds; "
+            f"write it again with --cudagraph-report"
+        ) from None
+    finally:
+        if collecting:
+            gc.enable()
 
 
-def validate_report(data: Any, name: str = "report") -> dict[str, Any]:
-    """Check the parts of a report that ``compare`` relies on; return it unchanged.
+def validate_report(data: Any, name: str = "report", *, text: str | None = None) -> dict[str, Any]:
+    """Check a parsed report; return it unchanged, or raise ReportError naming the file, the field and the fix.
 
-    Sections of a record are not checked: readers treat a missing or malformed
-    section as absent, so that records from newer fixtures never break a comparison.
+    Checked: the schema; the type of every field this plugin writes
+    (``tests.*.recompiles``, ``caches``, ``graphs`` with its ``sets`` and
+    ``graph_bytes``, ``piecewise``, ``reduce_overhead``, ``placement``, ``env``,
+    ``summary``); every number fits a float; every string is text (no lone
+    surrogate: with ``text``, the JSON it was parsed from, only when it has a
+    ``\\udXXX`` escape); sections it does not know nest less than MAX_DEPTH
+    deep and are otherwise kept as they are, so a newer plugin's report still loads.
     """
     if not isinstance(data, dict) or "schema" not in data:
         raise ReportError(
@@ -247,7 +550,7 @@ def validate_report(data: Any, name: str = "report") -> dict[str, Any]:
         )
     if data["schema"] != SCHEMA:
         raise ReportError(
-            f"report {name} has schema {data['schema']!r}, but this pytest-cudagraph reads {SCHEMA!r}; "
+            f"report {name} has schema {_short(data['schema'])}, but this pytest-cudagraph reads {SCHEMA!r}; "
             f"write both reports with the same plugin version"
         )
     if not isinstance(data.get("tests"), dict):
@@ -260,30 +563,289 @@ def validate_report(data: Any, name: str = "report") -> dict[str, Any]:
     for nodeid, record in data["tests"].items():
         if not isinstance(record, dict) or "outcome" not in record:
             raise ReportError(
-                f"report {name} has a malformed record for {nodeid!r} (no 'outcome'); write the report again"
+                f"report {name} has a malformed record for {_short(nodeid)} (no 'outcome'); write the report again"
             )
+    try:
+        if text is None or _SURROGATE_ESCAPE.search(text):
+            _check_text(data)
+        _check(data, _REPORT_SPEC, ())
+    except _Malformed as problem:
+        raise ReportError(
+            f"report {name} has {problem.describe()}; write it again with --cudagraph-report, or correct that field"
+        ) from None
     return data
 
 
-def check_report_path_writable(path: str | os.PathLike) -> str | None:
-    """Return a one-sentence problem with writing a report to ``path``, or None."""
-    path = Path(path)
-    if path.is_dir():
-        return f"--cudagraph-report={path} is a directory; give a file path such as {path / 'cudagraph.json'}"
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        blocking = next((p for p in (parent, *parent.parents) if p.exists()), None)
-        if blocking is not None and not blocking.is_dir():
-            return (
-                f"--cudagraph-report={path}: {blocking} is a file, not a directory; "
-                f"give another path, inside a directory"
-            )
-        return f"--cudagraph-report={path}: directory {parent} does not exist; create it or give another path"
-    if not os.access(parent, os.W_OK | os.X_OK):
-        return f"--cudagraph-report={path}: directory {parent} is not writable; give a path you can write to"
-    if path.exists() and not os.access(path, os.W_OK):
-        return f"--cudagraph-report={path} exists and is not writable; give a path you can write to"
-    return None
+# ----------------------------------------------------------------------------
+# validation: the types of the fields this plugin writes
+# ----------------------------------------------------------------------------
+
+
+class _Malformed(Exception):
+    """A field that does not hold what the schema says: where it is, and what is wrong with its value."""
+
+    def __init__(self, path: tuple[Any, ...], value: Any, complaint: str):
+        super().__init__(path, value, complaint)
+        self.path, self.value, self.complaint = path, value, complaint
+
+    def describe(self) -> str:
+        """``tests['a::t'].graphs.sizes = 5, which is not a list of integers``"""
+        return f"{_field_path(self.path)} = {_short(self.value)}, {self.complaint}"
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut in the middle to ``limit`` characters (a node id can be 3000 long)."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    keep = limit - 3
+    return text[: keep // 2] + "..." + text[len(text) - (keep - keep // 2) :]
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _field_path(path: tuple[Any, ...]) -> str:
+    """``("tests", "a::t", "graphs", "sets", 1)`` -> ``tests['a::t'].graphs.sets[1]``."""
+    text = ""
+    for key in path:
+        if isinstance(key, str) and _IDENTIFIER.fullmatch(key):
+            text += f".{key}" if text else key
+        else:
+            text += f"[{_short(key)}]"
+    return text or "the top level"
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """What a field holds: ``accepts`` tells, ``description`` words it for the error ("a list of strings")."""
+
+    description: str
+    accepts: Callable[[Any], bool]
+
+
+@dataclass(frozen=True)
+class _Each:
+    """A list (with ``mapping``: a mapping's values) whose every item follows ``rule``."""
+
+    rule: Any
+    mapping: bool = False
+
+
+@dataclass(frozen=True)
+class _AnyOf:
+    """A field that follows one of ``rules`` (an older plugin wrote another shape)."""
+
+    rules: tuple[Any, ...]
+
+
+# A JSON object this plugin does not describe (``extra``, a newer plugin's section): any content,
+# but every number must fit a float and the nesting stay under MAX_DEPTH.
+_FREE = object()
+# Deeper than this, a report is not one this plugin wrote (its deepest field is 7 levels down).
+MAX_DEPTH = 64
+# compare and show do their arithmetic in floats: a larger integer is no measurement
+_FLOAT_MAX = int(sys.float_info.max)
+
+
+def _fits_float(value: Any) -> bool:
+    """False for an integer beyond a float's range and for a float that is not finite (1e400 reads as inf)."""
+    if type(value) is int:
+        return -_FLOAT_MAX <= value <= _FLOAT_MAX
+    return type(value) is not float or math.isfinite(value)
+
+
+def _is_int(value: Any) -> bool:
+    return type(value) is int and -_FLOAT_MAX <= value <= _FLOAT_MAX
+
+
+def _is_number(value: Any) -> bool:
+    kind = type(value)
+    return (kind is int and -_FLOAT_MAX <= value <= _FLOAT_MAX) or (kind is float and math.isfinite(value))
+
+
+def _is_measure(value: Any) -> bool:
+    return value is None or _is_number(value) or value in ("nan", "inf", "-inf")
+
+
+_COUNT = _Kind("an integer", _is_int)
+# bytes, seconds, errors: a number, what json_safe writes for NaN and infinities, or null when not measured
+_MEASURE = _Kind('a number, "nan", "inf" or null', _is_measure)
+_TEXT = _Kind("a string", lambda v: type(v) is str)
+_FLAG = _Kind("true or false", lambda v: type(v) is bool)
+_TEXTS = _Kind("a list of strings", lambda v: type(v) is list and all(type(x) is str for x in v))
+_SIZES = _Kind("a list of integers", lambda v: type(v) is list and all(_is_int(x) for x in v))
+_COUNTS = _Kind("a mapping of integers", lambda v: type(v) is dict and all(_is_int(x) for x in v.values()))
+_SCALAR = _Kind("a string, number, boolean or null", lambda v: v is None or type(v) in (str, bool) or _is_number(v))
+
+_RECOMPILES = {
+    "count": _COUNT,
+    "reasons": _TEXTS,
+    "limit_hits": _AnyOf((_TEXTS, _COUNT)),
+    # {"count", "reasons", "limit_hits"} per function; older records held the reasons list
+    "by_function": _Each(
+        _AnyOf((_TEXTS, {"count": _COUNT, "reasons": _TEXTS, "limit_hits": _AnyOf((_TEXTS, _COUNT))})), mapping=True
+    ),
+    "graph_breaks": {"count": _COUNT, "reasons": _TEXTS},
+}
+# the counters compare and the summary read; a layer may hold more
+_CACHE_LAYER = dict.fromkeys(
+    ("hit", "miss", "bypass", "saved", "compiled", "loaded", "bundler_saved_files", "bundler_loaded_files"), _COUNT
+)
+_CACHES = {
+    "fxgraph": _CACHE_LAYER,
+    "aot_autograd": _CACHE_LAYER,
+    "triton": _CACHE_LAYER,
+    "bypass_reasons": _Each(_TEXTS, mapping=True),
+}
+_GRAPH_SET = {
+    "sizes": _SIZES,
+    "captured": _COUNT,
+    "pool_bytes": _MEASURE,
+    "largest_graph_bytes": _MEASURE,
+    "cublas_workspace_bytes": _MEASURE,
+    "graph_bytes": _Each(_MEASURE, mapping=True),
+    "max_abs_err": _MEASURE,
+    "capture_s": _MEASURE,
+    "order": _TEXT,
+    "pool": _TEXT,
+    "keep_outputs": _FLAG,
+    "pool_check_passed": _FLAG,
+    "replay_checks": _COUNT,
+}
+_PIECEWISE_SET = {
+    **dict.fromkeys(
+        ("pieces", "capturable_pieces", "graphs_captured", "backend_compilations", "splitting_op_calls_total"), _COUNT
+    ),
+    "splitting_op_calls": _COUNTS,
+    "sizes": _SIZES,
+    "pool_bytes": _MEASURE,
+    "max_abs_err": _MEASURE,
+    "capture_s": _MEASURE,
+    "strategy": _TEXT,
+    "backend": _TEXT,
+}
+_REDUCE_OVERHEAD = {
+    **dict.fromkeys(("recordings", "skips", "recorded_non_static_inputs", "partitions", "tree_nodes"), _COUNT),
+    "skip_reasons": _TEXTS,
+    "pool_bytes": _MEASURE,
+}
+_RECORD = {
+    "outcome": _TEXT,
+    "duration_s": _MEASURE,
+    "recompiles": _RECOMPILES,
+    "caches": _CACHES,
+    "graphs": {**_GRAPH_SET, "sets": _Each(_GRAPH_SET)},
+    "piecewise": {**_PIECEWISE_SET, "sets": _Each(_PIECEWISE_SET)},
+    "reduce_overhead": _REDUCE_OVERHEAD,
+    "placement": _Each(_SCALAR, mapping=True),
+    "extra": _FREE,
+}
+_RUN_SPEC = {
+    "complete": _FLAG,
+    "incomplete_reasons": _TEXTS,
+    "not_run": _TEXTS,
+    "not_run_count": _COUNT,
+    "deselected": _COUNT,
+    "selection": _Each(_TEXT, mapping=True),
+}
+_SUMMARY = {
+    **dict.fromkeys(("tests", "recompiles", "recompile_limit_hits", "graph_breaks", "graphs_captured"), _COUNT),
+    "outcomes": _COUNTS,
+    "caches": _Each(_COUNTS, mapping=True),
+    "exitstatus": _COUNT,
+    **_RUN_SPEC,
+}
+_REPORT_SPEC = {
+    "created": _TEXT,
+    "env": _Each(_SCALAR, mapping=True),
+    "tests": _Each(_RECORD, mapping=True),
+    "summary": _SUMMARY,
+}
+
+
+def _check(value: Any, rule: Any, path: tuple[Any, ...]) -> None:
+    """Raise _Malformed at the first field of ``value`` that does not follow ``rule``.
+
+    ``rule``: a _Kind, an _Each, an _AnyOf, _FREE, or a spec (a dict of field -> rule;
+    fields it does not name are checked as _FREE).
+    """
+    if isinstance(rule, _Kind):
+        if not rule.accepts(value):
+            raise _malformed(path, value, rule.description)
+    elif isinstance(rule, dict):
+        if type(value) is not dict:
+            raise _malformed(path, value, "a mapping")
+        for key, item in value.items():
+            sub = rule.get(key, _FREE)
+            # most fields are scalars: checked here, without a call per field (a report has 10,000 records)
+            if type(sub) is _Kind:
+                if not sub.accepts(item):
+                    raise _malformed((*path, key), item, sub.description)
+            elif sub is not _FREE or isinstance(item, (dict, list)) or not _fits_float(item):
+                _check(item, sub, (*path, key))
+    elif rule is _FREE:
+        if isinstance(value, (dict, list)):
+            _check_free(value, path)
+        elif not _fits_float(value):
+            raise _malformed(path, value, "a number")
+    elif isinstance(rule, _Each):
+        if type(value) is not (dict if rule.mapping else list):
+            raise _malformed(path, value, "a mapping" if rule.mapping else "a list")
+        for key, item in value.items() if rule.mapping else enumerate(value):
+            _check(item, rule.rule, (*path, key))
+    else:
+        _check_any_of(value, rule, path)
+
+
+def _check_any_of(value: Any, rule: _AnyOf, path: tuple[Any, ...]) -> None:
+    problems = []
+    for alternative in rule.rules:
+        try:
+            _check(value, alternative, path)
+            return
+        except _Malformed as problem:
+            problems.append(problem)
+    # the alternative that got furthest into the value names the field best
+    raise max(problems, key=lambda problem: len(problem.path))
+
+
+def _malformed(path: tuple[Any, ...], value: Any, description: str) -> _Malformed:
+    if type(value) in (int, float) and not _fits_float(value):
+        return _Malformed(path, value, "a number too large for a float")
+    return _Malformed(path, value, f"which is not {description}")
+
+
+def _check_free(value: dict | list, path: tuple[Any, ...]) -> None:
+    """Every number in ``value`` fits a float, and it nests less than MAX_DEPTH levels from the top."""
+    stack = [(value, path)]
+    while stack:
+        container, where = stack.pop()
+        if len(where) >= MAX_DEPTH:
+            raise _Malformed(where, "...", f"which is nested deeper than {MAX_DEPTH} levels")
+        for key, item in container.items() if type(container) is dict else enumerate(container):
+            if isinstance(item, (dict, list)):
+                stack.append((item, (*where, key)))
+            elif not _fits_float(item):
+                raise _Malformed((*where, key), item, "a number too large for a float")
+
+
+# JSON text reaches a lone surrogate only through a \\udXXX escape: without one, no string needs a look.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _check_text(value: Any, path: tuple[Any, ...] = ()) -> None:
+    """Raise _Malformed at a key or string holding a lone surrogate (not text: printing it fails)."""
+    stack = [(value, path)]
+    while stack:
+        container, where = stack.pop()
+        for key, item in container.items() if type(container) is dict else enumerate(container):
+            if type(key) is str and not _is_text(key):
+                raise _Malformed((*where, key), item, "whose key is not text (a lone surrogate)")
+            if isinstance(item, (dict, list)):
+                stack.append((item, (*where, key)))
+            elif type(item) is str and not _is_text(item):
+                raise _Malformed((*where, key), item, "which is not text (a lone surrogate)")
 
 
 # ----------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .report import as_int, limit_hit_count
-from .summary import HEADER, mib, summary_row
+from .summary import HEADER, clip_nodeid, mib, pool_figures, pool_text, summary_row
 
 _CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 24px auto;
@@ -42,9 +42,10 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 code, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12.5px; }
 section.test { border-top: 2px solid #e3e7eb; margin-top: 22px; }
 section.test h2 { word-break: break-all; }
+.full-id { word-break: break-all; color: #5b6670; }
 .badge { display: inline-block; border-radius: 3px; padding: 0 6px; font-size: 12px; font-weight: 600;
          color: #fff; background: #6c757d; vertical-align: middle; }
-.badge.passed { background: #2e7d32; } .badge.failed, .badge.error { background: #c62828; }
+.badge.passed { background: #2e7d32; } .badge.failed, .badge.error, .badge.crashed { background: #c62828; }
 .badge.skipped { background: #8d6e00; } .badge.xfailed, .badge.xpassed { background: #5e35b1; }
 .note { color: #5b6670; font-style: italic; }
 .warn { color: #c62828; font-weight: 600; }
@@ -84,7 +85,7 @@ def _number(value: Any) -> float | None:
         return None
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
     return number if number == number and number not in (float("inf"), float("-inf")) else None
 
@@ -159,8 +160,10 @@ def pool_chart_svg(graphs: Mapping[str, Any], title: str = "") -> str:
         if value is None:
             continue
         x = x_of(value)
-        parts.append(f'<line class="{css}" x1="{x:.1f}" y1="{_TOP - 4}" x2="{x:.1f}" y2="{height - _BOTTOM}">'
-                     f"<title>{label}: {_e(mib(value))} ({int(value)} bytes)</title></line>")
+        parts.append(
+            f'<line class="{css}" x1="{x:.1f}" y1="{_TOP - 4}" x2="{x:.1f}" y2="{height - _BOTTOM}">'
+            f"<title>{label}: {_e(mib(value))} ({int(value)} bytes)</title></line>"
+        )
     # labels of the two lines sit above the bars; when the lines are close, keep them apart
     labels = [(v, t) for v, t in ((largest, "largest"), (bound, "+cuBLAS"), (pool, "pool")) if v is not None]
     last_end = -1e9
@@ -175,8 +178,11 @@ def pool_chart_svg(graphs: Mapping[str, Any], title: str = "") -> str:
         '<div class="legend"><span><i class="swatch" style="background:#4f7cac"></i>per-size high-water mark</span>'
         '<span><i class="swatch" style="background:#c62828"></i>shared pool</span>'
         '<span><i class="swatch" style="background:#1d232a"></i>largest graph (dashed)</span>'
-        + ('<span><i class="swatch" style="background:#7a7a7a"></i>largest graph + cuBLAS workspace (dotted)</span>'
-           if bound is not None else "")
+        + (
+            '<span><i class="swatch" style="background:#7a7a7a"></i>largest graph + cuBLAS workspace (dotted)</span>'
+            if bound is not None
+            else ""
+        )
         + "</div>"
     )
     return "".join(parts) + legend
@@ -188,7 +194,7 @@ def pool_chart_svg(graphs: Mapping[str, Any], title: str = "") -> str:
 
 
 def _kv_table(rows: list[tuple[str, Any]]) -> str:
-    body = "".join(f"<tr><th>{_e(k)}</th><td class=\"mono\">{_e(v)}</td></tr>" for k, v in rows)
+    body = "".join(f'<tr><th>{_e(k)}</th><td class="mono">{_e(v)}</td></tr>' for k, v in rows)
     return f"<table>{body}</table>"
 
 
@@ -203,9 +209,25 @@ def _summary_html(summary: Mapping[str, Any]) -> str:
     outcomes = summary.get("outcomes")
     if isinstance(outcomes, Mapping):
         rows.append(("outcomes", ", ".join(f"{n} {o}" for o, n in outcomes.items()) or "none"))
-    for key in ("tests", "graphs_captured", "recompiles", "recompile_limit_hits", "graph_breaks", "exitstatus"):
+    for key in (
+        "tests",
+        "graphs_captured",
+        "recompiles",
+        "recompile_limit_hits",
+        "graph_breaks",
+        "exitstatus",
+        "complete",
+        "not_run_count",
+        "deselected",
+    ):
         if key in summary:
             rows.append((key.replace("_", " "), summary[key]))
+    reasons = summary.get("incomplete_reasons")
+    if isinstance(reasons, list) and reasons:
+        rows.append(("incomplete because", "; ".join(map(str, reasons))))
+    selection = summary.get("selection")
+    if isinstance(selection, Mapping) and selection:
+        rows.append(("selection", " ".join(f"{flag} {expression!r}" for flag, expression in selection.items())))
     caches = summary.get("caches")
     if isinstance(caches, Mapping):
         for layer, counts in caches.items():
@@ -219,9 +241,11 @@ def _overview_html(tests: Mapping[str, Mapping[str, Any]], anchors: Mapping[str,
     body = []
     for nodeid, record in tests.items():
         cells = summary_row(nodeid, record)
-        first = f'<a href="#{anchors[nodeid]}">{_e(nodeid)}</a>' if nodeid in anchors else _e(nodeid)
+        # cells[0] is the id clipped to NODEID_WIDTH: a 3000-character id must not widen the table
+        shown = f'title="{_e(nodeid)}">{_e(cells[0])}'
+        first = f'<a href="#{anchors[nodeid]}" {shown}</a>' if nodeid in anchors else f"<span {shown}</span>"
         outcome = str(record.get("outcome", "?"))
-        rest = "".join(f"<td class=\"mono\">{_e(c)}</td>" for c in cells[2:])
+        rest = "".join(f'<td class="mono">{_e(c)}</td>' for c in cells[2:])
         body.append(
             f'<tr><td class="mono">{first}</td><td><span class="badge {_e(outcome)}">{_e(outcome)}</span></td>{rest}</tr>'
         )
@@ -240,15 +264,21 @@ def _graphs_html(graphs: Mapping[str, Any]) -> str:
     workspace = _number(graphs.get("cublas_workspace_bytes"))
     if workspace:
         rows.append(("cuBLAS workspace (in the pool)", mib(workspace)))
-    if pool is not None and largest:
-        rows.append(("(pool - workspace) / largest", f"{(pool - (workspace or 0)) / largest:.2f}x"))
+    figures = pool_figures(graphs)
+    if figures.ratio is not None and figures.set_count > 1:
+        # the merged maxima may come from different sets: only one set's own figures make a ratio
+        rows.append(("worst set: pool / largest", pool_text(figures)))
+    elif figures.ratio is not None:
+        rows.append(("(pool - workspace) / largest", f"{figures.ratio:.2f}x"))
     for key in ("max_abs_err", "capture_s"):
         if key in graphs:
             rows.append((key, graphs[key]))
     parts.append(_kv_table(rows))
     sets = graphs.get("sets")
-    if graph_bytes_by_size(graphs) is None and isinstance(sets, list) and any(
-        isinstance(s, Mapping) and graph_bytes_by_size(s) for s in sets
+    if (
+        graph_bytes_by_size(graphs) is None
+        and isinstance(sets, list)
+        and any(isinstance(s, Mapping) and graph_bytes_by_size(s) for s in sets)
     ):
         for index, one in enumerate(sets):
             if isinstance(one, Mapping):
@@ -275,7 +305,7 @@ def _recompiles_html(rec: Mapping[str, Any]) -> str:
             reasons = entry.get("reasons") if isinstance(entry, Mapping) else entry
             items = reasons if isinstance(reasons, list) else [reasons]
             count = f" ({as_int(entry.get('count'))} recompiles)" if isinstance(entry, Mapping) else ""
-            parts.append(f"<p class=\"mono\">{_e(function)}{_e(count)}</p>")
+            parts.append(f'<p class="mono">{_e(function)}{_e(count)}</p>')
             parts.append('<ul class="reasons">' + "".join(f"<li>{_e(r)}</li>" for r in items) + "</ul>")
     elif rec.get("reasons"):
         parts.append('<ul class="reasons">' + "".join(f"<li>{_e(r)}</li>" for r in rec["reasons"]) + "</ul>")
@@ -311,10 +341,13 @@ def _json_block(title: str, value: Any) -> str:
 
 def _test_html(nodeid: str, anchor: str, record: Mapping[str, Any]) -> str:
     outcome = str(record.get("outcome", "?"))
+    shown = clip_nodeid(nodeid)
     parts = [
-        f'<section class="test" id="{anchor}"><h2>{_e(nodeid)} '
+        f'<section class="test" id="{anchor}"><h2 title="{_e(nodeid)}">{_e(shown)} '
         f'<span class="badge {_e(outcome)}">{_e(outcome)}</span></h2>'
     ]
+    if shown != nodeid:  # the whole id once, wrapped, below the clipped heading
+        parts.append(f'<p class="mono full-id">{_e(nodeid)}</p>')
     if "duration_s" in record:
         parts.append(f'<p class="meta">duration {_e(record["duration_s"])} s</p>')
     graphs = _section(record, "graphs")
@@ -348,7 +381,7 @@ def render_html(report: Mapping[str, Any], title: str = "pytest-cudagraph report
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
-        f"<h1>{_e(title)}</h1><p class=\"meta\">{_e(subtitle)}</p>",
+        f'<h1>{_e(title)}</h1><p class="meta">{_e(subtitle)}</p>',
         "<h2>Environment</h2>",
         _env_html(env),
         "<h2>Summary</h2>",

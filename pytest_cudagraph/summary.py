@@ -9,12 +9,17 @@ Example (``pytest --cudagraph --cudagraph-report=run.json``)::
     cache columns: h hits / m misses / b bypasses; triton: c compiled / l loaded (s/l: bundler files)
     report written to /ci/run.json
 
-Failed tests and recompile-limit hits come first.  Nothing here imports torch.
+Failed tests and recompile-limit hits come first.  A node id longer than
+NODEID_WIDTH is clipped in the middle (the report keeps it whole), and a test
+with several GraphSets shows the set whose pool ratio is worst.  Nothing here
+imports torch.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +29,44 @@ HEADER = ["test", "outcome", "graphs", "pool / largest", "recompiles", "fxgraph"
 
 # Beyond this many rows the table elides the middle; the report holds every test.
 DEFAULT_MAX_ROWS = 40
+# A parametrize id can be thousands of characters long; one such id must not widen every row.
+NODEID_WIDTH = 100
+# outcomes listed first: a test that failed, errored, or whose xdist worker died under it
+ATTENTION_OUTCOMES = ("failed", "error", "crashed")
+
+
+def clip_nodeid(nodeid: str, width: int = NODEID_WIDTH) -> str:
+    """``nodeid`` cut to ``width`` characters with "..." in the middle of what identifies it least.
+
+    The function name and the end of the parametrize id stay visible (the end is
+    where ids differ: ``test_decode[...-bs16]``), then the start of the path::
+
+        tests/test_model.py::test_decode[xxxx(3000)xxxx-bs16]  ->  tests/test_model.py::test_decode[xxx...xxx-bs16]
+    """
+    if len(nodeid) <= width:
+        return nodeid
+    # the parametrize id opens at the first "[" after the path (names have none; the id may hold "::")
+    name_end = nodeid.find("[", max(nodeid.find("::"), 0))
+    base, param = (nodeid[:name_end], nodeid[name_end:]) if name_end > 0 else (nodeid, "")
+    function = base[base.rfind("::") + 2 :] if "::" in base else ""
+    # the parameter id gets what the path and name leave over, but never less than a third of the width
+    param_text = _middle(param, max(width - len(base), width // 3), head_share=0.3)
+    room = width - len(param_text)
+    if len(base) <= room:
+        return base + param_text
+    if function and len(function) + 10 <= room:  # "tests/...py::f": where the function lives, shortened
+        path = base[: len(base) - len(function) - 2]
+        return _middle(path, room - len(function) - 2, head_share=0.4) + "::" + function + param_text
+    return _middle(nodeid, width, head_share=0.3)
+
+
+def _middle(text: str, width: int, head_share: float = 0.5) -> str:
+    """``text`` cut to ``width`` with "...": ``head_share`` of what is kept from the start, the rest from the end."""
+    if len(text) <= width:
+        return text
+    keep = max(width - 3, 2)
+    head = min(max(int(keep * head_share), 1), keep - 1)
+    return text[:head] + "..." + text[len(text) - (keep - head) :]
 
 
 def mib(value: Any) -> str:
@@ -32,7 +75,7 @@ def mib(value: Any) -> str:
         return "-"
     try:
         return f"{float(value) / 2**20:.1f}M"
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return str(value)
 
 
@@ -66,6 +109,56 @@ def _sizes_text(sizes: Any) -> str:
     return f"{numbers[0]}-{numbers[-1]}"
 
 
+@dataclass(frozen=True)
+class PoolFigures:
+    """One pool's figures and the ratio the pool check is about: (pool - cuBLAS workspace) / largest graph.
+
+    ``set_index`` (0-based) and ``set_count`` say which of a test's several GraphSets
+    the figures are from; ``set_count`` is 1 for a test with one.
+    """
+
+    pool: Any
+    largest: Any
+    workspace: Any
+    ratio: float | None
+    set_index: int = 0
+    set_count: int = 1
+
+
+def pool_figures(graphs: Mapping[str, Any]) -> PoolFigures:
+    """The pool figures to show for a ``graphs`` (or ``piecewise``) section.
+
+    With several GraphSets (``sets``), those of the set whose ratio is worst: the
+    merged record's pool, largest graph and workspace are maxima that may come from
+    three different sets, and no ratio of them is one the pool check ever saw.
+    """
+    sets = graphs.get("sets") if isinstance(graphs.get("sets"), list) else []
+    rated = [(index, figures) for index, figures in enumerate(map(_own_figures, sets)) if figures.ratio is not None]
+    if rated:
+        index, worst = max(rated, key=lambda item: item[1].ratio)
+        return PoolFigures(worst.pool, worst.largest, worst.workspace, worst.ratio, index, len(sets))
+    merged = _own_figures(graphs)
+    if sets:  # maxima of several sets: show them, but no ratio of them
+        return PoolFigures(merged.pool, merged.largest, merged.workspace, None, 0, len(sets))
+    return merged
+
+
+def _own_figures(source: Any) -> PoolFigures:
+    if not isinstance(source, Mapping):
+        return PoolFigures(None, None, None, None)
+    pool, largest = source.get("pool_bytes"), source.get("largest_graph_bytes")
+    # The first capture puts the cuBLAS workspace (32 MiB on an H200) into the pool;
+    # the largest graph's own mark does not hold it, so leave it out of the ratio.
+    workspace = source.get("cublas_workspace_bytes") or 0
+    try:
+        ratio: float | None = (float(pool) - float(workspace)) / float(largest)
+    except (TypeError, ValueError, ZeroDivisionError, OverflowError):
+        ratio = None
+    if ratio is not None and not math.isfinite(ratio):
+        ratio = None
+    return PoolFigures(pool, largest, workspace, ratio)
+
+
 def _graphs_cells(record: Mapping[str, Any]) -> tuple[str, str]:
     graphs = _section(record, "graphs")
     piecewise = _section(record, "piecewise")
@@ -76,21 +169,20 @@ def _graphs_cells(record: Mapping[str, Any]) -> tuple[str, str]:
         graph_text = f"{as_int(graphs.get('captured'))}" + (f" ({sizes})" if sizes else "")
     else:
         graph_text = f"{as_int(piecewise.get('graphs_captured'))} pw/{as_int(piecewise.get('pieces'))}p"
-    source = graphs or piecewise
-    pool, largest = source.get("pool_bytes"), source.get("largest_graph_bytes")
-    if pool is None and largest is None:
-        return graph_text, "-"
-    pool_text = f"{mib(pool)} / {mib(largest)}"
-    # The first capture puts the cuBLAS workspace (32 MiB on an H200) into the pool;
-    # the largest graph's own mark does not hold it, so leave it out of the ratio.
-    workspace = source.get("cublas_workspace_bytes") or 0
-    try:
-        ratio = (float(pool) - float(workspace)) / float(largest)
-    except (TypeError, ValueError, ZeroDivisionError):
-        return graph_text, pool_text
+    return graph_text, pool_text(pool_figures(graphs or piecewise))
+
+
+def pool_text(figures: PoolFigures) -> str:
+    """``60.0M / 42.0M  1.43x``: pool / largest graph, the cuBLAS workspace, the ratio, and which set."""
+    if figures.pool is None and figures.largest is None:
+        return "-"
+    text = f"{mib(figures.pool)} / {mib(figures.largest)}"
+    if figures.ratio is None:
+        return text
     # a shared pool should cost about the largest graph alone: a ratio well above 1 is the smell
-    suffix = f" (+{mib(workspace)} cuBLAS)" if workspace else ""
-    return graph_text, f"{pool_text}{suffix}  {ratio:.2f}x"
+    suffix = f" (+{mib(figures.workspace)} cuBLAS)" if figures.workspace else ""
+    which = f" (set {figures.set_index + 1} of {figures.set_count})" if figures.set_count > 1 else ""
+    return f"{text}{suffix}  {figures.ratio:.2f}x{which}"
 
 
 def _recompiles_cell(record: Mapping[str, Any]) -> str:
@@ -109,7 +201,7 @@ def _recompiles_cell(record: Mapping[str, Any]) -> str:
 def summary_row(nodeid: str, record: Mapping[str, Any]) -> list[str]:
     graphs, pool = _graphs_cells(record)
     return [
-        nodeid,
+        clip_nodeid(nodeid),
         str(record.get("outcome", "?")),
         graphs,
         pool,
@@ -162,7 +254,9 @@ def terminal_summary_lines(
         if hidden:
             lines.append(f"... {hidden} more tests (use -v for all of them, or see the report)")
         lines.append(totals_line(records))
-        lines.append("cache columns: h hits / m misses / b bypasses; triton: c compiled / l loaded (s/l: bundler files)")
+        lines.append(
+            "cache columns: h hits / m misses / b bypasses; triton: c compiled / l loaded (s/l: bundler files)"
+        )
     if report_error is not None:
         lines.append(report_error)
     elif report_path is not None:
@@ -171,4 +265,4 @@ def terminal_summary_lines(
 
 
 def _needs_attention(record: Mapping[str, Any]) -> bool:
-    return record.get("outcome") in ("failed", "error") or bool(limit_hit_count(_section(record, "recompiles")))
+    return record.get("outcome") in ATTENTION_OUTCOMES or bool(limit_hit_count(_section(record, "recompiles")))

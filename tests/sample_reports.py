@@ -57,7 +57,7 @@ def graph_record(**overrides: Any) -> dict[str, Any]:
 
 def recompile_record(count: int = 0, **overrides: Any) -> dict[str, Any]:
     """A CPU test watched by the ``recompiles`` fixture."""
-    reasons = [f"tensor 'x' size mismatch at index 0. expected {2 ** i}, actual {2 ** (i + 1)}" for i in range(count)]
+    reasons = [f"tensor 'x' size mismatch at index 0. expected {2**i}, actual {2 ** (i + 1)}" for i in range(count)]
     record = {
         "outcome": "passed",
         "duration_s": 0.41,
@@ -70,6 +70,29 @@ def recompile_record(count: int = 0, **overrides: Any) -> dict[str, Any]:
             ),
             "graph_breaks": {"count": 0, "reasons": []},
         },
+    }
+    record.update(overrides)
+    return record
+
+
+def graph_set_record(
+    sizes: list[int], graph_bytes: list[int], pool_bytes: int, cublas_workspace_bytes: int, **overrides: Any
+) -> dict[str, Any]:
+    """One GraphSet's record, with the fields of capture.GraphSetResult.to_json (a set that passed its pool check)."""
+    record = {
+        "sizes": sorted(sizes, reverse=True),
+        "captured": len(sizes),
+        "pool_bytes": pool_bytes,
+        "largest_graph_bytes": max(graph_bytes),
+        "max_abs_err": 1.2e-7,
+        "capture_s": 0.41,
+        "order": "largest_first",
+        "pool": "shared",
+        "keep_outputs": False,
+        "cublas_workspace_bytes": cublas_workspace_bytes,
+        "replay_checks": 3 * len(sizes),
+        "graph_bytes": {str(size): n for size, n in sorted(zip(sizes, graph_bytes))},
+        "pool_check_passed": True,
     }
     record.update(overrides)
     return record
@@ -90,7 +113,11 @@ def piecewise_record() -> dict[str, Any]:
     }
 
 
-def sample_report(env: dict[str, Any] | None = None) -> dict[str, Any]:
+# what the plugin passes to build_report(run=...) for a run that ran to its end
+COMPLETE_RUN = {"complete": True, "incomplete_reasons": [], "not_run": [], "not_run_count": 0, "deselected": 0}
+
+
+def sample_report(env: dict[str, Any] | None = None, run: dict[str, Any] | None = None) -> dict[str, Any]:
     """A whole report as ``--cudagraph-report`` writes it (schema pytest-cudagraph/1)."""
     from pytest_cudagraph.report import build_report
 
@@ -101,7 +128,9 @@ def sample_report(env: dict[str, Any] | None = None) -> dict[str, Any]:
         "tests/test_model.py::test_attention_split": piecewise_record(),
         "tests/test_model.py::test_gpu_only": {"outcome": "skipped", "duration_s": 0.0},
     }
-    return build_report(env or dict(ENV_2_13), tests, exitstatus=0, created="2025-01-31T12:00:00+00:00")
+    return build_report(
+        env or dict(ENV_2_13), tests, exitstatus=0, created="2025-01-31T12:00:00+00:00", run=run or COMPLETE_RUN
+    )
 
 
 def modified(report: dict[str, Any], nodeid: str, path: str, value: Any) -> dict[str, Any]:

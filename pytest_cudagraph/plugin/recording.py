@@ -199,8 +199,7 @@ def write_report_and_compare(session: pytest.Session, state: RunState, progress:
 
     env = collect_environment(state.rootdir)
     session.config.hook.pytest_cudagraph_update_env(config=session.config, env=env)
-    report = build_report(env, state.records, exitstatus=exitstatus)
-    report["summary"].update(progress.summary_fields(exitstatus))  # TEMP until build_report takes run=
+    report = build_report(env, state.records, exitstatus=exitstatus, run=progress.summary_fields(exitstatus))
     if options.report_path is not None:
         try:
             write_report(options.report_path, report)
