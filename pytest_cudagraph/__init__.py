@@ -11,19 +11,48 @@ import importlib
 
 __version__ = "0.1.0"
 
-# public name -> module that defines it
+# public name -> module that defines it: each plain-API entry point, then the types
+# it and its results hand back, then the errors
 _LAZY = {
+    # capture_graphs -> GraphSet; .check_replay() -> GraphReplayCheck; .check_pool() -> PoolCheck;
+    # .graph(size) -> CapturedGraph; .result() -> GraphSetResult
     "capture_graphs": "capture",
     "GraphSet": "capture",
+    "GraphReplayCheck": "capture",
+    "GraphSetResult": "capture",
+    "CapturedGraph": "capture",
+    "PoolCheck": "memory",
+    # watch_recompiles -> RecompileWatch; .result() -> RecompileStats (.by_function, .graph_breaks)
     "watch_recompiles": "recompiles",
     "RecompileWatch": "recompiles",
+    "RecompileStats": "recompiles",
+    "FunctionRecompiles": "recompiles",
+    "GraphBreaks": "recompiles",
+    # cache_probe -> CacheProbe; .stats() -> CacheStats; .cold_warm() -> ColdWarm of PassResults;
+    # .result() -> ProbeResult
     "cache_probe": "caches",
     "CacheProbe": "caches",
+    "CacheStats": "caches",
+    "ColdWarm": "caches",
+    "PassResult": "caches",
+    "ProbeResult": "caches",
+    # piecewise_compile -> PiecewiseModule; .stats -> PiecewiseStats;
+    # .check_replay() -> PiecewiseReplayCheck of SizeChecks; .result() -> PiecewiseResult
     "piecewise_compile": "piecewise",
+    "PiecewiseModule": "piecewise",
+    "PiecewiseStats": "piecewise",
+    "PiecewiseReplayCheck": "piecewise",
+    "SizeCheck": "piecewise",
+    "PiecewiseResult": "piecewise",
+    # watch_trees -> TreeWatch; .result() -> ReduceOverheadResult
     "watch_trees": "trees",
+    "TreeWatch": "trees",
+    "ReduceOverheadResult": "trees",
     "load_report": "report",
     "CudagraphError": "errors",
     "UsageProblem": "errors",
+    "MisuseError": "errors",
+    "MarkerArgumentError": "markers",
     "InvariantViolation": "errors",
     "CaptureError": "errors",
     "StaleGraphError": "errors",

@@ -48,18 +48,18 @@ import torch
 from torch.utils._pytree import tree_map
 
 from . import _compat, open_objects
-from .errors import CaptureError, InvariantViolation, StaleGraphError, UsageProblem
+from .errors import CaptureError, InvariantViolation, MisuseError, StaleGraphError
 from .memory import PoolCheck, PoolId, PoolMeter
-from .numerics import Comparison, compare_outputs, max_abs_error, replay_mismatch_message
+from .numerics import TensorComparison, compare_tensor_trees, max_abs_error, replay_mismatch_message
 from .record import TestRecord, current_record
 from .sizes import capture_sizes_in_order
 
 POOL_MODES = ("shared", "separate")
 ORDERS = ("largest_first", "as_given")
 
+# the plain API and what it returns, then the pieces the piecewise capture is built from
 __all__ = [
     "CapturedGraph",
-    "CudagraphsFixture",
     "GraphReplayCheck",
     "GraphSet",
     "GraphSetResult",
@@ -67,8 +67,6 @@ __all__ = [
     "capture_graphs",
     "guarded_capture",
     "new_pool",
-    "parameter_fingerprint",
-    "restore_cuda_rng",
 ]
 
 
@@ -470,7 +468,7 @@ class CapturedGraph:
         """
         __tracebackhide__ = True
         if len(inputs) != len(self.input_ptrs):
-            raise UsageProblem(
+            raise MisuseError(
                 f"the graph for {self.label} takes {len(self.input_ptrs)} inputs, {len(inputs)} were given"
             )
         for i, (tensor, ptr) in enumerate(zip(inputs, self.input_ptrs)):
@@ -485,14 +483,14 @@ class CapturedGraph:
     def _copy_in(self, inputs: Sequence[torch.Tensor]) -> None:
         __tracebackhide__ = True
         if len(inputs) != len(self.static_inputs):
-            raise UsageProblem(
+            raise MisuseError(
                 f"the graph for {self.label} takes {len(self.static_inputs)} inputs, {len(inputs)} were given"
             )
         for i, (static, new) in enumerate(zip(self.static_inputs, inputs)):
             if not isinstance(new, torch.Tensor):
-                raise UsageProblem(f"input {i} for {self.label} is a {type(new).__name__}, not a tensor")
+                raise MisuseError(f"input {i} for {self.label} is a {type(new).__name__}, not a tensor")
             if new.shape != static.shape or new.dtype != static.dtype:
-                raise UsageProblem(
+                raise MisuseError(
                     f"input {i} for {self.label} has shape {tuple(new.shape)} and dtype {new.dtype}, but the "
                     f"graph was captured with {tuple(static.shape)} {static.dtype}; pass inputs of the "
                     f"captured shape (pad the batch up to a captured size)"
@@ -676,25 +674,25 @@ class GraphSetResult:
 def _check_options(pool: str, order: str, warmup_iters: int) -> None:
     __tracebackhide__ = True
     if pool not in POOL_MODES:
-        raise UsageProblem(f"pool={pool!r} is not a pool mode; use pool='shared' or pool='separate'")
+        raise MisuseError(f"pool={pool!r} is not a pool mode; use pool='shared' or pool='separate'")
     if order not in ORDERS:
-        raise UsageProblem(f"order={order!r} is not a capture order; use 'largest_first' or 'as_given'")
+        raise MisuseError(f"order={order!r} is not a capture order; use 'largest_first' or 'as_given'")
     if not isinstance(warmup_iters, int) or warmup_iters < 1:
-        raise UsageProblem(f"warmup_iters={warmup_iters!r}: give at least 1 warm-up iteration")
+        raise MisuseError(f"warmup_iters={warmup_iters!r}: give at least 1 warm-up iteration")
 
 
 def _batch_inputs(make_inputs: Callable[[int], Any], size: int) -> tuple[torch.Tensor, ...]:
-    """``make_inputs(size)`` as a tuple of CUDA tensors; anything else is a UsageProblem."""
+    """``make_inputs(size)`` as a tuple of CUDA tensors; anything else is a MisuseError."""
     __tracebackhide__ = True
     inputs = _as_tuple(make_inputs(size))
     for i, tensor in enumerate(inputs):
         if not isinstance(tensor, torch.Tensor):
-            raise UsageProblem(
+            raise MisuseError(
                 f"make_inputs({size}) returned a {type(tensor).__name__} as input {i}; return a CUDA tensor "
                 f"or a tuple of CUDA tensors (bind other arguments into fn with functools.partial)"
             )
         if not tensor.is_cuda:
-            raise UsageProblem(
+            raise MisuseError(
                 f"make_inputs({size}) returned input {i} on {tensor.device}; create inputs on the GPU "
                 f"(device='cuda') so they can be captured"
             )
@@ -705,7 +703,7 @@ def _check_not_all_zero(inputs: Sequence[torch.Tensor], size: int) -> None:
     __tracebackhide__ = True
     floats = [t for t in inputs if t.is_floating_point() and t.numel()]
     if floats and all(not bool(t.any()) for t in floats):
-        raise UsageProblem(
+        raise MisuseError(
             f"make_inputs({size}) returned only all-zero tensors; a replay check on zeros cannot tell a "
             f"right graph from a wrong one: return fresh random inputs (e.g. torch.randn)"
         )
@@ -836,7 +834,7 @@ class GraphSet:
         __tracebackhide__ = True
         self._require_open()
         if size not in self.graphs:
-            raise UsageProblem(f"batch size {size} was not captured; captured sizes are {list(self.sizes)}")
+            raise MisuseError(f"batch size {size} was not captured; captured sizes are {list(self.sizes)}")
         return self.graphs[size]
 
     def replay(self, size: int, *inputs: torch.Tensor, copy: bool = True) -> Any:
@@ -846,6 +844,18 @@ class GraphSet:
         ``copy=False`` they must be the static buffers (``graph(size).static_inputs``):
         an input at another address raises StaleGraphError naming it.  Module
         parameters replaced since capture raise StaleGraphError naming the parameter.
+
+        .. warning::
+            **Static input addresses.** The graph reads the captured buffers, never
+            the tensors passed: with ``copy=False``, write new values into
+            ``graph(size).static_inputs`` in place (``static.copy_(new)``); update
+            a module's weights in place too.
+
+        .. warning::
+            **Outputs alias across sizes in a shared pool.** The graph writes its
+            outputs into pool memory that other sizes' graphs reuse; this method
+            returns copies for that reason.  ``graph(size).replay()`` returns the
+            graph's own tensors: copy them out before replaying another size.
         """
         __tracebackhide__ = True
         captured = self.graph(size)
@@ -873,6 +883,13 @@ class GraphSet:
         worst element's index, both values and the error, and the static control
         flow hint (a Python branch taken at capture stays taken on every replay).
 
+        .. warning::
+            **Static control flow.** A replay re-launches the kernels recorded at
+            capture, whatever the inputs: a Python branch, or a Python number,
+            that depends on the batch is frozen at its capture-time value.  Fresh
+            random inputs per trial are what catch it; inputs that make every
+            branch agree (all zeros, one fixed tensor) hide it.
+
         Example::
 
             gs.check_replay(trials=3)            # against fn itself, eagerly
@@ -881,20 +898,20 @@ class GraphSet:
         __tracebackhide__ = True
         self._require_open()
         if not isinstance(trials, int) or trials < 1:
-            raise UsageProblem(f"trials={trials!r}: give at least one trial")
+            raise MisuseError(f"trials={trials!r}: give at least one trial")
         reference_fn = reference if reference is not None else self.fn
         reference_name = "eager" if reference is None else "the reference"
         rtol = self.rtol if rtol is None else rtol
         atol = self.atol if atol is None else atol
         chosen = self.capture_order if sizes is None else capture_sizes_in_order(sizes, "sizes")
-        worst: list[Comparison] = []
+        worst: list[TensorComparison] = []
         for trial in range(trials):
             for size in chosen:
                 inputs = _batch_inputs(self.make_inputs, size)
                 actual = self.replay(size, *inputs)
                 with torch.no_grad():
                     expected = reference_fn(*inputs)
-                comparisons = compare_outputs(actual, expected, rtol, atol)
+                comparisons = compare_tensor_trees(actual, expected, rtol, atol)
                 worst.extend(comparisons)
                 failed = next((c for c in comparisons if not c.passed), None)
                 if failed is not None:
@@ -1023,7 +1040,7 @@ class GraphSet:
     def _require_open(self) -> None:
         __tracebackhide__ = True
         if self.closed:
-            raise UsageProblem(f"the GraphSet of {self.name} was closed; its graphs were released")
+            raise MisuseError(f"the GraphSet of {self.name} was closed; its graphs were released")
 
     def __enter__(self) -> GraphSet:
         return self
@@ -1066,6 +1083,35 @@ def capture_graphs(
     Usable inside ``@hypothesis.given`` bodies; release with ``with``/``close()``.
     The result goes to the running test's report record when released.
 
+    .. warning::
+        **Static input addresses.** A graph reads its inputs, and a module's
+        parameters and buffers, at the addresses it was captured with.
+        ``GraphSet.replay`` copies new inputs into the static buffers for you;
+        update weights in place (``param.data.copy_(new)``, ``load_state_dict``),
+        never by assigning a new tensor, or the replay raises StaleGraphError.
+
+    .. warning::
+        **No host sync, host copy or allocation outside the capture.** ``fn`` must
+        not call ``.item()``, ``bool(tensor)``, ``.tolist()``, ``nonzero()``,
+        ``.cpu()``, ``torch.cuda.synchronize()`` or print a tensor, nor allocate on
+        another stream: the capture raises CaptureError naming the op.  Do such
+        work before the capture, or keep the values on the GPU as tensors.
+
+    .. warning::
+        **Static control flow.** ``fn``'s Python code runs once, at capture; every
+        replay re-launches the kernels it launched then.  A branch on a Python
+        value (a flag, a step counter, a number read on the host) stays as taken at
+        capture, and Python numbers keep their capture-time values: make such state
+        a tensor input, or capture one graph per branch.
+
+    .. warning::
+        **Outputs alias across sizes in a shared pool.** With ``pool="shared"``
+        every size allocates from one pool, and a smaller size reuses the memory a
+        larger one left, so one size's graph outputs (``graph(size).outputs``) are
+        overwritten by the replay of another.  ``GraphSet.replay`` returns copies;
+        when replaying a ``CapturedGraph`` yourself, copy its outputs out before
+        replaying another size.
+
     Example::
 
         def make_inputs(n):
@@ -1102,82 +1148,3 @@ def capture_graphs(
         graph_set.close()
         raise
     return graph_set
-
-
-# --------------------------------------------------------------------------
-# the pytest fixture's handle
-# --------------------------------------------------------------------------
-
-
-class CudagraphsFixture:
-    """The ``cudagraphs`` fixture: ``capture_graphs`` with the test's defaults and record.
-
-    Defaults for ``sizes``, ``rtol`` and ``atol`` come from the test's
-    ``@pytest.mark.cudagraph(...)`` and the ini options.  Skips the test when no
-    CUDA device is visible.  At tear-down every GraphSet is released and its
-    result added to the test's report record.
-    """
-
-    def __init__(
-        self,
-        record: TestRecord | None = None,
-        sizes: Sequence[int] | None = None,
-        rtol: float | None = None,
-        atol: float | None = None,
-    ):
-        self.record = record
-        self.sizes = tuple(sizes) if sizes else None
-        self.rtol = rtol
-        self.atol = atol
-        self.graph_sets: list[GraphSet] = []
-        self._tree_watches: list[Any] = []
-
-    def _require_cuda(self) -> None:
-        if not _compat.cuda_available():
-            import pytest
-
-            pytest.skip(_compat.no_cuda_skip_reason())
-
-    def capture(
-        self,
-        fn: Callable[..., Any],
-        make_inputs: Callable[[int], Any],
-        sizes: Sequence[int] | None = None,
-        **options: Any,
-    ) -> GraphSet:
-        """``capture_graphs(fn, make_inputs, sizes or the test's default sizes, ...)``."""
-        __tracebackhide__ = True
-        self._require_cuda()
-        options.setdefault("rtol", self.rtol)
-        options.setdefault("atol", self.atol)
-        options.setdefault("record", self.record)
-        graph_set = capture_graphs(fn, make_inputs, sizes if sizes is not None else self.sizes, **options)
-        self.graph_sets.append(graph_set)
-        return graph_set
-
-    def watch_trees(self, device: int | None = None) -> Any:
-        """Count ``torch.compile(mode="reduce-overhead")`` recordings and skip reasons in a block.
-
-        The figures go to the test's report section ``reduce_overhead``; see ``trees.watch_trees``.
-        """
-        self._require_cuda()
-        from .trees import watch_trees
-
-        watch = watch_trees(device=device, record=self.record)
-        self._tree_watches.append(watch)
-        return watch
-
-    def close(self) -> None:
-        """Release every GraphSet (adding its result to the record) and stop tree watches."""
-        errors = []
-        for watch in self._tree_watches:
-            if watch.active:
-                watch.__exit__(None, None, None)
-        for graph_set in self.graph_sets:
-            try:
-                graph_set.close()
-            except Exception as exc:  # release the others before reporting
-                errors.append(exc)
-        self.graph_sets.clear()
-        if errors:
-            raise errors[0]

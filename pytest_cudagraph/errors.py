@@ -4,6 +4,19 @@ Every error a user can cause is raised as one of these, with ``str()`` being one
 sentence that names the thing and the fix.  The plugin turns them into pytest
 usage errors, collection errors or test failures without a traceback from inside
 torch.
+
+Where each one shows:
+
+- ``UsageProblem``: at session start, a bad option value or environment; pytest
+  stops with exit code 4 before any test runs;
+- ``MarkerArgumentError`` (``pytest_cudagraph.markers``): at collection, a bad
+  marker argument; a collection error naming the test;
+- ``MisuseError``: inside a test, a call of the plain API or a fixture that cannot
+  work (a bad argument, a closed object); it fails that test;
+- ``InvariantViolation``, ``CaptureError``, ``StaleGraphError``: inside a test, a
+  check that does not hold; it fails that test;
+- ``ReportError``: a report file that cannot be read (``compare``, ``show``,
+  ``--cudagraph-baseline``).
 """
 
 from __future__ import annotations
@@ -14,7 +27,22 @@ class CudagraphError(Exception):
 
 
 class UsageProblem(CudagraphError):
-    """A bad option value or environment, found at session start (pytest exit code 4)."""
+    """A bad option value or environment, found at session start (pytest exit code 4).
+
+    Only the session-start checks raise it; a bad call inside a test is a
+    :class:`MisuseError`.
+    """
+
+
+class MisuseError(CudagraphError, ValueError):
+    """A call of the plain API or a fixture with arguments that cannot work.
+
+    Examples: ``sizes=[0, 8]``, ``pool="shared_pool"``, replaying a size that was not
+    captured, using a GraphSet after ``close()``, entering a watch that is already
+    active.  Raised inside a test it fails that test with one sentence naming the
+    argument and the fix.  It subclasses ValueError, so code that caught the
+    ValueError of a bad argument keeps working.
+    """
 
 
 class InvariantViolation(CudagraphError, AssertionError):

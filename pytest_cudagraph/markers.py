@@ -13,6 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import CudagraphError
+from .sizes import validate_capture_sizes
+
 COMPILE_CACHE_MODES = ("inprocess", "subprocess")
 
 MARKER_DOCS = {
@@ -34,11 +37,11 @@ MARKER_DOCS = {
 }
 
 
-class MarkerArgumentError(ValueError):
-    """A marker was given an argument it cannot use.
+class MarkerArgumentError(CudagraphError, ValueError):
+    """A marker was given an argument it cannot use; found at collection.
 
     ``str()`` of the error is the sentence shown to the user; the plugin prefixes
-    the test's node id.
+    the test's node id.  A ValueError too, as it always was.
     """
 
 
@@ -92,24 +95,12 @@ def _tolerance(marker: str, arg: str, value: Any) -> float | None:
 
 
 def parse_capture_sizes(value: Any, where: str) -> tuple[int, ...]:
-    """Validate a list of batch sizes; ``where`` names the marker argument or ini option."""
-    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
-        raise MarkerArgumentError(
-            f"{where}={value!r} is not a list of batch sizes; give positive integers "
-            f"such as [1, 2, 4, 8]"
-        )
-    sizes = list(value)
-    if not sizes:
-        raise MarkerArgumentError(
-            f"{where}=[] is empty; give at least one positive batch size such as [1, 2, 4, 8]"
-        )
-    for size in sizes:
-        if not _is_int(size) or size <= 0:
-            raise MarkerArgumentError(
-                f"{where}={value!r} contains {size!r}, which is not a positive integer "
-                f"batch size; give sizes such as [1, 2, 4, 8]"
-            )
-    return tuple(sorted({int(s) for s in sizes}))
+    """Validate a list of batch sizes; ``where`` names the marker argument or ini option.
+
+    The one capture-size validator (``sizes.validate_capture_sizes``), raising
+    MarkerArgumentError; an int alone is refused here (a marker takes a list).
+    """
+    return validate_capture_sizes(value, where, error=MarkerArgumentError, one_int=False)
 
 
 def _cudagraph(capture_sizes=None, rtol=None, atol=None):  # pragma: no cover - signature only
@@ -128,9 +119,7 @@ def parse_cudagraph(args: tuple, kwargs: dict) -> CudagraphMarker:
     bound = _bind("cudagraph", _cudagraph, args, kwargs)
     sizes = bound["capture_sizes"]
     return CudagraphMarker(
-        capture_sizes=None
-        if sizes is None
-        else parse_capture_sizes(sizes, "@pytest.mark.cudagraph: capture_sizes"),
+        capture_sizes=None if sizes is None else parse_capture_sizes(sizes, "@pytest.mark.cudagraph: capture_sizes"),
         rtol=_tolerance("cudagraph", "rtol", bound["rtol"]),
         atol=_tolerance("cudagraph", "atol", bound["atol"]),
     )
@@ -151,8 +140,7 @@ def parse_compile_cache(args: tuple, kwargs: dict) -> CompileCacheMarker:
     mode = bound["mode"]
     if mode not in COMPILE_CACHE_MODES:
         raise MarkerArgumentError(
-            f"@pytest.mark.compile_cache: mode={mode!r} is not a known mode; "
-            f"use mode='inprocess' or mode='subprocess'"
+            f"@pytest.mark.compile_cache: mode={mode!r} is not a known mode; use mode='inprocess' or mode='subprocess'"
         )
     return CompileCacheMarker(
         mode=mode,

@@ -30,6 +30,19 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+# what check_pool returns and the readings a user may take of a pool
+__all__ = [
+    "PoolCheck",
+    "PoolMeter",
+    "PoolUsage",
+    "SizeMemory",
+    "Slack",
+    "derive_slack",
+    "graph_pool_segments",
+    "pool_bytes",
+    "pool_usage",
+]
+
 KIB = 1024
 MIB = 1024 * 1024
 

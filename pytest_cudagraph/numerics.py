@@ -1,13 +1,18 @@
 """Replay-vs-eager comparison with dtype-aware tolerances.
 
 A replayed graph must compute what the eager function computes on the same
-inputs.  ``compare_outputs`` checks every tensor of two outputs (any nesting of
-tuples, lists and dicts) element by element with ``|a - e| <= atol + rtol * |e|``,
-and reports the worst element: its index, both values and the error.  A NaN on
-either side never passes, and infinities pass only where both sides agree.
+inputs.  ``compare_tensors`` checks two tensors element by element with
+``|a - e| <= atol + rtol * |e|`` and gives a ``TensorComparison``: whether they
+agree, and the worst element (its index, both values and the error).
+``compare_tensor_trees`` does that for every tensor leaf of two outputs (any nesting
+of tuples, lists and dicts), one ``TensorComparison`` per leaf.  A NaN on either side
+never passes, and infinities pass only where both sides agree.
 
 Default tolerances depend on the dtype and match ``torch.testing.assert_close``;
 integer and bool outputs must match exactly.
+
+(The compile-cache check compares cold and warm outputs bitwise instead; that is
+``caches``' own comparison, not this one.)
 """
 
 from __future__ import annotations
@@ -18,6 +23,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+__all__ = [
+    "TensorComparison",
+    "compare_tensor_trees",
+    "compare_tensors",
+    "default_tolerances",
+    "max_abs_error",
+    "resolve_tolerances",
+]
 
 # dtype -> (rtol, atol); the values torch.testing.assert_close uses
 _DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
@@ -64,8 +78,8 @@ def resolve_tolerances(dtype: torch.dtype, rtol: float | None, atol: float | Non
 
 
 @dataclass(frozen=True)
-class Comparison:
-    """One output tensor of a replay compared with the reference.
+class TensorComparison:
+    """One output tensor of a replay compared with the reference, element by element.
 
     ``worst_index`` is the element furthest outside the tolerance (or the first NaN);
     ``problem`` holds a structural difference (shape, dtype, missing output) instead.
@@ -128,7 +142,7 @@ def compare_tensors(
     rtol: float | None = None,
     atol: float | None = None,
     path: str = "output",
-) -> Comparison:
+) -> TensorComparison:
     """Compare two tensors element-wise; one host sync when they agree.
 
     Example::
@@ -138,17 +152,20 @@ def compare_tensors(
     """
     dtype_name = str(actual.dtype).replace("torch.", "")
     if actual.shape != expected.shape:
-        return Comparison(path, False, math.inf, problem=(
-            f"shape {tuple(actual.shape)} differs from the reference's {tuple(expected.shape)}"
-        ))
+        return TensorComparison(
+            path,
+            False,
+            math.inf,
+            problem=(f"shape {tuple(actual.shape)} differs from the reference's {tuple(expected.shape)}"),
+        )
     if actual.dtype != expected.dtype:
-        return Comparison(path, False, math.inf, problem=(
-            f"dtype {actual.dtype} differs from the reference's {expected.dtype}"
-        ))
+        return TensorComparison(
+            path, False, math.inf, problem=(f"dtype {actual.dtype} differs from the reference's {expected.dtype}")
+        )
     r, a_tol = resolve_tolerances(actual.dtype, rtol, atol)
     numel = actual.numel()
     if numel == 0:
-        return Comparison(path, True, 0.0, numel=0, rtol=r, atol=a_tol, dtype=dtype_name)
+        return TensorComparison(path, True, 0.0, numel=0, rtol=r, atol=a_tol, dtype=dtype_name)
     if expected.device != actual.device:
         expected = expected.to(actual.device)
     work = torch.float64 if actual.dtype in (torch.float64, torch.int64, torch.complex128) else torch.float32
@@ -168,7 +185,7 @@ def compare_tensors(
         [diff.masked_fill(nan, 0).max(), bad.sum().to(work), nan.sum().to(work)]
     ).tolist()
     if n_bad == 0:
-        return Comparison(path, True, float(max_abs), 0, numel, 0, rtol=r, atol=a_tol, dtype=dtype_name)
+        return TensorComparison(path, True, float(max_abs), 0, numel, 0, rtol=r, atol=a_tol, dtype=dtype_name)
     # the element furthest outside the tolerance; any NaN ranks above everything
     ratio = torch.where(tolerance > 0, diff / tolerance.clamp_min(1e-300), bad.to(diff.dtype) * 1e30)
     score = torch.where(nan, torch.full_like(diff, math.inf), ratio)
@@ -179,7 +196,7 @@ def compare_tensors(
     e_val = float(e.reshape(-1)[flat])
     if actual.is_complex():
         index = index[:-1]  # the last dim is (real, imag)
-    return Comparison(
+    return TensorComparison(
         path=path,
         passed=False,
         max_abs_err=math.nan if n_nan else float(max_abs),
@@ -212,30 +229,50 @@ def flatten_outputs(value: Any, path: str = "output") -> list[tuple[str, Any]]:
     return [(path, value)]
 
 
-def compare_outputs(
+def compare_tensor_trees(
     actual: Any, expected: Any, rtol: float | None = None, atol: float | None = None
-) -> list[Comparison]:
-    """Compare two (nested) outputs leaf by leaf; non-tensor leaves must be equal."""
+) -> list[TensorComparison]:
+    """Compare two (nested) outputs leaf by leaf: one TensorComparison per leaf; non-tensor leaves must be equal.
+
+    A difference in structure (other paths) is one failed comparison naming both.
+
+    Example::
+
+        comparisons = compare_tensor_trees(replayed, eager_out, rtol=1e-3)
+        failed = [c for c in comparisons if not c.passed]
+    """
     a_leaves = flatten_outputs(actual)
     e_leaves = flatten_outputs(expected)
     if [p for p, _ in a_leaves] != [p for p, _ in e_leaves]:
-        return [Comparison("output", False, math.inf, problem=(
-            f"the outputs differ in structure: {[p for p, _ in a_leaves]} vs {[p for p, _ in e_leaves]}"
-        ))]
+        return [
+            TensorComparison(
+                "output",
+                False,
+                math.inf,
+                problem=(f"the outputs differ in structure: {[p for p, _ in a_leaves]} vs {[p for p, _ in e_leaves]}"),
+            )
+        ]
     results = []
     for (path, a), (_, e) in zip(a_leaves, e_leaves):
         if isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor):
             results.append(compare_tensors(a, e, rtol, atol, path))
         elif isinstance(a, torch.Tensor) or isinstance(e, torch.Tensor):
-            results.append(Comparison(path, False, math.inf, problem=(
-                f"one side is a tensor and the other is {type(e if isinstance(a, torch.Tensor) else a).__name__}"
-            )))
+            results.append(
+                TensorComparison(
+                    path,
+                    False,
+                    math.inf,
+                    problem=(
+                        f"one side is a tensor and the other is {type(e if isinstance(a, torch.Tensor) else a).__name__}"
+                    ),
+                )
+            )
         elif a != e:
-            results.append(Comparison(path, False, math.inf, problem=f"{a!r} differs from the reference's {e!r}"))
+            results.append(TensorComparison(path, False, math.inf, problem=f"{a!r} differs from the reference's {e!r}"))
     return results
 
 
-def max_abs_error(comparisons: Sequence[Comparison]) -> float | None:
+def max_abs_error(comparisons: Sequence[TensorComparison]) -> float | None:
     """The largest absolute error over comparisons (NaN if any saw a NaN), None if empty."""
     values = [c.max_abs_err for c in comparisons if c.problem is None]
     if not values:
@@ -246,7 +283,7 @@ def max_abs_error(comparisons: Sequence[Comparison]) -> float | None:
 
 
 def replay_mismatch_message(
-    comparison: Comparison,
+    comparison: TensorComparison,
     size: int,
     trial: int,
     trials: int,

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import _compat as compat
-from .errors import InvariantViolation
+from .errors import InvariantViolation, MisuseError
 from .record import current_record
 
 __all__ = [
@@ -197,18 +197,27 @@ class RecompileWatch:
         assert w.count == 1
         w.assert_at_most(1)
 
-    Strict mode (``watch_recompiles(strict=True)``): each function's first compile is
-    its warm-up; its first recompile raises :class:`InvariantViolation` from the
-    call that caused it, with the reasons.  :meth:`strict` instead ends the warm-up
-    explicitly: inside ``with w.strict():`` nothing may compile at all.
+    Two ways to make a compile fail at once, at the call that caused it, with
+    :class:`InvariantViolation` naming the function and the reasons:
+
+    * ``watch_recompiles(raise_on_recompile=True)``: for the whole watch, each
+      function's first compile is its warm-up and its first *recompile* raises;
+    * ``with w.no_compiles():`` (:meth:`no_compiles`): inside the block the warm-up
+      is over, and *any* compile raises, a function's first one included.
+
+    :meth:`expect` checks the change of the figures over a block, as vLLM's
+    compilation counter does::
+
+        with w.expect(count=1, limit_hits=0):
+            f(torch.ones(16))   # exactly one recompile, no limit hit
     """
 
     # watches active in this process: only the outermost reports into the running test's
     # record, so that a watch inside the recompiles fixture's is not counted twice
     _open_watches = 0
 
-    def __init__(self, *, strict: bool = False):
-        self.strict_mode = strict
+    def __init__(self, *, raise_on_recompile: bool = False):
+        self.raise_on_recompile = raise_on_recompile
         self._events: list[_Event] = []
         self._orphan_limit_hits: list[str] = []
         self._active = False
@@ -221,7 +230,7 @@ class RecompileWatch:
     # -- context manager --------------------------------------------------
     def __enter__(self) -> RecompileWatch:
         if self._active:
-            raise RuntimeError("this RecompileWatch is already active; create a new one with watch_recompiles()")
+            raise MisuseError("this RecompileWatch is already active; create a new one with watch_recompiles()")
         import torch._dynamo  # noqa: F401  (registers the artifact loggers)
 
         self._events.clear()
@@ -231,7 +240,7 @@ class RecompileWatch:
         self._breaks_before = dict(compat.graph_break_counter())
         try:
             self._listen()
-            if self.strict_mode:
+            if self.raise_on_recompile:
                 patch = compat.error_on_recompile()
                 patch.__enter__()
                 self._restore.append(lambda: patch.__exit__(None, None, None))
@@ -255,7 +264,7 @@ class RecompileWatch:
         if RecompileWatch._open_watches == 0:
             # the outermost watch reports: it saw everything a watch inside it saw
             self._report_to_current_test()
-        if exc is not None and self.strict_mode and compat.is_recompile_refusal(exc):
+        if exc is not None and self.raise_on_recompile and compat.is_recompile_refusal(exc):
             raise InvariantViolation(self._refusal_message(exc, "after its warm-up compile")) from None
         return False
 
@@ -318,9 +327,12 @@ class RecompileWatch:
         stats = self.result()
         record.set("recompiles", previous.merged(stats) if isinstance(previous, RecompileStats) else stats)
 
-    # -- strict block -----------------------------------------------------
-    def strict(self) -> _StrictBlock:
-        """End the warm-up: inside ``with w.strict():`` any Dynamo compile raises InvariantViolation.
+    # -- blocks -------------------------------------------------------------
+    def no_compiles(self) -> _NoCompileBlock:
+        """End the warm-up: inside ``with w.no_compiles():`` any Dynamo compile raises InvariantViolation.
+
+        Unlike ``watch_recompiles(raise_on_recompile=True)``, which lets each function
+        compile once, the block refuses every compile, a function's first included.
 
         Uses ``torch.compiler.set_stance("fail_on_recompile")`` where its refusal names
         the function (not torch 2.6), so a function seen for the first time inside the
@@ -333,11 +345,62 @@ class RecompileWatch:
 
             with watch_recompiles() as w:
                 f(x)                    # warm-up compile
-                with w.strict():
+                with w.no_compiles():
                     f(x)                # cached: fine
                     f(x.double())       # raises InvariantViolation: dtype mismatch
         """
-        return _StrictBlock(self)
+        return _NoCompileBlock(self)
+
+    def expect(self, **deltas: int) -> _ExpectBlock:
+        """Check how much each named figure changes inside the ``with`` block.
+
+        The figures (see :data:`EXPECT_FIGURES`): ``count`` (recompiles),
+        ``reasons`` (guard-failure reasons), ``limit_hits`` (recompile-limit hits)
+        and ``graph_breaks``.  Each keyword gives the exact change expected, a
+        non-negative int; figures not named are not checked.  Needs an active watch.
+
+        Failure (InvariantViolation), when the block ends without an error: one row
+        per named figure with its value before and after the block, the expected and
+        the actual change, then the recompiles and limit hits seen inside the block.
+        An unknown figure name is a MisuseError listing the known ones.
+
+        Example::
+
+            with watch_recompiles() as w:
+                f(torch.ones(4))                            # first compile: not a recompile
+                with w.expect(count=1, limit_hits=0):
+                    f(torch.ones(8))                        # size mismatch: one recompile
+                with w.expect(count=0):
+                    f(torch.ones(8))                        # cached
+        """
+        __tracebackhide__ = True
+        unknown = sorted(set(deltas) - set(EXPECT_FIGURES))
+        if unknown:
+            raise MisuseError(
+                f"RecompileWatch.expect() got unknown figure(s) {', '.join(map(repr, unknown))}; "
+                f"use the known figures {', '.join(EXPECT_FIGURES)}"
+            )
+        if not deltas:
+            raise MisuseError(
+                f"RecompileWatch.expect() was given no figure, so it would check nothing; "
+                f"give expected changes such as expect(count=1), out of {', '.join(EXPECT_FIGURES)}"
+            )
+        for name, delta in deltas.items():
+            if isinstance(delta, bool) or not isinstance(delta, int) or delta < 0:
+                raise MisuseError(
+                    f"RecompileWatch.expect({name}={delta!r}): the expected change is not a non-negative int; "
+                    f"give the exact change of {name} inside the block, such as {name}=0"
+                )
+        return _ExpectBlock(self, dict(deltas))
+
+    def figures(self) -> dict[str, int]:
+        """The figures ``expect`` checks, now: ``{name: value}`` for each of :data:`EXPECT_FIGURES`."""
+        return {
+            "count": self.count,
+            "reasons": len(self.reasons),
+            "limit_hits": len(self.limit_hits),
+            "graph_breaks": self.graph_breaks.count,
+        }
 
     # -- listening --------------------------------------------------------
     def _guard_failure_positions(self) -> dict[Any, tuple[list, int]]:
@@ -393,15 +456,7 @@ class RecompileWatch:
 
     @property
     def by_function(self) -> dict[str, FunctionRecompiles]:
-        out: dict[str, FunctionRecompiles] = {}
-        for e in self._events:
-            fn = out.get(e.function, FunctionRecompiles())
-            if e.limit_hit is None:
-                fn = FunctionRecompiles(fn.count + 1, fn.reasons + tuple(e.reasons), fn.limit_hits)
-            else:
-                fn = FunctionRecompiles(fn.count, fn.reasons, fn.limit_hits + (e.limit_hit,))
-            out[e.function] = fn
-        return out
+        return _by_function(self._events)
 
     @property
     def graph_breaks(self) -> GraphBreaks:
@@ -458,8 +513,11 @@ class RecompileWatch:
         if any(fn.count for fn in by_function.values()):
             lines += ["", *_table(by_function)]
         if hits:
-            lines += ["", "recompile limit hits (Dynamo fell back to eager silently; the limit is "
-                      f"torch._dynamo.config.{compat.recompile_limit_name()}):"]
+            lines += [
+                "",
+                "recompile limit hits (Dynamo fell back to eager silently; the limit is "
+                f"torch._dynamo.config.{compat.recompile_limit_name()}):",
+            ]
             lines += [f"  - {hit}" for hit in hits]
         breaks = self.graph_breaks
         if breaks.count:
@@ -490,12 +548,12 @@ class RecompileWatch:
     def __repr__(self) -> str:
         return (
             f"<RecompileWatch count={self.count} limit_hits={len(self.limit_hits)} "
-            f"graph_breaks={self.graph_breaks.count}{' strict' if self.strict_mode else ''}>"
+            f"graph_breaks={self.graph_breaks.count}{' raise_on_recompile' if self.raise_on_recompile else ''}>"
         )
 
 
-class _StrictBlock:
-    """``with watch.strict():`` -- no Dynamo compile may happen inside (see RecompileWatch.strict)."""
+class _NoCompileBlock:
+    """``with watch.no_compiles():`` -- no Dynamo compile may happen inside (see RecompileWatch.no_compiles)."""
 
     def __init__(self, watch: RecompileWatch):
         self.watch = watch
@@ -503,8 +561,8 @@ class _StrictBlock:
 
     def __enter__(self) -> RecompileWatch:
         if not self.watch._active:
-            raise RuntimeError(
-                "RecompileWatch.strict() needs an active watch: use it inside `with watch_recompiles() as w:`"
+            raise MisuseError(
+                "RecompileWatch.no_compiles() needs an active watch: use it inside `with watch_recompiles() as w:`"
             )
         self._stance = compat.fail_on_any_compile()
         self._stance.__enter__()
@@ -515,9 +573,89 @@ class _StrictBlock:
         self._stance.__exit__(None, None, None)
         if exc is not None and compat.is_recompile_refusal(exc):
             raise InvariantViolation(
-                self.watch._refusal_message(exc, "inside `with w.strict():`, after the warm-up")
+                self.watch._refusal_message(exc, "inside `with w.no_compiles():`, after the warm-up")
             ) from None
         return False
+
+
+# the figures RecompileWatch.expect() checks, in the order its failure lists them
+EXPECT_FIGURES = ("count", "reasons", "limit_hits", "graph_breaks")
+
+
+class _ExpectBlock:
+    """``with watch.expect(count=1):`` -- the named figures must change by exactly that much inside."""
+
+    def __init__(self, watch: RecompileWatch, deltas: dict[str, int]):
+        self.watch = watch
+        self.deltas = deltas
+        self._before: dict[str, int] = {}
+        self._events_before = 0
+        self._orphans_before = 0
+
+    def __enter__(self) -> RecompileWatch:
+        __tracebackhide__ = True
+        if not self.watch._active:
+            raise MisuseError(
+                "RecompileWatch.expect() needs an active watch: use it inside `with watch_recompiles() as w:`"
+            )
+        self._before = self.watch.figures()
+        self._events_before = len(self.watch._events)
+        self._orphans_before = len(self.watch._orphan_limit_hits)
+        return self.watch
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        __tracebackhide__ = True
+        if exc is not None:
+            return False  # the body's own error says more than figures it did not finish
+        after = self.watch.figures()
+        wrong = [name for name, delta in self.deltas.items() if after[name] - self._before[name] != delta]
+        if wrong:
+            raise InvariantViolation(self._message(after, wrong))
+        return False
+
+    def _message(self, after: Mapping[str, int], wrong: list[str]) -> str:
+        names = [name for name in EXPECT_FIGURES if name in self.deltas]
+        head = (
+            f"RecompileWatch.expect(): {len(wrong)} of {len(names)} figure{'s' if len(names) != 1 else ''} "
+            f"changed otherwise than expected inside the block ({', '.join(wrong)})."
+        )
+        rows = [("figure", "before", "after", "expected change", "change", "")]
+        for name in names:
+            before, now = self._before[name], after[name]
+            mark = "<- differs" if name in wrong else ""
+            rows.append((name, str(before), str(now), f"{self.deltas[name]:+d}", f"{now - before:+d}", mark))
+        widths = [max(len(row[i]) for row in rows) for i in range(5)]
+        lines = [head, ""]
+        for i, row in enumerate(rows):
+            cells = [row[0].ljust(widths[0])] + [
+                cell.ljust(width) if i == 0 else cell.rjust(width) for cell, width in zip(row[1:5], widths[1:])
+            ]
+            lines.append(("  " + "  ".join(cells) + "  " + row[5]).rstrip())
+        events = self.watch._events[self._events_before :]
+        inside = _by_function(events)
+        if any(fn.count for fn in inside.values()):
+            lines += ["", "recompiles inside the block:", *_table(inside)]
+        hits = [e.limit_hit for e in events if e.limit_hit is not None]
+        hits += self.watch._orphan_limit_hits[self._orphans_before :]
+        if hits:
+            lines += ["", "recompile limit hits inside the block:", *[f"  - {hit}" for hit in hits]]
+        hints = _hints([r for e in events for r in e.reasons] + hits)
+        if hints:
+            lines += ["", "what to try:", *[f"  - {hint}" for hint in hints]]
+        return "\n".join(lines)
+
+
+def _by_function(events: list[_Event]) -> dict[str, FunctionRecompiles]:
+    """``"name (file:line)"`` -> the recompiles and limit hits of ``events``, in order."""
+    out: dict[str, FunctionRecompiles] = {}
+    for e in events:
+        fn = out.get(e.function, FunctionRecompiles())
+        if e.limit_hit is None:
+            fn = FunctionRecompiles(fn.count + 1, fn.reasons + tuple(e.reasons), fn.limit_hits)
+        else:
+            fn = FunctionRecompiles(fn.count, fn.reasons, fn.limit_hits + (e.limit_hit,))
+        out[e.function] = fn
+    return out
 
 
 def start_from_empty_dynamo_cache() -> None:
@@ -534,13 +672,14 @@ def start_from_empty_dynamo_cache() -> None:
     torch._dynamo.reset()
 
 
-def watch_recompiles(*, strict: bool = False) -> RecompileWatch:
+def watch_recompiles(*, raise_on_recompile: bool = False) -> RecompileWatch:
     """Watch Dynamo recompiles inside a ``with`` block; usable in ``@hypothesis.given`` bodies.
 
-    Returns a :class:`RecompileWatch`.  With ``strict=True`` the first recompile of
-    any function raises :class:`InvariantViolation` at once (its first compile is
-    the warm-up).  Inside a test that uses the plugin, the figures are added to the
-    test's report record when the block ends.
+    Returns a :class:`RecompileWatch`.  With ``raise_on_recompile=True`` the first
+    recompile of any function raises :class:`InvariantViolation` at once, from the
+    call that caused it (its first compile is the warm-up; to refuse first compiles
+    too, use ``with w.no_compiles():``).  Inside a test that uses the plugin, the
+    figures are added to the test's report record when the block ends.
 
     Example::
 
@@ -552,7 +691,7 @@ def watch_recompiles(*, strict: bool = False) -> RecompileWatch:
                 model(torch.randn(batch, 16))
             w.assert_at_most(1)
     """
-    return RecompileWatch(strict=strict)
+    return RecompileWatch(raise_on_recompile=raise_on_recompile)
 
 
 # ----------------------------------------------------------------------------
@@ -640,8 +779,7 @@ _HINTS = (
     ),
     (
         re.compile(r"(?<![<>=!])==(?!=)|TYPE_MATCH|___check_type_id"),
-        "a Python value or type Dynamo specialized on changed: pass it as a tensor, or expect one "
-        "compile per value",
+        "a Python value or type Dynamo specialized on changed: pass it as a tensor, or expect one compile per value",
     ),
     (
         re.compile(r"hit config\.\w+"),

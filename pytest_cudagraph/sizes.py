@@ -1,9 +1,11 @@
 """Capture sizes: the one validator of a list of batch sizes.
 
-``capture_graphs`` (``sizes=``), ``piecewise_compile`` (``capture_sizes=``) and the
-``cudagraph`` marker all take a list of batch sizes.  They check it here, so the
-same mistake reads the same wherever it is made: one sentence naming the argument,
-the value given and the fix.  Imports no torch.
+``capture_graphs`` (``sizes=``), ``piecewise_compile`` (``capture_sizes=``), the
+``cudagraph`` marker and the ini option ``cudagraph_capture_sizes`` all take a list
+of batch sizes.  They check it here, so the same mistake reads the same wherever it
+is made: one sentence naming the argument, the value given and the fix.  Each caller
+picks the error class: ``MisuseError`` (the default) inside a test, the marker's
+``MarkerArgumentError`` at collection.  Imports no torch.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
-from .errors import UsageProblem
+from .errors import MisuseError
 
 EXAMPLE = "[1, 2, 4, 8]"
 
@@ -21,15 +23,16 @@ def capture_sizes_in_order(
     where: str = "capture_sizes",
     *,
     caller: str = "the capture",
-    error: type[Exception] = UsageProblem,
+    error: type[Exception] = MisuseError,
+    one_int: bool = True,
 ) -> tuple[int, ...]:
     """The positive batch sizes in ``sizes``, in the order given, duplicates dropped.
 
-    ``sizes`` is an int (one size) or an iterable of ints other than a string;
-    ``bool`` is not an int here.  ``where`` names the argument in the message
-    (``"sizes"``, ``"@pytest.mark.cudagraph: capture_sizes"``), ``caller`` the call
-    that needs it, ``error`` the exception raised (the project's ``UsageProblem`` by
-    default).
+    ``sizes`` is an iterable of ints other than a string, or (with ``one_int=True``)
+    an int alone, meaning one size; ``bool`` is not an int here.  ``where`` names the
+    argument in the message (``"sizes"``, ``"@pytest.mark.cudagraph: capture_sizes"``),
+    ``caller`` the call that needs it, ``error`` the exception raised
+    (:class:`~pytest_cudagraph.errors.MisuseError` by default).
 
     Example::
 
@@ -40,7 +43,7 @@ def capture_sizes_in_order(
             f"no capture sizes were given: {caller} needs {where}; pass {where}={EXAMPLE}, or set "
             f"@pytest.mark.cudagraph(capture_sizes=[...]) or the ini option cudagraph_capture_sizes"
         )
-    if _is_size_int(sizes):
+    if one_int and _is_size_int(sizes):
         sizes = [sizes]
     if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__iter__"):
         raise error(f"{where}={sizes!r} is not a list of batch sizes; give positive integers such as {EXAMPLE}")
@@ -61,18 +64,19 @@ def validate_capture_sizes(
     where: str = "capture_sizes",
     *,
     caller: str = "the capture",
-    error: type[Exception] = UsageProblem,
+    error: type[Exception] = MisuseError,
+    one_int: bool = True,
 ) -> tuple[int, ...]:
     """The positive batch sizes in ``sizes``, sorted ascending and unique.
 
-    Raises ``error`` (``UsageProblem`` by default) with one sentence naming ``where``,
+    Raises ``error`` (``MisuseError`` by default) with one sentence naming ``where``,
     the value given and the fix; see :func:`capture_sizes_in_order`.
 
     Example::
 
         validate_capture_sizes([8, 1, 8, 2])   # (1, 2, 8)
     """
-    return tuple(sorted(capture_sizes_in_order(sizes, where, caller=caller, error=error)))
+    return tuple(sorted(capture_sizes_in_order(sizes, where, caller=caller, error=error, one_int=one_int)))
 
 
 def _is_size_int(value: Any) -> bool:

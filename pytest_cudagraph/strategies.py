@@ -12,6 +12,8 @@ The profile ``cudagraph`` has no deadline (a first capture or compile takes seco
 and a bounded number of examples; select it with ``--hypothesis-profile=cudagraph``
 or ``settings.load_profile("cudagraph")``.
 
+Bad bounds raise ``MisuseError`` (a ValueError).
+
 Example::
 
     from hypothesis import given
@@ -31,6 +33,8 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
+from .errors import MisuseError
+
 PROFILE = "cudagraph"
 PROFILE_MAX_EXAMPLES = 10
 
@@ -40,7 +44,7 @@ DEFAULT_DTYPES = ("float32", "bfloat16", "float16")
 def batch_sizes(min_size: int = 1, max_size: int = 512) -> st.SearchStrategy[int]:
     """One batch size in ``[min_size, max_size]``; shrinks towards ``min_size``."""
     if min_size < 1 or max_size < min_size:
-        raise ValueError(f"batch_sizes({min_size}, {max_size}): need 1 <= min_size <= max_size")
+        raise MisuseError(f"batch_sizes({min_size}, {max_size}): need 1 <= min_size <= max_size")
     return st.integers(min_value=min_size, max_value=max_size)
 
 
@@ -49,14 +53,10 @@ def capture_sizes(
 ) -> st.SearchStrategy[list[int]]:
     """A sorted list of ``min_count``..``max_count`` distinct batch sizes in ``[min_size, max_size]``."""
     if min_count < 1 or max_count < min_count:
-        raise ValueError(f"capture_sizes: need 1 <= min_count <= max_count, got {min_count}, {max_count}")
+        raise MisuseError(f"capture_sizes: need 1 <= min_count <= max_count, got {min_count}, {max_count}")
     if max_size - min_size + 1 < min_count:
-        raise ValueError(
-            f"capture_sizes: {min_count} distinct sizes do not fit in [{min_size}, {max_size}]"
-        )
-    return st.lists(
-        batch_sizes(min_size, max_size), min_size=min_count, max_size=max_count, unique=True
-    ).map(sorted)
+        raise MisuseError(f"capture_sizes: {min_count} distinct sizes do not fit in [{min_size}, {max_size}]")
+    return st.lists(batch_sizes(min_size, max_size), min_size=min_count, max_size=max_count, unique=True).map(sorted)
 
 
 def shapes(
@@ -67,10 +67,10 @@ def shapes(
     Prepend the batch size to get an input shape: ``(size, *shape)``.
     """
     if min_dims < 0 or max_dims < min_dims or min_side < 0 or max_side < min_side:
-        raise ValueError("shapes: need 0 <= min_dims <= max_dims and 0 <= min_side <= max_side")
-    return st.lists(
-        st.integers(min_value=min_side, max_value=max_side), min_size=min_dims, max_size=max_dims
-    ).map(tuple)
+        raise MisuseError("shapes: need 0 <= min_dims <= max_dims and 0 <= min_side <= max_side")
+    return st.lists(st.integers(min_value=min_side, max_value=max_side), min_size=min_dims, max_size=max_dims).map(
+        tuple
+    )
 
 
 def dtypes(names: Sequence[str] = DEFAULT_DTYPES) -> st.SearchStrategy[Any]:
@@ -79,9 +79,9 @@ def dtypes(names: Sequence[str] = DEFAULT_DTYPES) -> st.SearchStrategy[Any]:
 
     unknown = [n for n in names if not isinstance(getattr(torch, n, None), torch.dtype)]
     if unknown:
-        raise ValueError(f"dtypes: {unknown} are not torch dtypes")
+        raise MisuseError(f"dtypes: {unknown} are not torch dtypes")
     if not names:
-        raise ValueError("dtypes: give at least one dtype name")
+        raise MisuseError("dtypes: give at least one dtype name")
     return st.sampled_from([getattr(torch, n) for n in names])
 
 

@@ -24,6 +24,8 @@ from typing import Any
 from . import _compat
 from .record import TestRecord, current_record
 
+__all__ = ["ReduceOverheadResult", "TreeWatch", "watch_trees"]
+
 _COUNTERS = {
     "skips": "cudagraph_skips",
     "recorded_non_static_inputs": "cudagraph_recorded_non_static_inputs",
@@ -186,5 +188,8 @@ class TreeWatch:
 
 
 def watch_trees(device: int | None = None, record: TestRecord | None = None) -> TreeWatch:
-    """A ``TreeWatch`` over the ``with`` block; it reports into ``record`` (default: the running test's)."""
+    """A ``TreeWatch`` over the ``with`` block; it reports into ``record`` (default: the running test's).
+
+    Its ``result()`` is a :class:`ReduceOverheadResult`.
+    """
     return TreeWatch(device=device, record=record)

@@ -400,11 +400,19 @@ BAD_STARTS = [
         id="ini-capture_sizes-type-float",
     ),
     pytest.param(
-        _ini("cudagraph_capture_sizes = 1 0 4", ["ini option cudagraph_capture_sizes", "contains 0"], "give sizes"),
+        _ini(
+            "cudagraph_capture_sizes = 1 0 4",
+            ["ini option cudagraph_capture_sizes", "capture size 0 is not a positive integer"],
+            "give sizes",
+        ),
         id="ini-capture_sizes-range-zero",
     ),
     pytest.param(
-        _ini("cudagraph_capture_sizes = -8", ["ini option cudagraph_capture_sizes", "contains -8"], "give sizes"),
+        _ini(
+            "cudagraph_capture_sizes = -8",
+            ["ini option cudagraph_capture_sizes", "capture size -8 is not a positive integer"],
+            "give sizes",
+        ),
         id="ini-capture_sizes-range-negative",
     ),
     pytest.param(
@@ -490,12 +498,13 @@ BAD_MARKERS = [
                  id="cudagraph-capture_sizes-type-str"),
     pytest.param("cudagraph(capture_sizes=8)", "capture_sizes=8 is not a list", "give positive integers such as",
                  id="cudagraph-capture_sizes-type-int"),
-    pytest.param("cudagraph(capture_sizes=[1.5])", "contains 1.5", SIZES_FIX, id="cudagraph-capture_sizes-type-float"),
-    pytest.param("cudagraph(capture_sizes=['2'])", "contains '2'", SIZES_FIX, id="cudagraph-capture_sizes-type-str-item"),
-    pytest.param("cudagraph(capture_sizes=[True])", "contains True", SIZES_FIX, id="cudagraph-capture_sizes-type-bool"),
-    pytest.param("cudagraph(capture_sizes=[0, 8])", "capture_sizes=[0, 8] contains 0", SIZES_FIX,
+    pytest.param("cudagraph(capture_sizes=[1.5])", "capture size 1.5 is not a positive integer", SIZES_FIX, id="cudagraph-capture_sizes-type-float"),
+    pytest.param("cudagraph(capture_sizes=['2'])", "capture size '2' is not a positive integer", SIZES_FIX, id="cudagraph-capture_sizes-type-str-item"),
+    pytest.param("cudagraph(capture_sizes=[True])", "capture size True is not a positive integer", SIZES_FIX, id="cudagraph-capture_sizes-type-bool"),
+    pytest.param("cudagraph(capture_sizes=[0, 8])",
+                 "capture_sizes=[0, 8] must be a non-empty list of positive ints, but capture size 0 is not", SIZES_FIX,
                  id="cudagraph-capture_sizes-range-zero"),
-    pytest.param("cudagraph(capture_sizes=[-4])", "contains -4", SIZES_FIX, id="cudagraph-capture_sizes-range-negative"),
+    pytest.param("cudagraph(capture_sizes=[-4])", "capture size -4 is not a positive integer", SIZES_FIX, id="cudagraph-capture_sizes-range-negative"),
     pytest.param("cudagraph(capture_sizes=[])", "capture_sizes=[] is empty", "give at least one positive batch size",
                  id="cudagraph-capture_sizes-range-empty"),
     # cudagraph(rtol=..., atol=...)
@@ -684,7 +693,11 @@ def test_bad_marker_in_one_file_leaves_the_other_files_run_and_reported(pytester
     # pytest's own rule: a collection error stops the session before any test runs ...
     stopped = pytester.runpytest(*FAST, f"--cudagraph-report={target}")
     _assert_collection_error(
-        stopped, "test_bad.py::test_bad", "cudagraph", "capture_sizes=[0, 8] contains 0", "give sizes such as"
+        stopped,
+        "test_bad.py::test_bad",
+        "cudagraph",
+        "capture_sizes=[0, 8] must be a non-empty list of positive ints, but capture size 0 is not",
+        "give sizes such as",
     )
     assert load_report(target)["summary"]["exitstatus"] == pytest.ExitCode.INTERRUPTED
 
@@ -695,8 +708,8 @@ def test_bad_marker_in_one_file_leaves_the_other_files_run_and_reported(pytester
     assert_no_traceback(result.stdout.str() + result.stderr.str())
     errors = [line for line in result.stdout.lines if "@pytest.mark." in line]
     assert errors == [
-        "test_bad.py::test_bad: @pytest.mark.cudagraph: capture_sizes=[0, 8] contains 0, which is not a positive "
-        "integer batch size; give sizes such as [1, 2, 4, 8]"
+        "test_bad.py::test_bad: @pytest.mark.cudagraph: capture_sizes=[0, 8] must be a non-empty list of positive "
+        "ints, but capture size 0 is not a positive integer; give sizes such as [1, 2, 4, 8]"
     ]
     report = load_report(target)
     assert sorted(report["tests"]) == sorted([*GOOD_RECORDS, "test_bad.py::test_bad"])

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from pytest_cudagraph import CaptureError, UsageProblem
+from pytest_cudagraph import CaptureError, MisuseError
 from pytest_cudagraph.capture import GraphSet, GraphSetResult, capture_graphs, describe_capture_failure, real_cause
 from pytest_cudagraph.sizes import capture_sizes_in_order, validate_capture_sizes
 
@@ -65,10 +65,10 @@ def test_plain_api_without_a_device_raises_one_clear_sentence():
         ({"sizes": None}, "no capture sizes were given"),
     ],
 )
-def test_bad_options_are_usage_problems_naming_the_value(options, fragment):
+def test_bad_options_are_misuse_errors_naming_the_value(options, fragment):
     kwargs = {"sizes": [1, 2]} | options
     sizes = kwargs.pop("sizes")
-    with pytest.raises(UsageProblem, match=fragment.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(MisuseError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
         GraphSet(lambda x: x, lambda n: torch.randn(n), sizes, **kwargs)
 
 
@@ -103,7 +103,9 @@ def test_failure_message_names_the_real_cause_not_the_follow_up():
 
 
 def test_cpu_copy_failure_is_named_as_such():
-    error = RuntimeError("Cannot copy between CPU and CUDA tensors during CUDA graph capture unless the CPU tensor is pinned")
+    error = RuntimeError(
+        "Cannot copy between CPU and CUDA tensors during CUDA graph capture unless the CPU tensor is pinned"
+    )
     message, _ = describe_capture_failure(error, "batch size 2", "f")
     assert "a copy between host and GPU memory" in message
     assert "failed when the capture ended" in message  # no traceback, so no line to name
@@ -111,18 +113,45 @@ def test_cpu_copy_failure_is_named_as_such():
 
 def test_graph_set_result_json_has_the_report_fields():
     result = GraphSetResult(
-        sizes=(1, 2, 4), captured=3, pool_bytes=60 * 2**20, largest_graph_bytes=42 * 2**20, max_abs_err=0.0,
-        capture_s=1.25, order="largest_first", pool="shared", keep_outputs=False,
-        cublas_workspace_bytes=32 * 2**20, graph_bytes={4: 3, 1: 1}, pool_check_passed=True,
+        sizes=(1, 2, 4),
+        captured=3,
+        pool_bytes=60 * 2**20,
+        largest_graph_bytes=42 * 2**20,
+        max_abs_err=0.0,
+        capture_s=1.25,
+        order="largest_first",
+        pool="shared",
+        keep_outputs=False,
+        cublas_workspace_bytes=32 * 2**20,
+        graph_bytes={4: 3, 1: 1},
+        pool_check_passed=True,
     )
     data = result.to_json()
-    for key in ("sizes", "captured", "pool_bytes", "largest_graph_bytes", "max_abs_err", "capture_s",
-                "cublas_workspace_bytes", "order", "pool", "keep_outputs"):
+    for key in (
+        "sizes",
+        "captured",
+        "pool_bytes",
+        "largest_graph_bytes",
+        "max_abs_err",
+        "capture_s",
+        "cublas_workspace_bytes",
+        "order",
+        "pool",
+        "keep_outputs",
+    ):
         assert key in data
     assert data["graph_bytes"] == {"1": 1, "4": 3}
     nan = GraphSetResult(
-        sizes=(1,), captured=1, pool_bytes=None, largest_graph_bytes=None, max_abs_err=float("nan"),
-        capture_s=0.0, order="as_given", pool="separate", keep_outputs=True, cublas_workspace_bytes=None,
+        sizes=(1,),
+        captured=1,
+        pool_bytes=None,
+        largest_graph_bytes=None,
+        max_abs_err=float("nan"),
+        capture_s=0.0,
+        order="as_given",
+        pool="separate",
+        keep_outputs=True,
+        cublas_workspace_bytes=None,
     ).to_json()
     assert math.isnan(nan["max_abs_err"])  # the report writer stores it as "nan"
 
@@ -145,7 +174,7 @@ def test_the_one_size_validator_sorts_dedupes_and_keeps_the_given_order_on_reque
     ],
 )
 def test_the_one_size_validator_says_one_sentence(sizes, fragment):
-    with pytest.raises(UsageProblem) as problem:
+    with pytest.raises(MisuseError) as problem:
         validate_capture_sizes(sizes)
     assert fragment in str(problem.value)
     assert "\n" not in str(problem.value)

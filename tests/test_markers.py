@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pytest_cudagraph.errors import CudagraphError
 from pytest_cudagraph.markers import (
     CompileCacheMarker,
     MarkerArgumentError,
@@ -32,6 +33,39 @@ def test_any_invalid_size_is_rejected_and_named(good, bad, position):
         parse_capture_sizes(sizes, "capture_sizes")
     assert repr(bad) in str(info.value)
     assert "positive integer" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "sizes, sentence",
+    [
+        (
+            [0, 8],
+            "@pytest.mark.cudagraph: capture_sizes=[0, 8] must be a non-empty list of positive ints, "
+            "but capture size 0 is not a positive integer; give sizes such as [1, 2, 4, 8]",
+        ),
+        (
+            [],
+            "@pytest.mark.cudagraph: capture_sizes=[] is empty; give at least one positive batch size "
+            "such as [1, 2, 4, 8]",
+        ),
+        (
+            8,
+            "@pytest.mark.cudagraph: capture_sizes=8 is not a list of batch sizes; give positive integers "
+            "such as [1, 2, 4, 8]",
+        ),
+    ],
+)
+def test_capture_sizes_read_as_the_one_validator_says_and_a_marker_wants_a_list(sizes, sentence):
+    with pytest.raises(MarkerArgumentError) as info:
+        parse_capture_sizes(sizes, "@pytest.mark.cudagraph: capture_sizes")
+    assert str(info.value) == sentence
+
+
+def test_a_marker_argument_error_is_a_cudagraph_error_and_a_value_error():
+    with pytest.raises(CudagraphError):
+        parse_max_recompiles((-1,), {})
+    with pytest.raises(ValueError):
+        parse_max_recompiles((-1,), {})
 
 
 def test_cudagraph_accepts_positional_sizes_and_tolerances():

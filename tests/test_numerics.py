@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from pytest_cudagraph.numerics import (
     STATIC_CONTROL_FLOW_HINT,
-    compare_outputs,
+    compare_tensor_trees,
     compare_tensors,
     default_tolerances,
     max_abs_error,
@@ -94,14 +94,14 @@ def test_structural_differences_are_problems_not_crashes():
     a = torch.zeros(2, 3)
     assert "shape (2, 3) differs" in compare_tensors(a, torch.zeros(3, 2)).describe()
     assert "dtype torch.float32 differs" in compare_tensors(a, a.double()).describe()
-    results = compare_outputs((a, a), [a])
+    results = compare_tensor_trees((a, a), [a])
     assert not results[0].passed and "structure" in results[0].problem
 
 
 def test_nested_outputs_are_compared_leaf_by_leaf_with_paths():
     good = torch.ones(2)
     bad = torch.ones(2) * 2
-    results = compare_outputs({"logits": good, "aux": [good, bad]}, {"logits": good, "aux": [good, good]})
+    results = compare_tensor_trees({"logits": good, "aux": [good, bad]}, {"logits": good, "aux": [good, good]})
     failed = [r for r in results if not r.passed]
     assert [r.path for r in failed] == ["output['aux'][1]"]
 

@@ -25,8 +25,10 @@ from toy_attention import (
 
 from pytest_cudagraph import _compat as compat
 from pytest_cudagraph.capture import GraphSet
-from pytest_cudagraph.errors import InvariantViolation, UsageProblem
-from pytest_cudagraph.piecewise import PiecewiseFixture, piecewise_compile, resolve_splitting_ops
+from pytest_cudagraph.errors import InvariantViolation, MisuseError
+from pytest_cudagraph.piecewise import piecewise_compile
+from pytest_cudagraph.piecewise.ops import resolve_splitting_ops
+from pytest_cudagraph.plugin.handles import PiecewiseFixture
 from pytest_cudagraph.record import TestRecord
 from pytest_cudagraph.strategies import capture_sizes
 
@@ -112,13 +114,13 @@ def test_every_spelling_of_the_splitting_op_splits_the_same(spelling):
 
 
 def test_splitting_op_errors_are_one_sentence():
-    with pytest.raises(UsageProblem, match=r"'cudagraph_toy::nope' is not registered with torch.library"):
+    with pytest.raises(MisuseError, match=r"'cudagraph_toy::nope' is not registered with torch.library"):
         resolve_splitting_ops(["cudagraph_toy::nope"])
-    with pytest.raises(UsageProblem, match="neither an op nor a 'namespace::op' name"):
+    with pytest.raises(MisuseError, match="neither an op nor a 'namespace::op' name"):
         resolve_splitting_ops([42])
     model = ToyModel(layers=1)  # calls the mutating op only
     compiled = piecewise_compile(model, [FUNCTIONAL_ATTENTION_OP], [2], backend="eager")
-    with pytest.raises(UsageProblem) as problem:
+    with pytest.raises(MisuseError) as problem:
         compiled(torch.randn(2, model.hidden))
     assert "none of the splitting ops ['cudagraph_toy::attention_functional'] occurs" in str(problem.value)
     assert "['cudagraph_toy::attention']" in str(problem.value)  # what the graph does call
@@ -133,17 +135,17 @@ def test_splitting_op_errors_are_one_sentence():
         ({"batch_dim": -1}, "batch_dim=-1 must be a non-negative int"),
     ],
 )
-def test_bad_arguments_are_usage_problems(kwargs, match):
+def test_bad_arguments_are_misuse_errors(kwargs, match):
     arguments = {"capture_sizes": [2], "backend": "eager", **kwargs}
-    with pytest.raises(UsageProblem, match=match):
+    with pytest.raises(MisuseError, match=match):
         piecewise_compile(ToyModel(layers=1), [ATTENTION_OP], **arguments)
 
 
 @pytest.mark.parametrize("sizes", [[2, 0], [], None, "2 4"])
 def test_bad_sizes_read_the_same_as_for_capture_graphs(sizes):
-    with pytest.raises(UsageProblem) as piecewise:
+    with pytest.raises(MisuseError) as piecewise:
         piecewise_compile(ToyModel(layers=1), [ATTENTION_OP], sizes, backend="eager")
-    with pytest.raises(UsageProblem) as graphs:
+    with pytest.raises(MisuseError) as graphs:
         GraphSet(lambda x: x, lambda n: torch.randn(n), sizes)
 
     def argument_named_sizes(text):
@@ -155,7 +157,7 @@ def test_bad_sizes_read_the_same_as_for_capture_graphs(sizes):
 def test_inductor_partition_refuses_another_backend():
     if compat.inductor_partition_missing():
         pytest.skip(f"this torch lacks Inductor graph partition ({compat.inductor_partition_missing()})")
-    with pytest.raises(UsageProblem, match="backend='eager' cannot be used"):
+    with pytest.raises(MisuseError, match="backend='eager' cannot be used"):
         piecewise_compile(ToyModel(layers=1), [ATTENTION_OP], [2], strategy="inductor_partition", backend="eager")
 
 
@@ -170,11 +172,11 @@ class GraphBreak(torch.nn.Module):
         return self.inner(x)
 
 
-def test_a_dynamo_graph_break_is_a_usage_problem_not_a_split():
+def test_a_dynamo_graph_break_is_a_misuse_error_not_a_split():
     # torch 2.6 raises UserError(DYNAMIC_CONTROL_FLOW) here, 2.8+ a graph-break
     # Unsupported: both are a graph break, never a batch-size specialization.
     compiled = piecewise_compile(GraphBreak(), [ATTENTION_OP], [2], backend="eager")
-    with pytest.raises(UsageProblem, match=r"Dynamo cannot trace GraphBreak.forward as one graph .*fullgraph=True"):
+    with pytest.raises(MisuseError, match=r"Dynamo cannot trace GraphBreak.forward as one graph .*fullgraph=True"):
         compiled(torch.randn(2, 32))
 
 
@@ -182,9 +184,9 @@ def test_later_calls_must_match_the_traced_signature():
     model = ToyModel(layers=1)
     with piecewise_compile(model, [ATTENTION_OP], [2, 4], backend="eager") as compiled:
         compiled(torch.randn(3, model.hidden))
-        with pytest.raises(UsageProblem, match="was traced for inputs"):
+        with pytest.raises(MisuseError, match="was traced for inputs"):
             compiled(torch.randn(3, model.hidden, dtype=torch.float64))
-        with pytest.raises(UsageProblem, match="was traced for inputs"):
+        with pytest.raises(MisuseError, match="was traced for inputs"):
             compiled(torch.randn(3, model.hidden + 1))
 
 
@@ -219,9 +221,10 @@ def test_a_replaced_parameter_is_used_on_the_uncaptured_path():
 def test_two_instances_of_one_class_get_their_own_trace():
     # Dynamo caches per code object; each piecewise module must still run its own split
     first, second = ToyModel(layers=1, seed=1), ToyModel(layers=2, seed=2)
-    with piecewise_compile(first, [ATTENTION_OP], [2], backend="eager") as a, piecewise_compile(
-        second, [ATTENTION_OP], [2], backend="eager"
-    ) as b:
+    with (
+        piecewise_compile(first, [ATTENTION_OP], [2], backend="eager") as a,
+        piecewise_compile(second, [ATTENTION_OP], [2], backend="eager") as b,
+    ):
         x = torch.randn(2, 32)
         torch.testing.assert_close(a(x), first(x))
         torch.testing.assert_close(b(x), second(x))
@@ -242,7 +245,7 @@ def test_result_goes_into_the_report_record_when_closed():
     assert entry["sizes"] == [1, 4] and entry["strategy"] == "fx_split" and entry["backend"] == "eager"
     assert "pool_bytes" not in entry  # nothing captured
     assert 0 <= entry["max_abs_err"] <= 1e-4
-    with pytest.raises(UsageProblem, match="was closed"):
+    with pytest.raises(MisuseError, match="was closed"):
         compiled(torch.randn(1, model.hidden))
 
 
@@ -275,7 +278,7 @@ def test_both_strategies_agree_with_eager_and_each_other(inductor_pair):
     assert fx.splitting_op_calls == part.splitting_op_calls == {ATTENTION_OP: 2}
 
 
-PYTESTER_TESTS = '''
+PYTESTER_TESTS = """
 import pytest
 import torch
 from toy_attention import ATTENTION_OP, ToyModel, make_inputs_for
@@ -301,7 +304,7 @@ def test_fixture_reports_a_padding_leak(piecewise):
 @pytest.mark.cudagraph(capture_sizes=[1, 2])
 def test_gpu_only(piecewise):
     raise AssertionError("must not run without --cudagraph")
-'''
+"""
 
 
 def test_piecewise_fixture_reports_into_the_run_report(pytester):
@@ -321,7 +324,9 @@ def test_piecewise_fixture_reports_into_the_run_report(pytester):
     tests = json.loads((pytester.path / "report.json").read_text())["tests"]
     passed = tests["test_pw.py::test_fixture_splits_and_checks"]
     assert passed["outcome"] == "passed"
-    assert {k: passed["piecewise"][k] for k in ("pieces", "capturable_pieces", "graphs_captured", "backend_compilations")} == {
+    assert {
+        k: passed["piecewise"][k] for k in ("pieces", "capturable_pieces", "graphs_captured", "backend_compilations")
+    } == {
         "pieces": 5,
         "capturable_pieces": 3,
         "graphs_captured": 0,
@@ -348,5 +353,5 @@ class BranchesOnBatch(torch.nn.Module):
 
 def test_a_guard_on_the_batch_size_is_refused_not_silently_dropped():
     compiled = piecewise_compile(BranchesOnBatch(), [ATTENTION_OP], [2, 8], backend="eager")
-    with pytest.raises(UsageProblem, match=r"under conditions on the batch size \(s\d+ > 4\)"):
+    with pytest.raises(MisuseError, match=r"under conditions on the batch size \(s\d+ > 4\)"):
         compiled(torch.randn(3, 32))

@@ -29,6 +29,7 @@ def dynamo_modules_loaded():
     torch.compile(lambda tokens: tokens + 1, backend="eager")(torch.ones(1))
     torch._dynamo.reset()
 
+
 DTYPE_RECOMPILE = """
 import pytest
 import torch
@@ -186,14 +187,14 @@ def test_watch(recompiles):
     result.stdout.fnmatch_lines(["*Dynamo recompiled 1 time, expected at most 0.*", "*size mismatch*"])
 
 
-def test_strict_mode_fails_at_the_recompile(pytester):
+def test_raise_on_recompile_fails_at_the_recompile(pytester):
     pytester.makepyfile(
         test_strict=DTYPE_RECOMPILE
         + """
 from pytest_cudagraph import watch_recompiles
 
 def test_strict():
-    with watch_recompiles(strict=True):
+    with watch_recompiles(raise_on_recompile=True):
         compiled(torch.ones(2))
         compiled(torch.ones(2, dtype=torch.float64))
         raise AssertionError("not reached")

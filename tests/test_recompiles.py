@@ -1,4 +1,4 @@
-"""watch_recompiles(): counts, reasons, limit hits, graph breaks, strict mode, restored state.
+"""watch_recompiles(): counts, reasons, limit hits, graph breaks, refusing compiles, expect(), restored state.
 
 Every compile here uses backend="eager" or torch's own CompileCounter, so only
 Dynamo runs: each test costs milliseconds, not an Inductor compile.
@@ -18,7 +18,7 @@ from torch._dynamo.testing import CompileCounter
 from torch._logging._internal import log_state
 
 from pytest_cudagraph import _compat as compat
-from pytest_cudagraph.errors import InvariantViolation
+from pytest_cudagraph.errors import InvariantViolation, MisuseError
 from pytest_cudagraph.recompiles import RecompileStats, watch_recompiles
 
 
@@ -285,15 +285,15 @@ def test_assert_at_most_message_is_a_small_report():
 
 
 # ----------------------------------------------------------------------------
-# strict mode
+# refusing compiles: raise_on_recompile=True, with w.no_compiles()
 # ----------------------------------------------------------------------------
 
 
-def test_strict_raises_at_the_first_recompile_with_the_reason():
+def test_raise_on_recompile_raises_at_the_first_recompile_with_the_reason():
     f = torch.compile(lambda tokens: tokens * 2, backend="eager")
     calls = []
     with pytest.raises(InvariantViolation) as info:
-        with watch_recompiles(strict=True):
+        with watch_recompiles(raise_on_recompile=True):
             f(torch.ones(2))  # warm-up compile is allowed
             calls.append("warm")
             f(torch.ones(2, dtype=torch.float64))
@@ -305,12 +305,12 @@ def test_strict_raises_at_the_first_recompile_with_the_reason():
     assert dynamo_config.error_on_recompile is False
 
 
-def test_strict_block_refuses_compiles_after_warm_up():
+def test_no_compiles_block_refuses_compiles_after_warm_up():
     f = torch.compile(lambda tokens: tokens * 2, backend="eager")
     with pytest.raises(InvariantViolation) as info:
         with watch_recompiles() as w:
             f(torch.ones(2))
-            with w.strict():
+            with w.no_compiles():
                 f(torch.ones(2))  # cached, fine
                 f(torch.ones(2, dtype=torch.int64))
     assert "strict recompile check:" in str(info.value)
@@ -321,22 +321,141 @@ def test_strict_block_refuses_compiles_after_warm_up():
         assert _stance.stance == "default"
 
 
-def test_strict_block_and_a_function_never_compiled_before():
+def test_no_compiles_block_and_a_function_never_compiled_before():
     f = torch.compile(lambda tokens: tokens * 3, backend="eager")
     with watch_recompiles() as w:
         if compat.stance_refusal_names_the_frame():
             # the stance refuses first compiles too: warm up before entering
             with pytest.raises(InvariantViolation, match=r"strict recompile check: <lambda> \("):
-                with w.strict():
+                with w.no_compiles():
                     f(torch.ones(2))
         else:
             # error_on_recompile (torch 2.6) refuses recompiles only
-            with w.strict():
+            with w.no_compiles():
                 f(torch.ones(2))
             with pytest.raises(InvariantViolation, match=r"(?s)<lambda> \(.*dtype mismatch"):
-                with w.strict():
+                with w.no_compiles():
                     f(torch.ones(2, dtype=torch.int64))
     assert dynamo_config.error_on_recompile is False
+
+
+def test_a_watch_is_not_reentrant_and_blocks_need_an_active_watch():
+    w = watch_recompiles()
+    with pytest.raises(MisuseError, match="needs an active watch"):
+        with w.no_compiles():
+            pass
+    with pytest.raises(MisuseError, match="needs an active watch"):
+        with w.expect(count=0):
+            pass
+    with w:
+        with pytest.raises(MisuseError, match="this RecompileWatch is already active"):
+            w.__enter__()
+
+
+# ----------------------------------------------------------------------------
+# expect(**deltas): the change of each named figure over a block
+# ----------------------------------------------------------------------------
+
+
+def test_expect_passes_when_every_named_figure_changes_by_exactly_that_much():
+    f = torch.compile(lambda tokens: tokens * 2, backend="eager")
+    with watch_recompiles() as w:
+        with w.expect(count=0, reasons=0, limit_hits=0, graph_breaks=0):
+            f(torch.ones(2))  # a first compile is not a recompile
+        with w.expect(count=1, reasons=1, limit_hits=0):
+            f(torch.ones(2, dtype=torch.float64))
+        with w.expect(count=1, reasons=2):  # the third entry fails both cached entries' guards
+            f(torch.ones(2, dtype=torch.int64))
+        with w.expect(count=0):
+            f(torch.ones(2, dtype=torch.float64))  # cached
+    assert w.count == 2
+
+
+def test_expect_failure_prints_before_after_and_expected_per_figure():
+    f = torch.compile(lambda tokens: tokens + 1, backend="eager")
+    with watch_recompiles() as w:
+        f(torch.ones(3))
+        with pytest.raises(InvariantViolation) as info:
+            with w.expect(count=0, limit_hits=0):
+                f(torch.ones(3, dtype=torch.float64))
+    message = str(info.value)
+    lines = message.splitlines()
+    assert lines[0] == (
+        "RecompileWatch.expect(): 1 of 2 figures changed otherwise than expected inside the block (count)."
+    )
+    assert lines[2].split() == ["figure", "before", "after", "expected", "change", "change"]
+    assert lines[3].split() == ["count", "0", "1", "+0", "+1", "<-", "differs"]
+    assert lines[4].split() == ["limit_hits", "0", "0", "+0", "+0"]
+    assert "recompiles inside the block:" in message
+    assert w.reasons[0] in message  # the guard failure verbatim
+    assert "cast inputs to one dtype" in message  # what to try
+
+
+def test_expect_sees_a_recompile_limit_hit():
+    f = torch.compile(lambda tokens: tokens * 2, backend="eager", dynamic=False)
+    with dynamo_config.patch(**{compat.recompile_limit_name(): 2}):
+        with watch_recompiles() as w:
+            f(torch.ones(2))
+            with w.expect(count=1):
+                f(torch.ones(3))
+            with pytest.raises(InvariantViolation) as info:
+                with w.expect(count=0, limit_hits=0):
+                    f(torch.ones(4))  # past the limit: Dynamo falls back to eager
+    message = str(info.value)
+    assert message.startswith("RecompileWatch.expect(): 1 of 2 figures")
+    assert "(limit_hits)" in message.splitlines()[0]
+    assert "recompile limit hits inside the block:" in message
+    assert w.limit_hits[0] in message
+
+
+def test_expect_counts_graph_breaks_apart_from_recompiles():
+    def with_break(tokens):
+        tokens = tokens + 1
+        torch._dynamo.graph_break()
+        return tokens * 2
+
+    f = torch.compile(with_break, backend="eager")
+    with watch_recompiles() as w:
+        before = w.graph_breaks.count
+        f(torch.ones(2))
+        breaks = w.graph_breaks.count - before
+        assert breaks >= 1
+        with w.expect(count=0, graph_breaks=0):
+            f(torch.ones(2))  # cached: the break is not traced again
+        with pytest.raises(InvariantViolation, match=r"\(graph_breaks\)"):
+            with w.expect(count=0, graph_breaks=0):
+                torch._dynamo.reset()
+                f(torch.ones(2))  # traced again from scratch: a first compile, its breaks again
+
+
+def test_expect_lets_the_body_error_through_unchecked():
+    f = torch.compile(lambda tokens: tokens * 2, backend="eager")
+    with watch_recompiles() as w:
+        f(torch.ones(2))
+        with pytest.raises(ZeroDivisionError):
+            with w.expect(count=0):
+                f(torch.ones(2, dtype=torch.float64))  # a recompile the check would flag
+                raise ZeroDivisionError("the body's own error comes first")
+
+
+@pytest.mark.parametrize(
+    "deltas, match",
+    [
+        (
+            {"counts": 1},
+            r"unknown figure\(s\) 'counts'; use the known figures count, reasons, limit_hits, graph_breaks",
+        ),
+        ({"count": 1, "recompiles": 0, "hits": 0}, r"unknown figure\(s\) 'hits', 'recompiles'; use the known figures"),
+        ({}, "was given no figure, so it would check nothing"),
+        ({"count": -1}, r"expect\(count=-1\): the expected change is not a non-negative int"),
+        ({"count": True}, r"expect\(count=True\)"),
+        ({"limit_hits": 0.0}, r"expect\(limit_hits=0.0\)"),
+    ],
+)
+def test_expect_misuse_names_the_known_figures(deltas, match):
+    with watch_recompiles() as w:
+        with pytest.raises(MisuseError, match=match):
+            w.expect(**deltas)
 
 
 # ----------------------------------------------------------------------------
@@ -348,19 +467,25 @@ def _logging_state():
     loggers = [*compat.recompile_log_names(), *compat.recompile_limit_logger_names()]
     return (
         set(log_state.artifact_names),
-        {name: (logging.getLogger(name).level, logging.getLogger(name).propagate,
-                list(logging.getLogger(name).handlers)) for name in loggers},
+        {
+            name: (
+                logging.getLogger(name).level,
+                logging.getLogger(name).propagate,
+                list(logging.getLogger(name).handlers),
+            )
+            for name in loggers
+        },
         dynamo_config.error_on_recompile,
         compat.recompile_limit(),
     )
 
 
-@pytest.mark.parametrize("strict", [False, True])
-def test_state_is_restored_even_when_the_body_raises(strict):
+@pytest.mark.parametrize("raise_on_recompile", [False, True])
+def test_state_is_restored_even_when_the_body_raises(raise_on_recompile):
     before = _logging_state()
     f = torch.compile(lambda tokens: tokens * 2, backend="eager")
     with pytest.raises(ZeroDivisionError):
-        with watch_recompiles(strict=strict):
+        with watch_recompiles(raise_on_recompile=raise_on_recompile):
             assert compat.log_artifact_enabled("recompiles")
             f(torch.ones(2))
             raise ZeroDivisionError("the test body fails inside the watch")

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytest_cudagraph.errors import MisuseError
 from pytest_cudagraph.strategies import PROFILE, batch_sizes, capture_sizes, dtypes, shapes
 
 
@@ -45,7 +46,7 @@ def test_dtypes_are_torch_dtypes(dtype):
     ],
 )
 def test_impossible_arguments_are_rejected_at_once(make):
-    with pytest.raises(ValueError):
+    with pytest.raises(MisuseError):
         make()
 
 

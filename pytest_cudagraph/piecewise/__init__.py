@@ -62,20 +62,17 @@ Example::
 
 from __future__ import annotations
 
-from .module import PiecewiseFixture, PiecewiseModule, piecewise_compile
-from .ops import SplittingOp, resolve_splitting_ops
+from .module import PiecewiseModule, piecewise_compile
 from .results import PiecewiseReplayCheck, PiecewiseResult, PiecewiseStats, SizeCheck
 from .split import STRATEGIES
 
+# piecewise_compile and what it and its module return
 __all__ = [
     "STRATEGIES",
-    "PiecewiseFixture",
     "PiecewiseModule",
     "PiecewiseReplayCheck",
     "PiecewiseResult",
     "PiecewiseStats",
     "SizeCheck",
-    "SplittingOp",
     "piecewise_compile",
-    "resolve_splitting_ops",
 ]

@@ -1,4 +1,4 @@
-"""The public face: ``piecewise_compile``, the ``PiecewiseModule`` it returns, and the fixture's handle.
+"""The public face: ``piecewise_compile`` and the ``PiecewiseModule`` it returns.
 
 ``PiecewiseModule`` puts the package's parts together (ops, padding, trace, split,
 runtime) and holds the checks a test calls: ``stats``, ``check_replay``,
@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from .. import open_objects
-from ..errors import InvariantViolation, UsageProblem
+from ..errors import InvariantViolation, MisuseError
 from ..memory import PoolCheck
 from ..record import TestRecord, current_record
 from ..sizes import validate_capture_sizes
@@ -52,7 +52,7 @@ class PiecewiseModule:
     ):
         check_strategy(strategy, backend)
         if not isinstance(batch_dim, int) or batch_dim < 0:
-            raise UsageProblem(f"batch_dim={batch_dim!r} must be a non-negative int (the padded dimension)")
+            raise MisuseError(f"batch_dim={batch_dim!r} must be a non-negative int (the padded dimension)")
         self.module = module
         self.splitting_ops = resolve_splitting_ops(splitting_ops)
         self.capture_sizes = validate_capture_sizes(capture_sizes, "capture_sizes", caller="piecewise_compile")
@@ -79,9 +79,9 @@ class PiecewiseModule:
     def __call__(self, *args: Any) -> Any:
         __tracebackhide__ = True
         if self._closed:
-            raise UsageProblem("this piecewise module was closed (its graphs are released); compile the module again")
+            raise MisuseError("this piecewise module was closed (its graphs are released); compile the module again")
         if self._failed is not None:
-            raise UsageProblem(
+            raise MisuseError(
                 f"this piecewise module's capture failed ({self._failed}); fix that piece and compile the module again"
             )
         with torch.no_grad():
@@ -93,7 +93,7 @@ class PiecewiseModule:
     def stats(self) -> PiecewiseStats:
         """The split graph's figures; they exist once the first call has traced it."""
         if not self._built:
-            raise UsageProblem(
+            raise MisuseError(
                 "piecewise stats exist after the first call, which traces and captures; call the module or "
                 "check_replay first"
             )
@@ -146,7 +146,7 @@ class PiecewiseModule:
         __tracebackhide__ = True
         if not self._built:
             self(*_as_tuple(make_inputs(self.capture_sizes[-1])))
-        from ..numerics import compare_outputs, max_abs_error
+        from ..numerics import compare_tensor_trees, max_abs_error
 
         rtol = self.rtol if rtol is None else rtol
         atol = self.atol if atol is None else atol
@@ -158,7 +158,7 @@ class PiecewiseModule:
                 expected = self.module(*inputs)
                 obtained = self(*inputs)
             path = self.path_for(size)
-            comparisons = compare_outputs(obtained, expected, rtol, atol)
+            comparisons = compare_tensor_trees(obtained, expected, rtol, atol)
             err = max_abs_error(comparisons)
             err = float("inf") if err is None and comparisons else (err or 0.0)
             failed = [c for c in comparisons if not c.passed]
@@ -213,7 +213,7 @@ class PiecewiseModule:
         """
         __tracebackhide__ = True
         if not self._runtime.captured:
-            raise UsageProblem(
+            raise MisuseError(
                 "check_pool needs captured graphs (a CUDA device and CUDA inputs); nothing was captured, so "
                 "there is no pool to check"
             )
@@ -309,6 +309,32 @@ def piecewise_compile(
     is recorded into the running test's report when it is closed (``with`` block,
     ``.close()``, or the ``piecewise`` fixture's teardown).
 
+    .. warning::
+        **Static input addresses.** Each call copies (and pads) its inputs into the
+        captured buffers, but the module's parameters and buffers are read where
+        they were at capture: update weights in place (``param.data.copy_(new)``,
+        ``load_state_dict``), or the replay raises StaleGraphError naming the piece.
+
+    .. warning::
+        **No host sync, host copy or allocation outside the capture.** Every piece
+        but the splitting ops is captured: a ``.item()``, ``nonzero()``, ``.cpu()``
+        or ``torch.cuda.synchronize()`` there makes the capture raise CaptureError
+        naming the piece and the size.  Such work belongs in a splitting op, which
+        runs eagerly between the graphs.
+
+    .. warning::
+        **Static control flow.** The forward is traced once, with a symbolic batch
+        dimension, and every size replays that one trace: a Python branch on the
+        batch size, or on a value read on the host, is refused or frozen.  Keep the
+        batch size out of Python control flow and view shapes (``-1`` in views),
+        and call with the traced dtypes, devices and non-batch shapes.
+
+    .. warning::
+        **Outputs alias across sizes in a shared pool.** All pieces of all sizes
+        share one pool, so a piece's outputs at one size live in memory that other
+        sizes reuse.  The module hands out copies; the outputs of a graph from
+        ``captured_graphs()`` are the pool's own: copy them before another replay.
+
     Example::
 
         with piecewise_compile(model, ["cudagraph_toy::attention"], [1, 2, 4, 8]) as compiled:
@@ -316,45 +342,3 @@ def piecewise_compile(
             assert compiled.stats.graphs_captured == 4 * (layers + 1)
     """
     return PiecewiseModule(module, splitting_ops, capture_sizes, strategy, backend, batch_dim, rtol, atol)
-
-
-class PiecewiseFixture:
-    """The ``piecewise`` fixture: ``piecewise(module, splitting_ops, capture_sizes=None, **options)``.
-
-    Sizes and tolerances default to the test's ``cudagraph`` marker and the ini
-    options.  At teardown every module it compiled is recorded into the test's report
-    (``piecewise`` section) and its graphs are released.
-    """
-
-    def __init__(
-        self,
-        record: TestRecord | None,
-        sizes: Sequence[int] | None = None,
-        rtol: float | None = None,
-        atol: float | None = None,
-    ):
-        self.record = record
-        self.sizes = tuple(sizes) if sizes else None
-        self.rtol = rtol
-        self.atol = atol
-        self.modules: list[PiecewiseModule] = []
-
-    def __call__(
-        self, module: torch.nn.Module, splitting_ops: Iterable[Any], capture_sizes: Any = None, **options: Any
-    ) -> PiecewiseModule:
-        options.setdefault("rtol", self.rtol)
-        options.setdefault("atol", self.atol)
-        compiled = PiecewiseModule(
-            module,
-            splitting_ops,
-            capture_sizes if capture_sizes is not None else self.sizes,
-            record=self.record,
-            **options,
-        )
-        self.modules.append(compiled)
-        return compiled
-
-    def close(self) -> None:
-        for compiled in self.modules:
-            compiled.close()
-        self.modules.clear()

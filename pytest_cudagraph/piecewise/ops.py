@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..errors import UsageProblem
+from ..errors import MisuseError
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def op_label(node: torch.fx.Node) -> str | None:
 
 def resolve_splitting_ops(ops: Iterable[Any]) -> tuple[SplittingOp, ...]:
     """Turn names (``"ns::op"``, ``"ns::op.overload"``), OpOverloads, packets or custom-op
-    objects into :class:`SplittingOp`; an op that is not registered is a UsageProblem."""
+    objects into :class:`SplittingOp`; an op that is not registered is a MisuseError."""
     if isinstance(ops, (str, torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         ops = [ops]
     resolved = []
@@ -78,7 +78,7 @@ def resolve_splitting_ops(ops: Iterable[Any]) -> tuple[SplittingOp, ...]:
             continue
         resolved.append(_resolve_name(op))
     if not resolved:
-        raise UsageProblem(
+        raise MisuseError(
             "piecewise_compile got no splitting ops; pass at least one, e.g. ['cudagraph_toy::attention']"
         )
     return tuple(resolved)
@@ -86,7 +86,7 @@ def resolve_splitting_ops(ops: Iterable[Any]) -> tuple[SplittingOp, ...]:
 
 def _resolve_name(op: Any) -> SplittingOp:
     if not isinstance(op, str) or "::" not in op:
-        raise UsageProblem(
+        raise MisuseError(
             f"splitting op {op!r} is neither an op nor a 'namespace::op' name; pass e.g. "
             f"'cudagraph_toy::attention' or torch.ops.cudagraph_toy.attention.default"
         )
@@ -97,7 +97,7 @@ def _resolve_name(op: Any) -> SplittingOp:
         if overload:
             getattr(packet, overload)
     except (AttributeError, RuntimeError):
-        raise UsageProblem(
+        raise MisuseError(
             f"splitting op {op!r} is not registered with torch.library; import the module that "
             f"registers it (torch.library.custom_op) before piecewise_compile, or fix the name"
         ) from None

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from ..errors import UsageProblem
+from ..errors import MisuseError
 
 
 class BatchPadding:
@@ -30,26 +30,26 @@ class BatchPadding:
         self.staging: dict[int, list[Any]] = {}
 
     def batch_size(self, args: Sequence[Any]) -> int:
-        """The one batch size of the tensor inputs; a UsageProblem when they have none or disagree."""
+        """The one batch size of the tensor inputs; a MisuseError when they have none or disagree."""
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         if not tensors:
-            raise UsageProblem(f"piecewise {self.owner} got no tensor input; pass the batch as a tensor")
+            raise MisuseError(f"piecewise {self.owner} got no tensor input; pass the batch as a tensor")
         sizes = set()
         for t in tensors:
             if t.dim() <= self.batch_dim:
-                raise UsageProblem(
+                raise MisuseError(
                     f"a {t.dim()}-d input has no batch dimension {self.batch_dim}; every tensor input is padded "
                     f"along batch_dim, so pass batch_dim= or batched inputs"
                 )
             sizes.add(t.shape[self.batch_dim])
         if len(sizes) != 1:
-            raise UsageProblem(
+            raise MisuseError(
                 f"tensor inputs disagree on the batch size along dim {self.batch_dim} ({sorted(sizes)}); every "
                 f"tensor input is padded along batch_dim, so give them one batch size"
             )
         size = sizes.pop()
         if size < 1:
-            raise UsageProblem("piecewise modules need a batch of at least one row; got an empty batch")
+            raise MisuseError("piecewise modules need a batch of at least one row; got an empty batch")
         return size
 
     def describe(self, args: Sequence[Any]) -> list[Any]:
@@ -62,11 +62,11 @@ class BatchPadding:
         return ("tensor", t.dtype, t.device, tuple(shape))
 
     def check_signature(self, args: Sequence[Any]) -> None:
-        """Raise a UsageProblem unless ``args`` match the traced signature."""
+        """Raise a MisuseError unless ``args`` match the traced signature."""
         __tracebackhide__ = True
         given = self.describe(args)
         if given != self.signature:
-            raise UsageProblem(
+            raise MisuseError(
                 f"piecewise {self.owner} was traced for inputs {self.signature} (batch dim as None) "
                 f"but got {given}; call it with the traced dtypes, devices and non-batch shapes, or compile again"
             )

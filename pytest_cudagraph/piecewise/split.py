@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from .. import _compat as compat
-from ..errors import UsageProblem
+from ..errors import MisuseError
 from .ops import SplittingOp, is_splitting, op_label
 from .pieces import CapturablePiece, PassState, SplittingPiece
 from .results import PiecewiseStats
@@ -28,18 +28,18 @@ STRATEGIES = ("fx_split", "inductor_partition")
 
 
 def check_strategy(strategy: str, backend: Any) -> None:
-    """Raise a UsageProblem for an unknown strategy or one this torch or backend cannot run."""
+    """Raise a MisuseError for an unknown strategy or one this torch or backend cannot run."""
     if strategy not in STRATEGIES:
-        raise UsageProblem(f"strategy={strategy!r} is not one of {', '.join(STRATEGIES)}; use 'fx_split' (the default)")
+        raise MisuseError(f"strategy={strategy!r} is not one of {', '.join(STRATEGIES)}; use 'fx_split' (the default)")
     if strategy == "inductor_partition":
         if backend != "inductor":
-            raise UsageProblem(
+            raise MisuseError(
                 f"strategy='inductor_partition' partitions inside Inductor, so backend={backend!r} cannot be "
                 f"used; drop backend= or use strategy='fx_split'"
             )
         missing = compat.inductor_partition_missing()
         if missing:
-            raise UsageProblem(
+            raise MisuseError(
                 f"strategy='inductor_partition' needs Inductor's graph partition at custom ops, which this "
                 f"torch ({torch.__version__}) lacks ({missing}); use strategy='fx_split'"
             )
@@ -80,20 +80,20 @@ class GraphSplit:
         self.backend_compilations = 0
 
     def check(self, gm: torch.fx.GraphModule) -> None:
-        """Raise a UsageProblem unless the graph calls a splitting op and holds for every batch size."""
+        """Raise a MisuseError unless the graph calls a splitting op and holds for every batch size."""
         split_nodes = [
             n for n in gm.graph.nodes if n.op == "call_function" and is_splitting(self.splitting_ops, n.target)
         ]
         if not split_nodes:
             calls = sorted({name for n in gm.graph.nodes if (name := op_label(n)) is not None})
-            raise UsageProblem(
+            raise MisuseError(
                 f"none of the splitting ops {[str(op) for op in self.splitting_ops]} occurs in the traced graph of "
                 f"{self.owner}; its registered ops are {calls or 'none'}: pass one of those"
             )
         self.splitting_nodes = len(split_nodes)
         conditions = batch_size_guards()
         if conditions:
-            raise UsageProblem(
+            raise MisuseError(
                 f"Dynamo traced {self.owner}.forward under conditions on the batch size "
                 f"({'; '.join(conditions)}), so its one graph is wrong for other sizes and piecewise replay "
                 f"skips Dynamo's guards; keep the batch size out of Python control flow and view shapes"

@@ -21,7 +21,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from .. import _compat as compat
-from ..errors import CaptureError, UsageProblem
+from ..errors import CaptureError, MisuseError
 
 _entry_ids = itertools.count()
 
@@ -56,8 +56,8 @@ class GraphTrace:
     def trace(self, staged: list[Any], trace_size: int, compile_graph: GraphCompiler) -> None:
         """Trace the module on ``staged`` (``trace_size`` rows), compiling the graph with ``compile_graph``.
 
-        Failure (UsageProblem): a graph break, a specialization on the batch dimension,
-        or a forward with no tensor work; a UsageProblem or CaptureError raised by
+        Failure (MisuseError): a graph break, a specialization on the batch dimension,
+        or a forward with no tensor work; a MisuseError or CaptureError raised by
         ``compile_graph`` comes out as it is.
         """
         __tracebackhide__ = True
@@ -73,22 +73,22 @@ class GraphTrace:
             user_out = compiled(*staged)
         except torch._dynamo.exc.BackendCompilerFailed as exc:
             inner = getattr(exc, "inner_exception", None)
-            if isinstance(inner, (UsageProblem, CaptureError)):
+            if isinstance(inner, (MisuseError, CaptureError)):
                 raise inner from None
             raise
         except torch._dynamo.exc.Unsupported as exc:  # UserError is a subclass
             if compat.is_shape_specialization_error(exc):
-                raise UsageProblem(
+                raise MisuseError(
                     f"{self.owner}.forward specializes on the batch dimension {self.batch_dim} "
                     f"({first_line(exc)}); piecewise capture needs one graph for every batch size"
                 ) from None
-            raise UsageProblem(
+            raise MisuseError(
                 f"Dynamo cannot trace {self.owner}.forward as one graph ({first_line(exc)}); "
                 f"piecewise_compile needs fullgraph=True: make the breaking call a registered custom op "
                 f"and a splitting op"
             ) from None
         if self._trace_call is None:
-            raise UsageProblem(
+            raise MisuseError(
                 f"Dynamo compiled {self.owner}.forward without calling the graph; it has no tensor work to split"
             )
         self._bind(staged, trace_size, user_out)
@@ -154,7 +154,7 @@ class GraphTrace:
             elif isinstance(leaf, torch.Tensor) and id(leaf) in inputs:
                 self._out_sources.append(("input", inputs[id(leaf)]))
             elif isinstance(leaf, torch.Tensor):
-                raise UsageProblem(
+                raise MisuseError(
                     f"{self.owner}.forward returns a tensor that is neither a graph output nor an "
                     f"input; return the computed tensors directly"
                 )

@@ -1,4 +1,7 @@
-"""The plugin's fixtures: thin handles on the plain API, with the test's defaults and record."""
+"""The plugin's fixtures: thin handles on the plain API, with the test's defaults and record.
+
+The handles of ``cudagraphs`` and ``piecewise`` are in ``handles``.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from .handles import CudagraphsFixture, PiecewiseFixture
 from .items import MARKERS_KEY, RECOMPILE_WATCH_KEY, STATE_KEY, record_of
 
 
@@ -20,7 +24,7 @@ def _capture_defaults(request: pytest.FixtureRequest) -> dict[str, Any]:
 
 
 @pytest.fixture
-def cudagraphs(request: pytest.FixtureRequest) -> Iterator[Any]:
+def cudagraphs(request: pytest.FixtureRequest) -> Iterator[CudagraphsFixture]:
     """Capture a function per batch size in one shared pool and check replay, pointers and pool size.
 
     ``cudagraphs.capture(fn, make_inputs, sizes=None, ...)`` returns a GraphSet;
@@ -28,8 +32,6 @@ def cudagraphs(request: pytest.FixtureRequest) -> Iterator[Any]:
     ``cudagraphs.watch_trees()`` counts reduce-overhead recordings and skips.
     Skips when no CUDA device is visible.
     """
-    from ..capture import CudagraphsFixture
-
     handle = CudagraphsFixture(record=record_of(request.node), **_capture_defaults(request))
     try:
         yield handle
@@ -71,10 +73,8 @@ def compile_cache(request: pytest.FixtureRequest) -> Iterator[Any]:
 
 
 @pytest.fixture
-def piecewise(request: pytest.FixtureRequest) -> Iterator[Any]:
+def piecewise(request: pytest.FixtureRequest) -> Iterator[PiecewiseFixture]:
     """``piecewise(module, splitting_ops, capture_sizes=None, ...)``: split at splitting ops, capture the rest."""
-    from ..piecewise import PiecewiseFixture
-
     handle = PiecewiseFixture(record=record_of(request.node), **_capture_defaults(request))
     try:
         yield handle

@@ -1,0 +1,148 @@
+"""The objects the ``cudagraphs`` and ``piecewise`` fixtures hand to a test.
+
+Each is a thin handle on the plain API (``capture_graphs``, ``piecewise_compile``)
+that adds what only a test has: the defaults of its ``cudagraph`` marker and the ini
+options, its report record, a skip where it needs a GPU the machine lacks, and the
+release of everything at teardown.  They live in the plugin layer because a skip is
+pytest's; the library raises, the handle skips.  Importing this module imports no
+torch: the library is loaded on the first call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .. import _compat
+
+if TYPE_CHECKING:
+    from ..capture import GraphSet
+    from ..piecewise import PiecewiseModule
+    from ..record import TestRecord
+    from ..trees import TreeWatch
+
+
+def _require_cuda() -> None:
+    """Skip the running test, with the one no-GPU reason, when torch sees no CUDA device."""
+    if not _compat.cuda_available():
+        pytest.skip(_compat.no_cuda_skip_reason())
+
+
+class CudagraphsFixture:
+    """The ``cudagraphs`` fixture: ``capture_graphs`` with the test's defaults and record.
+
+    Defaults for ``sizes``, ``rtol`` and ``atol`` come from the test's
+    ``@pytest.mark.cudagraph(...)`` and the ini options.  Skips the test when no
+    CUDA device is visible.  At tear-down every GraphSet is released and its
+    result added to the test's report record.
+    """
+
+    def __init__(
+        self,
+        record: TestRecord | None = None,
+        sizes: Sequence[int] | None = None,
+        rtol: float | None = None,
+        atol: float | None = None,
+    ):
+        self.record = record
+        self.sizes = tuple(sizes) if sizes else None
+        self.rtol = rtol
+        self.atol = atol
+        self.graph_sets: list[GraphSet] = []
+        self._tree_watches: list[TreeWatch] = []
+
+    def capture(
+        self,
+        fn: Callable[..., Any],
+        make_inputs: Callable[[int], Any],
+        sizes: Sequence[int] | None = None,
+        **options: Any,
+    ) -> GraphSet:
+        """``capture_graphs(fn, make_inputs, sizes or the test's default sizes, ...)``; see ``capture_graphs``."""
+        __tracebackhide__ = True
+        _require_cuda()
+        from ..capture import capture_graphs
+
+        options.setdefault("rtol", self.rtol)
+        options.setdefault("atol", self.atol)
+        options.setdefault("record", self.record)
+        graph_set = capture_graphs(fn, make_inputs, sizes if sizes is not None else self.sizes, **options)
+        self.graph_sets.append(graph_set)
+        return graph_set
+
+    def watch_trees(self, device: int | None = None) -> TreeWatch:
+        """Count ``torch.compile(mode="reduce-overhead")`` recordings and skip reasons in a block.
+
+        The figures go to the test's report section ``reduce_overhead``; see ``trees.watch_trees``.
+        """
+        _require_cuda()
+        from ..trees import watch_trees
+
+        watch = watch_trees(device=device, record=self.record)
+        self._tree_watches.append(watch)
+        return watch
+
+    def close(self) -> None:
+        """Release every GraphSet (adding its result to the record) and stop tree watches."""
+        errors = []
+        for watch in self._tree_watches:
+            if watch.active:
+                watch.__exit__(None, None, None)
+        for graph_set in self.graph_sets:
+            try:
+                graph_set.close()
+            except Exception as exc:  # release the others before reporting
+                errors.append(exc)
+        self.graph_sets.clear()
+        if errors:
+            raise errors[0]
+
+
+class PiecewiseFixture:
+    """The ``piecewise`` fixture: ``piecewise(module, splitting_ops, capture_sizes=None, **options)``.
+
+    Sizes and tolerances default to the test's ``cudagraph`` marker and the ini
+    options.  At teardown every module it compiled is recorded into the test's report
+    (``piecewise`` section) and its graphs are released.  Without CUDA the module
+    runs its split pieces uncaptured, so nothing here skips.
+    """
+
+    def __init__(
+        self,
+        record: TestRecord | None,
+        sizes: Sequence[int] | None = None,
+        rtol: float | None = None,
+        atol: float | None = None,
+    ):
+        self.record = record
+        self.sizes = tuple(sizes) if sizes else None
+        self.rtol = rtol
+        self.atol = atol
+        self.modules: list[PiecewiseModule] = []
+
+    def __call__(
+        self, module: Any, splitting_ops: Iterable[Any], capture_sizes: Any = None, **options: Any
+    ) -> PiecewiseModule:
+        """``piecewise_compile(module, splitting_ops, capture_sizes or the test's default sizes, ...)``."""
+        __tracebackhide__ = True
+        from ..piecewise import PiecewiseModule
+
+        options.setdefault("rtol", self.rtol)
+        options.setdefault("atol", self.atol)
+        compiled = PiecewiseModule(
+            module,
+            splitting_ops,
+            capture_sizes if capture_sizes is not None else self.sizes,
+            record=self.record,
+            **options,
+        )
+        self.modules.append(compiled)
+        return compiled
+
+    def close(self) -> None:
+        """Record and release every module this fixture compiled."""
+        for compiled in self.modules:
+            compiled.close()
+        self.modules.clear()

@@ -1,0 +1,58 @@
+"""What ``import pytest_cudagraph`` offers: the plain API, the types it hands back, the errors; and no torch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import typing
+
+import pytest
+
+import pytest_cudagraph
+from pytest_cudagraph import errors
+
+# entry point -> the types it and its results hand back (methods' and properties' return types)
+RETURNED = {
+    "capture_graphs": ["GraphSet", "GraphReplayCheck", "PoolCheck", "CapturedGraph", "GraphSetResult"],
+    "watch_recompiles": ["RecompileWatch", "RecompileStats", "FunctionRecompiles", "GraphBreaks"],
+    "cache_probe": ["CacheProbe", "CacheStats", "ColdWarm", "PassResult", "ProbeResult"],
+    "piecewise_compile": ["PiecewiseModule", "PiecewiseStats", "PiecewiseReplayCheck", "SizeCheck", "PiecewiseResult"],
+    "watch_trees": ["TreeWatch", "ReduceOverheadResult"],
+}
+
+
+def test_importing_the_package_and_the_plugin_imports_no_torch():
+    code = "import sys, pytest_cudagraph, pytest_cudagraph.plugin; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+@pytest.mark.parametrize("name", sorted(set(pytest_cudagraph.__all__) - {"__version__"}))
+def test_every_exported_name_resolves_to_its_modules_object(name):
+    value = getattr(pytest_cudagraph, name)
+    module = sys.modules[f"pytest_cudagraph.{pytest_cudagraph._LAZY[name]}"]
+    assert value is getattr(module, name)
+
+
+@pytest.mark.parametrize("entry", sorted(RETURNED))
+def test_the_types_an_entry_point_hands_back_are_exported(entry):
+    assert entry in pytest_cudagraph.__all__
+    function = getattr(pytest_cudagraph, entry)
+    returned = typing.get_type_hints(function)["return"]
+    assert returned.__name__ == RETURNED[entry][0]
+    assert set(RETURNED[entry]) <= set(pytest_cudagraph.__all__)
+
+
+def test_every_error_is_exported_and_a_cudagraph_error():
+    from pytest_cudagraph.markers import MarkerArgumentError
+
+    types = [v for v in vars(errors).values() if isinstance(v, type) and issubclass(v, Exception)]
+    for error in [*types, MarkerArgumentError]:
+        assert error.__name__ in pytest_cudagraph.__all__
+        assert issubclass(error, pytest_cudagraph.CudagraphError)
+
+
+def test_misuse_is_not_the_session_start_usage_error():
+    assert not issubclass(errors.MisuseError, errors.UsageProblem)
+    assert not issubclass(errors.UsageProblem, errors.MisuseError)
+    assert issubclass(errors.MisuseError, ValueError)
