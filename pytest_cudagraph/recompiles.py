@@ -27,17 +27,21 @@ Everything the watch changes (artifact set, logger levels, propagation, handlers
 
 from __future__ import annotations
 
-import logging
-import os
-import re
-import textwrap
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import _compat as compat
+from .dynamo_log import (
+    DynamoLogTap,
+    function_from_refusal,
+    limit_hit_description,
+    reasons_from_message,
+    recompiled_function,
+)
 from .errors import InvariantViolation, MisuseError
+from .recompile_text import compile_refused, figures_differ, too_many_recompiles
 from .record import current_record
 
 __all__ = [
@@ -47,26 +51,6 @@ __all__ = [
     "FunctionRecompiles",
     "GraphBreaks",
 ]
-
-_RECOMPILE_HEAD = re.compile(r"Recompiling function (?P<name>.+?) in (?P<file>.+):(?P<line>\d+)\s*\n")
-_LIMIT_HIT = re.compile(r"hit config\.(?P<limit>\w+) \((?P<value>\d+)\)")
-_LIMIT_FUNCTION = re.compile(r"function: '(?P<name>.+?)' \((?P<file>.+):(?P<line>\d+)\)")
-_LIMIT_REASON = re.compile(r"last reason: (?P<reason>.*?)(?:\nTo log all recompilation reasons|\Z)", re.S)
-
-
-def function_label(name: str, filename: str, line: int | str) -> str:
-    """``"name (file:line)"``, the file relative to the working directory when inside it.
-
-    Relative paths keep report keys equal between checkouts in different places.
-    """
-    try:
-        rel = os.path.relpath(filename)
-        if not rel.startswith(".."):
-            filename = rel
-    except ValueError:  # another drive on Windows
-        pass
-    return f"{name} ({filename}:{line})"
-
 
 # ----------------------------------------------------------------------------
 # results
@@ -156,22 +140,6 @@ class _Event:
 # ----------------------------------------------------------------------------
 
 
-class _Listener(logging.Handler):
-    def __init__(self, watch: RecompileWatch):
-        super().__init__(level=logging.DEBUG)
-        self.watch = watch
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            message = record.getMessage()
-        except Exception:  # a broken record must never break the user's compile
-            return
-        if record.name.startswith("torch._dynamo.guards"):
-            self.watch._on_recompile(message)
-        elif record.levelno >= logging.WARNING and _LIMIT_HIT.search(message):
-            self.watch._on_limit_hit(message)
-
-
 class RecompileWatch:
     """Counts Dynamo recompiles per function, with every guard-failure reason, while active.
 
@@ -221,11 +189,10 @@ class RecompileWatch:
         self._events: list[_Event] = []
         self._orphan_limit_hits: list[str] = []
         self._active = False
-        self._restore: list[Any] = []
         self._seen: dict[Any, tuple[list, int]] = {}
         self._breaks_before: dict[str, int] = {}
         self._breaks_after: dict[str, int] | None = None
-        self._listener = _Listener(self)
+        self._tap = DynamoLogTap(self._on_recompile, self._on_limit_hit)
 
     # -- context manager --------------------------------------------------
     def __enter__(self) -> RecompileWatch:
@@ -238,15 +205,15 @@ class RecompileWatch:
         self._breaks_after = None
         self._seen = self._guard_failure_positions()
         self._breaks_before = dict(compat.graph_break_counter())
-        try:
-            self._listen()
-            if self.raise_on_recompile:
+        self._tap.attach()
+        if self.raise_on_recompile:
+            try:
                 patch = compat.error_on_recompile()
                 patch.__enter__()
-                self._restore.append(lambda: patch.__exit__(None, None, None))
-        except BaseException:
-            self._undo()
-            raise
+            except BaseException:
+                self._tap.detach()
+                raise
+            self._tap.add_undo(lambda: patch.__exit__(None, None, None))
         self._active = True
         RecompileWatch._open_watches += 1
         return self
@@ -260,64 +227,13 @@ class RecompileWatch:
         try:
             self._breaks_after = dict(compat.graph_break_counter())
         finally:
-            self._undo()
+            self._tap.detach()
         if RecompileWatch._open_watches == 0:
             # the outermost watch reports: it saw everything a watch inside it saw
             self._report_to_current_test()
         if exc is not None and self.raise_on_recompile and compat.is_recompile_refusal(exc):
             raise InvariantViolation(self._refusal_message(exc, "after its warm-up compile")) from None
         return False
-
-    def _listen(self) -> None:
-        """Attach the handlers and turn on the recompile artifact, remembering how to undo it."""
-        user_asked = any(compat.log_artifact_enabled(a) for a in compat.RECOMPILE_LOG_ARTIFACTS)
-        if not user_asked:
-            # Dynamo formats the record only when the artifact is on.
-            artifact = compat.RECOMPILE_LOG_ARTIFACTS[0]
-            compat.set_log_artifact(artifact, True)
-            self._restore.append(lambda: compat.set_log_artifact(artifact, False))
-        for name in compat.recompile_log_names():
-            logger = logging.getLogger(name)
-            level, propagate = logger.level, logger.propagate
-            logger.addHandler(self._listener)
-            if not logger.isEnabledFor(logging.DEBUG):
-                logger.setLevel(logging.DEBUG)
-            if not user_asked:
-                logger.propagate = False  # the user did not ask to see it: keep it off their stderr
-
-            def restore(logger=logger, level=level, propagate=propagate) -> None:
-                logger.removeHandler(self._listener)
-                logger.setLevel(level)
-                logger.propagate = propagate
-
-            self._restore.append(restore)
-        for name in compat.recompile_limit_logger_names():
-            logger = logging.getLogger(name)
-            logger.addHandler(self._listener)
-            self._restore.append(lambda logger=logger: logger.removeHandler(self._listener))
-            if not logger.isEnabledFor(logging.WARNING):
-                # The user silenced Dynamo's warnings; we still need the limit WARNING,
-                # and keep it from their stderr.
-                level, propagate = logger.level, logger.propagate
-                logger.setLevel(logging.WARNING)
-                logger.propagate = False
-
-                def restore_level(logger=logger, level=level, propagate=propagate) -> None:
-                    logger.setLevel(level)
-                    logger.propagate = propagate
-
-                self._restore.append(restore_level)
-
-    def _undo(self) -> None:
-        errors = []
-        while self._restore:
-            undo = self._restore.pop()
-            try:
-                undo()
-            except Exception as exc:  # keep restoring the rest
-                errors.append(exc)
-        if errors:
-            raise errors[0]
 
     def _report_to_current_test(self) -> None:
         record = current_record()
@@ -419,21 +335,11 @@ class RecompileWatch:
         return new
 
     def _on_recompile(self, message: str) -> None:
-        head = _RECOMPILE_HEAD.search(message)
-        function = function_label(head["name"], head["file"], head["line"]) if head else "<unknown function>"
-        reasons = self._new_guard_failures() or _reasons_from_message(message)
-        self._events.append(_Event(function, reasons))
+        reasons = self._new_guard_failures() or reasons_from_message(message)
+        self._events.append(_Event(recompiled_function(message), reasons))
 
     def _on_limit_hit(self, message: str) -> None:
-        limit = _LIMIT_HIT.search(message)
-        where = _LIMIT_FUNCTION.search(message)
-        why = _LIMIT_REASON.search(message)
-        function = function_label(where["name"], where["file"], where["line"]) if where else "<unknown function>"
-        reason = why["reason"].strip() if why else "unknown"
-        text = (
-            f"{function} hit config.{limit['limit']} ({limit['value']}); Dynamo then ran it eagerly "
-            f"without compiling, silently; last reason: {reason}"
-        )
+        function, text = limit_hit_description(message)
         # Dynamo logs the reasons of this attempt just before the WARNING: that
         # attempt compiled nothing, so it is booked as the limit hit.
         if self._events and self._events[-1].function == function and self._events[-1].limit_hit is None:
@@ -500,50 +406,25 @@ class RecompileWatch:
         raise InvariantViolation(self.failure_report(n, context))
 
     def failure_report(self, n: int, context: str | None = None) -> str:
-        count, hits = self.count, self.limit_hits
-        where = f"{context}: " if context else ""
-        if count > n:
-            head = f"{where}Dynamo recompiled {count} time{'s' if count != 1 else ''}, expected at most {n}"
-        else:
-            head = f"{where}Dynamo recompiled {count} time{'s' if count != 1 else ''} (at most {n} allowed)"
-        if hits:
-            head += f", and hit the recompile limit {len(hits)} time{'s' if len(hits) != 1 else ''}"
-        lines = [head + "."]
-        by_function = self.by_function
-        if any(fn.count for fn in by_function.values()):
-            lines += ["", *_table(by_function)]
-        if hits:
-            lines += [
-                "",
-                "recompile limit hits (Dynamo fell back to eager silently; the limit is "
-                f"torch._dynamo.config.{compat.recompile_limit_name()}):",
-            ]
-            lines += [f"  - {hit}" for hit in hits]
-        breaks = self.graph_breaks
-        if breaks.count:
-            lines += ["", f"graph breaks (not recompiles): {breaks.count}"]
-            lines += [f"  - {_one_line(reason)} (x{times})" for reason, times in breaks.by_reason.items()]
-        hints = _hints(self.reasons + [h for h in hits])
-        if hints:
-            lines += ["", "what to try:", *[f"  - {hint}" for hint in hints]]
-        return "\n".join(lines)
+        """The text :meth:`assert_at_most` raises (also when the check passes: a summary of what happened)."""
+        return too_many_recompiles(
+            n,
+            self.count,
+            self.by_function,
+            self.limit_hits,
+            self.graph_breaks,
+            self.reasons,
+            compat.recompile_limit_name(),
+            context,
+        )
 
     def _refusal_message(self, exc: BaseException, when: str) -> str:
         events = [e for e in self._events if e.limit_hit is None]
         if events:
-            last = events[-1]
-            function, reasons = last.function, last.reasons
+            function, reasons = events[-1].function, events[-1].reasons
         else:
-            function, reasons = _function_from_refusal(str(exc)), _reasons_from_message(str(exc))
-        lines = [f"strict recompile check: {function} was compiled again {when}; Dynamo refused it."]
-        if reasons:
-            lines += ["guard failure(s):", *[f"  - {_indent_continuation(r)}" for r in reasons]]
-        else:
-            lines.append(f"torch said: {_one_line(str(exc))}")
-        hints = _hints(reasons)
-        if hints:
-            lines += ["what to try:", *[f"  - {hint}" for hint in hints]]
-        return "\n".join(lines)
+            function, reasons = function_from_refusal(str(exc)), reasons_from_message(str(exc))
+        return compile_refused(function, reasons, str(exc), when)
 
     def __repr__(self) -> str:
         return (
@@ -608,41 +489,23 @@ class _ExpectBlock:
         if exc is not None:
             return False  # the body's own error says more than figures it did not finish
         after = self.watch.figures()
-        wrong = [name for name, delta in self.deltas.items() if after[name] - self._before[name] != delta]
-        if wrong:
-            raise InvariantViolation(self._message(after, wrong))
+        if any(after[name] - self._before[name] != delta for name, delta in self.deltas.items()):
+            raise InvariantViolation(self._message(after))
         return False
 
-    def _message(self, after: Mapping[str, int], wrong: list[str]) -> str:
-        names = [name for name in EXPECT_FIGURES if name in self.deltas]
-        head = (
-            f"RecompileWatch.expect(): {len(wrong)} of {len(names)} figure{'s' if len(names) != 1 else ''} "
-            f"changed otherwise than expected inside the block ({', '.join(wrong)})."
-        )
-        rows = [("figure", "before", "after", "expected change", "change", "")]
-        for name in names:
-            before, now = self._before[name], after[name]
-            mark = "<- differs" if name in wrong else ""
-            rows.append((name, str(before), str(now), f"{self.deltas[name]:+d}", f"{now - before:+d}", mark))
-        widths = [max(len(row[i]) for row in rows) for i in range(5)]
-        lines = [head, ""]
-        for i, row in enumerate(rows):
-            cells = [row[0].ljust(widths[0])] + [
-                cell.ljust(width) if i == 0 else cell.rjust(width) for cell, width in zip(row[1:5], widths[1:])
-            ]
-            lines.append(("  " + "  ".join(cells) + "  " + row[5]).rstrip())
+    def _message(self, after: dict[str, int]) -> str:
         events = self.watch._events[self._events_before :]
-        inside = _by_function(events)
-        if any(fn.count for fn in inside.values()):
-            lines += ["", "recompiles inside the block:", *_table(inside)]
         hits = [e.limit_hit for e in events if e.limit_hit is not None]
         hits += self.watch._orphan_limit_hits[self._orphans_before :]
-        if hits:
-            lines += ["", "recompile limit hits inside the block:", *[f"  - {hit}" for hit in hits]]
-        hints = _hints([r for e in events for r in e.reasons] + hits)
-        if hints:
-            lines += ["", "what to try:", *[f"  - {hint}" for hint in hints]]
-        return "\n".join(lines)
+        return figures_differ(
+            self.deltas,
+            self._before,
+            after,
+            EXPECT_FIGURES,
+            _by_function(events),
+            hits,
+            [r for e in events for r in e.reasons],
+        )
 
 
 def _by_function(events: list[_Event]) -> dict[str, FunctionRecompiles]:
@@ -692,102 +555,3 @@ def watch_recompiles(*, raise_on_recompile: bool = False) -> RecompileWatch:
             w.assert_at_most(1)
     """
     return RecompileWatch(raise_on_recompile=raise_on_recompile)
-
-
-# ----------------------------------------------------------------------------
-# formatting
-# ----------------------------------------------------------------------------
-
-
-def _one_line(text: str, width: int = 160) -> str:
-    first = text.strip().splitlines()[0] if text.strip() else ""
-    return first if len(first) <= width else first[: width - 3] + "..."
-
-
-def _indent_continuation(text: str) -> str:
-    return text.rstrip().replace("\n", "\n    ")
-
-
-MAX_REASONS_SHOWN = 12
-
-
-def _table(by_function: Mapping[str, FunctionRecompiles]) -> list[str]:
-    rows = [("function", "recompiles", "guard failure reason")]
-    for name, fn in by_function.items():
-        if not fn.count:
-            continue
-        reasons = [_one_line(r) for r in fn.reasons] or ["(no reason recorded)"]
-        if len(reasons) > MAX_REASONS_SHOWN:
-            # each recompile lists one reason per cached entry, so the list grows
-            # quadratically; the first ones name the change, the rest are in .reasons
-            hidden = len(reasons) - MAX_REASONS_SHOWN
-            reasons = reasons[:MAX_REASONS_SHOWN] + [
-                f"... and {hidden} more (every reason is in .reasons and the report's recompiles.reasons)"
-            ]
-        rows.append((name, str(fn.count), reasons[0]))
-        rows.extend(("", "", r) for r in reasons[1:])
-    w0 = max(len(r[0]) for r in rows)
-    w1 = max(len(r[1]) for r in rows)
-    return [f"  {a.ljust(w0)}  {b.rjust(w1) if i else b.ljust(w1)}  {c}".rstrip() for i, (a, b, c) in enumerate(rows)]
-
-
-def _reasons_from_message(message: str) -> list[str]:
-    """The "- reason" lines of Dynamo's recompile message (used when guard_failures had none)."""
-    _, _, tail = message.partition("guard failure(s):")
-    reasons: list[str] = []
-    for line in textwrap.dedent(tail).splitlines():
-        stripped = line.strip()
-        if stripped.startswith("- "):
-            reasons.append(stripped[2:])
-    return reasons
-
-
-def _function_from_refusal(message: str) -> str:
-    head = _RECOMPILE_HEAD.search(message)
-    if head:
-        return function_label(head["name"], head["file"], head["line"])
-    stance = re.search(
-        r"filename: '(?P<file>.+?)', function name: '(?P<name>.+?)', line number: (?P<line>\d+)", message
-    )
-    if stance:
-        return function_label(stance["name"], stance["file"], stance["line"])
-    return "a compiled function"
-
-
-_HINTS = (
-    (
-        re.compile(r"size mismatch|rank mismatch|stride mismatch|\.size\(\)|\.stride\(\)"),
-        "a size changed: mark the varying dimension with torch._dynamo.mark_dynamic(x, dim) before the "
-        "first call, or compile with dynamic=True",
-    ),
-    (re.compile(r"dtype mismatch"), "a dtype changed: cast inputs to one dtype, or expect one compile per dtype"),
-    (re.compile(r"device mismatch"), "a device changed: keep the compiled function's inputs on one device"),
-    (re.compile(r"requires_grad mismatch"), "requires_grad changed: call it consistently with or without gradients"),
-    (
-        re.compile(r"GLOBAL_STATE changed"),
-        "global state changed (grad mode, autocast, ...): call the compiled function under the same "
-        "torch.no_grad()/inference_mode()/autocast context every time",
-    ),
-    (
-        re.compile(r"\.training\b"),
-        "a module's training flag changed: call .eval() or .train() once, before the first call",
-    ),
-    (
-        re.compile(r"___check_obj_id|ID_MATCH|id\("),
-        "an object's identity changed (a global, closure or module attribute): keep the same object "
-        "or pass it as a tensor argument",
-    ),
-    (
-        re.compile(r"(?<![<>=!])==(?!=)|TYPE_MATCH|___check_type_id"),
-        "a Python value or type Dynamo specialized on changed: pass it as a tensor, or expect one compile per value",
-    ),
-    (
-        re.compile(r"hit config\.\w+"),
-        "raise the limit only if every compile is intended; otherwise fix the guard that fails",
-    ),
-)
-
-
-def _hints(reasons: list[str]) -> list[str]:
-    text = "\n".join(reasons)
-    return [hint for pattern, hint in _HINTS if pattern.search(text)]

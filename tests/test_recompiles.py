@@ -547,7 +547,7 @@ def test_count_equals_compile_counter_minus_one(calls, dynamic):
 
 
 def test_failure_table_shows_the_first_reasons_and_counts_the_rest():
-    from pytest_cudagraph.recompiles import MAX_REASONS_SHOWN
+    from pytest_cudagraph.recompile_text import MAX_REASONS_SHOWN
 
     fn = torch.compile(lambda x: x + 1, backend="eager", dynamic=False)
     with watch_recompiles() as watch:

@@ -12,6 +12,8 @@ explicitly in ``pytest_configure``:
 - ``recording``: each test's record, the run's progress, the report, the summary;
 - ``marker_checks``: the ``max_recompiles`` and ``compile_cache`` markers;
 - ``fixtures``: ``cudagraphs``, ``recompiles``, ``compile_cache``, ``piecewise``;
+- ``handles``: the objects the ``cudagraphs`` and ``piecewise`` fixtures hand to a
+  test (imported by ``fixtures``; no hooks);
 - ``state_isolation``: global torch state put back after each plugin test;
 - ``xdist``: the controller's and the workers' sides under ``-n``.
 """

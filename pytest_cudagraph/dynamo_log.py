@@ -1,0 +1,161 @@
+"""Dynamo's recompile log, tapped and read: the records a recompile watch counts.
+
+Dynamo logs one "Recompiling function ..." record per recompile on the
+``recompiles`` artifact logger, synchronously, right after it appended that
+recompile's reasons to its guard-failure table, and a WARNING when a function hits
+the recompile limit.  :class:`DynamoLogTap` turns on just that artifact (never
+``torch._logging.set_logs``, which would replace the user's TORCH_LOGS), keeps its
+echo off the user's stderr unless they asked for it, hands each record to the
+watch, and puts every logger back as it was.  The functions below read the parts
+of a record the watch needs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import textwrap
+from collections.abc import Callable
+from typing import Any
+
+from . import _compat as compat
+
+RECOMPILE_HEAD = re.compile(r"Recompiling function (?P<name>.+?) in (?P<file>.+):(?P<line>\d+)\s*\n")
+LIMIT_HIT = re.compile(r"hit config\.(?P<limit>\w+) \((?P<value>\d+)\)")
+LIMIT_FUNCTION = re.compile(r"function: '(?P<name>.+?)' \((?P<file>.+):(?P<line>\d+)\)")
+LIMIT_REASON = re.compile(r"last reason: (?P<reason>.*?)(?:\nTo log all recompilation reasons|\Z)", re.S)
+
+
+def function_label(name: str, filename: str, line: int | str) -> str:
+    """``"name (file:line)"``, the file relative to the working directory when inside it.
+
+    Relative paths keep report keys equal between checkouts in different places.
+    """
+    try:
+        rel = os.path.relpath(filename)
+        if not rel.startswith(".."):
+            filename = rel
+    except ValueError:  # another drive on Windows
+        pass
+    return f"{name} ({filename}:{line})"
+
+
+def recompiled_function(message: str) -> str:
+    """The function a "Recompiling function ..." record names."""
+    head = RECOMPILE_HEAD.search(message)
+    return function_label(head["name"], head["file"], head["line"]) if head else "<unknown function>"
+
+
+def limit_hit_description(message: str) -> tuple[str, str]:
+    """``(function, readable line)`` of a recompile-limit WARNING."""
+    limit = LIMIT_HIT.search(message)
+    where = LIMIT_FUNCTION.search(message)
+    why = LIMIT_REASON.search(message)
+    function = function_label(where["name"], where["file"], where["line"]) if where else "<unknown function>"
+    reason = why["reason"].strip() if why else "unknown"
+    text = (
+        f"{function} hit config.{limit['limit']} ({limit['value']}); Dynamo then ran it eagerly "
+        f"without compiling, silently; last reason: {reason}"
+    )
+    return function, text
+
+
+def reasons_from_message(message: str) -> list[str]:
+    """The "- reason" lines of Dynamo's recompile message (used when guard_failures had none)."""
+    _, _, tail = message.partition("guard failure(s):")
+    reasons: list[str] = []
+    for line in textwrap.dedent(tail).splitlines():
+        stripped = line.strip()
+        if stripped.startswith("- "):
+            reasons.append(stripped[2:])
+    return reasons
+
+
+def function_from_refusal(message: str) -> str:
+    """The function named by Dynamo's refusal to compile (error_on_recompile or the fail_on_recompile stance)."""
+    head = RECOMPILE_HEAD.search(message)
+    if head:
+        return function_label(head["name"], head["file"], head["line"])
+    stance = re.search(
+        r"filename: '(?P<file>.+?)', function name: '(?P<name>.+?)', line number: (?P<line>\d+)", message
+    )
+    if stance:
+        return function_label(stance["name"], stance["file"], stance["line"])
+    return "a compiled function"
+
+
+class _Handler(logging.Handler):
+    def __init__(self, on_recompile: Callable[[str], None], on_limit_hit: Callable[[str], None]):
+        super().__init__(level=logging.DEBUG)
+        self.on_recompile = on_recompile
+        self.on_limit_hit = on_limit_hit
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+        except Exception:  # a broken record must never break the user's compile
+            return
+        if compat.is_recompile_log(record.name):
+            self.on_recompile(message)
+        elif record.levelno >= logging.WARNING and LIMIT_HIT.search(message):
+            self.on_limit_hit(message)
+
+
+class DynamoLogTap:
+    """While attached, every recompile record and recompile-limit WARNING goes to the two callbacks."""
+
+    def __init__(self, on_recompile: Callable[[str], None], on_limit_hit: Callable[[str], None]):
+        self._handler = _Handler(on_recompile, on_limit_hit)
+        self._restore: list[Callable[[], Any]] = []
+
+    def attach(self) -> None:
+        """Attach the handlers and turn on the recompile artifact, remembering how to undo it."""
+        try:
+            user_asked = any(compat.log_artifact_enabled(a) for a in compat.RECOMPILE_LOG_ARTIFACTS)
+            if not user_asked:
+                # Dynamo formats the record only when the artifact is on.
+                artifact = compat.RECOMPILE_LOG_ARTIFACTS[0]
+                compat.set_log_artifact(artifact, True)
+                self._restore.append(lambda: compat.set_log_artifact(artifact, False))
+            for name in compat.recompile_log_names():
+                self._tap(logging.getLogger(name), logging.DEBUG, keep_off_stderr=not user_asked)
+            for name in compat.recompile_limit_logger_names():
+                logger = logging.getLogger(name)
+                # The user may have silenced Dynamo's warnings; the limit WARNING is still
+                # needed, and kept from their stderr then.
+                self._tap(logger, logging.WARNING, keep_off_stderr=not logger.isEnabledFor(logging.WARNING))
+        except BaseException:
+            self.detach()
+            raise
+
+    def _tap(self, logger: logging.Logger, level: int, keep_off_stderr: bool) -> None:
+        old_level, old_propagate = logger.level, logger.propagate
+        logger.addHandler(self._handler)
+        if not logger.isEnabledFor(level):
+            logger.setLevel(level)
+        if keep_off_stderr:
+            logger.propagate = False
+
+        def restore() -> None:
+            logger.removeHandler(self._handler)
+            logger.setLevel(old_level)
+            logger.propagate = old_propagate
+
+        self._restore.append(restore)
+
+    def add_undo(self, undo: Callable[[], Any]) -> None:
+        """Something else to undo on detach (the watch's error_on_recompile patch)."""
+        self._restore.append(undo)
+
+    def detach(self) -> None:
+        """Put everything back, in reverse order; the first error is raised after the rest is restored."""
+        errors = []
+        while self._restore:
+            undo = self._restore.pop()
+            try:
+                undo()
+            except Exception as exc:  # keep restoring the rest
+                errors.append(exc)
+        if errors:
+            raise errors[0]

@@ -1,0 +1,176 @@
+"""The text of a recompile failure: the table of functions and reasons, the limit hits, what to try.
+
+Every message the recompile watch raises is built here, from plain figures, so
+that ``assert_at_most``, the refusal of a compile in a strict block and
+``expect()`` read alike.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+MAX_REASONS_SHOWN = 12
+
+
+def one_line(text: str, width: int = 160) -> str:
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return first if len(first) <= width else first[: width - 3] + "..."
+
+
+def indent_continuation(text: str) -> str:
+    return text.rstrip().replace("\n", "\n    ")
+
+
+def recompile_table(by_function: Mapping[str, Any]) -> list[str]:
+    """Function, recompiles and guard-failure reasons, one row per reason (``FunctionRecompiles`` values)."""
+    rows = [("function", "recompiles", "guard failure reason")]
+    for name, fn in by_function.items():
+        if not fn.count:
+            continue
+        reasons = [one_line(r) for r in fn.reasons] or ["(no reason recorded)"]
+        if len(reasons) > MAX_REASONS_SHOWN:
+            # each recompile lists one reason per cached entry, so the list grows
+            # quadratically; the first ones name the change, the rest are in .reasons
+            hidden = len(reasons) - MAX_REASONS_SHOWN
+            reasons = reasons[:MAX_REASONS_SHOWN] + [
+                f"... and {hidden} more (every reason is in .reasons and the report's recompiles.reasons)"
+            ]
+        rows.append((name, str(fn.count), reasons[0]))
+        rows.extend(("", "", r) for r in reasons[1:])
+    w0 = max(len(r[0]) for r in rows)
+    w1 = max(len(r[1]) for r in rows)
+    return [f"  {a.ljust(w0)}  {b.rjust(w1) if i else b.ljust(w1)}  {c}".rstrip() for i, (a, b, c) in enumerate(rows)]
+
+
+def _times(n: int) -> str:
+    return f"{n} time{'s' if n != 1 else ''}"
+
+
+def too_many_recompiles(
+    n: int,
+    count: int,
+    by_function: Mapping[str, Any],
+    limit_hits: Sequence[str],
+    graph_breaks: Any,
+    reasons: Sequence[str],
+    limit_name: str,
+    context: str | None = None,
+) -> str:
+    """The failure of ``assert_at_most(n)``: the count against ``n``, the table, limit hits, graph breaks, hints."""
+    where = f"{context}: " if context else ""
+    if count > n:
+        head = f"{where}Dynamo recompiled {_times(count)}, expected at most {n}"
+    else:
+        head = f"{where}Dynamo recompiled {_times(count)} (at most {n} allowed)"
+    if limit_hits:
+        head += f", and hit the recompile limit {_times(len(limit_hits))}"
+    lines = [head + "."]
+    if any(fn.count for fn in by_function.values()):
+        lines += ["", *recompile_table(by_function)]
+    if limit_hits:
+        lines += [
+            "",
+            "recompile limit hits (Dynamo fell back to eager silently; the limit is "
+            f"torch._dynamo.config.{limit_name}):",
+        ]
+        lines += [f"  - {hit}" for hit in limit_hits]
+    if graph_breaks.count:
+        lines += ["", f"graph breaks (not recompiles): {graph_breaks.count}"]
+        lines += [f"  - {one_line(reason)} (x{times})" for reason, times in graph_breaks.by_reason.items()]
+    lines += _what_to_try([*reasons, *limit_hits])
+    return "\n".join(lines)
+
+
+def compile_refused(function: str, reasons: Sequence[str], torch_said: str, when: str) -> str:
+    """A compile Dynamo refused inside a strict block: the function, its guard failures, hints."""
+    lines = [f"strict recompile check: {function} was compiled again {when}; Dynamo refused it."]
+    if reasons:
+        lines += ["guard failure(s):", *[f"  - {indent_continuation(r)}" for r in reasons]]
+    else:
+        lines.append(f"torch said: {one_line(torch_said)}")
+    hints = hints_for(list(reasons))
+    if hints:
+        lines += ["what to try:", *[f"  - {hint}" for hint in hints]]
+    return "\n".join(lines)
+
+
+def figures_differ(
+    expected: Mapping[str, int],
+    before: Mapping[str, int],
+    after: Mapping[str, int],
+    order: Sequence[str],
+    by_function: Mapping[str, Any],
+    limit_hits: Sequence[str],
+    reasons: Sequence[str],
+) -> str:
+    """The failure of ``expect(**deltas)``: before, after, expected and actual change per figure, then what happened."""
+    names = [name for name in order if name in expected]
+    wrong = [name for name in names if after[name] - before[name] != expected[name]]
+    head = (
+        f"RecompileWatch.expect(): {len(wrong)} of {len(names)} figure{'s' if len(names) != 1 else ''} "
+        f"changed otherwise than expected inside the block ({', '.join(wrong)})."
+    )
+    rows = [("figure", "before", "after", "expected change", "change", "")]
+    for name in names:
+        was, now = before[name], after[name]
+        mark = "<- differs" if name in wrong else ""
+        rows.append((name, str(was), str(now), f"{expected[name]:+d}", f"{now - was:+d}", mark))
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
+    lines = [head, ""]
+    for i, row in enumerate(rows):
+        cells = [row[0].ljust(widths[0])] + [
+            cell.ljust(width) if i == 0 else cell.rjust(width) for cell, width in zip(row[1:5], widths[1:])
+        ]
+        lines.append(("  " + "  ".join(cells) + "  " + row[5]).rstrip())
+    if any(fn.count for fn in by_function.values()):
+        lines += ["", "recompiles inside the block:", *recompile_table(by_function)]
+    if limit_hits:
+        lines += ["", "recompile limit hits inside the block:", *[f"  - {hit}" for hit in limit_hits]]
+    lines += _what_to_try([*reasons, *limit_hits])
+    return "\n".join(lines)
+
+
+def _what_to_try(reasons: list[str]) -> list[str]:
+    hints = hints_for(reasons)
+    return ["", "what to try:", *[f"  - {hint}" for hint in hints]] if hints else []
+
+
+HINTS = (
+    (
+        re.compile(r"size mismatch|rank mismatch|stride mismatch|\.size\(\)|\.stride\(\)"),
+        "a size changed: mark the varying dimension with torch._dynamo.mark_dynamic(x, dim) before the "
+        "first call, or compile with dynamic=True",
+    ),
+    (re.compile(r"dtype mismatch"), "a dtype changed: cast inputs to one dtype, or expect one compile per dtype"),
+    (re.compile(r"device mismatch"), "a device changed: keep the compiled function's inputs on one device"),
+    (re.compile(r"requires_grad mismatch"), "requires_grad changed: call it consistently with or without gradients"),
+    (
+        re.compile(r"GLOBAL_STATE changed"),
+        "global state changed (grad mode, autocast, ...): call the compiled function under the same "
+        "torch.no_grad()/inference_mode()/autocast context every time",
+    ),
+    (
+        re.compile(r"\.training\b"),
+        "a module's training flag changed: call .eval() or .train() once, before the first call",
+    ),
+    (
+        re.compile(r"___check_obj_id|ID_MATCH|id\("),
+        "an object's identity changed (a global, closure or module attribute): keep the same object "
+        "or pass it as a tensor argument",
+    ),
+    (
+        re.compile(r"(?<![<>=!])==(?!=)|TYPE_MATCH|___check_type_id"),
+        "a Python value or type Dynamo specialized on changed: pass it as a tensor, or expect one compile per value",
+    ),
+    (
+        re.compile(r"hit config\.\w+"),
+        "raise the limit only if every compile is intended; otherwise fix the guard that fails",
+    ),
+)
+
+
+def hints_for(reasons: list[str]) -> list[str]:
+    text = "\n".join(reasons)
+    return [hint for pattern, hint in HINTS if pattern.search(text)]
