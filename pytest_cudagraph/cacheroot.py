@@ -13,7 +13,6 @@ Layout under the root::
     triton/                     TRITON_CACHE_DIR of the run (persistent roots only)
     probes/<owner>/             one directory per process that made probes, tagged and locked
     probes/<owner>/<name>-<n>/  one isolated directory per cache probe (cold/warm checks)
-    locks/                      filelocks for the plugin's own files under the root
 
 Two runs may share a persistent root (two CI jobs on one runner, a developer
 re-running).  Each process that makes probes holds a lock on its owner directory
@@ -283,10 +282,6 @@ class CacheRoot:
     def probes_dir(self) -> Path:
         return self.path / "probes"
 
-    @property
-    def lock_dir(self) -> Path:
-        return ensure_private_dir(self.path / "locks", "cache lock directory")
-
     def owner_dir(self) -> Path:
         """This process's locked, tagged directory of probes under the root (made on first use)."""
         key = (os.getpid(), str(self.path.resolve()))
@@ -348,12 +343,6 @@ class CacheRoot:
             shutil.rmtree(trash, ignore_errors=True)
             deleted.append(path)
         return deleted
-
-    def lock(self, name: str):
-        """A filelock for one of the plugin's own files under the root (shared by xdist workers)."""
-        from filelock import FileLock
-
-        return FileLock(str(self.lock_dir / f"{name}.lock"))
 
     def run_cache_environment(self) -> dict[str, str]:
         """The environment that points the whole run's compile caches into the root."""

@@ -40,7 +40,9 @@ Example::
     assert cold.stats.fxgraph["miss"] > 0 and warm.stats.fxgraph["hit"] > 0
     probe.cold_warm(step, x, w).check()   # raises InvariantViolation with a table
 
-``@pytest.mark.compile_cache`` runs a whole test body that way (``run_marked_test``).
+``@pytest.mark.compile_cache`` runs a whole test body that way (the plugin's
+``compile_cache_marker`` module, built on ``new_pass_directory``, ``run_pass`` and
+``run_child_pass``).
 Nothing here changes global state for longer than the probe: the cache environment
 variables, the configs it patches, logger levels and filters, Triton's listener and
 the RNGs are restored on exit.
@@ -50,7 +52,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import json
 import logging
 import os
 import random
@@ -68,10 +69,12 @@ from typing import Any
 from . import _compat as compat
 from .cacheroot import INDUCTOR_ENV, TRITON_ENV, CacheRoot, ensure_private_dir
 from .counters import CounterSnapshot, counter_snapshot, delta_between, triton_compiled_and_loaded, triton_kernel_dirs
+from .envvars import environment_set
 from .errors import InvariantViolation, UsageProblem
 
-# Names the child pass (a fresh interpreter running one warm pass) reads; set only
-# by this module in the environment of the child it starts.
+# Names the warm pass of a ``compile_cache``-marked test in a fresh pytest reads
+# (plugin/compile_cache_marker.py sets it only in the environment of the child it
+# starts); never passed on to a child of a child.
 CHILD_PASS_ENV = "PYTEST_CUDAGRAPH_CACHE_PASS"
 # Every pass of a cold/warm pair starts from these seeds (Python, torch, CUDA).
 DEFAULT_SEED = 1234
@@ -287,20 +290,6 @@ def _count_triton_compiles(counts: dict[str, int]) -> Iterator[bool]:
 
 
 @contextlib.contextmanager
-def _environ(values: Mapping[str, str]) -> Iterator[None]:
-    saved = {name: os.environ.get(name) for name in values}
-    try:
-        os.environ.update(values)
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-@contextlib.contextmanager
 def seeded_rngs(seed: int = DEFAULT_SEED) -> Iterator[None]:
     """Seed Python's, torch's (CPU and every CUDA device) and NumPy's RNGs; restore them after."""
     import torch
@@ -369,7 +358,7 @@ class CacheProbe:
         self._dirs.append(self.cache_dir)
         stack = contextlib.ExitStack()
         try:
-            stack.enter_context(_environ(cache_environment(self.cache_dir)))
+            stack.enter_context(environment_set(cache_environment(self.cache_dir)))
             stack.enter_context(compat.enable_default_off_caches())
             stack.enter_context(compat.counting_fx_graph_cache_writes(self._write_counts))
             stack.enter_context(_capture_bypass_reasons(self._reasons))
@@ -478,7 +467,8 @@ class CacheProbe:
         self._recorded[name] = _detached_copy(value)
 
     # -- directories --------------------------------------------------------
-    def _fresh_subdir(self, label: str) -> Path:
+    def new_pass_directory(self, label: str) -> Path:
+        """A fresh, empty, private subdirectory of the probe's directory, for one pair of passes to share."""
         self._subdirs += 1
         path = self.cache_dir / f"{label}-{self._subdirs}"
         path.mkdir(mode=0o700)
@@ -489,12 +479,18 @@ class CacheProbe:
     def _use_directory(self, directory: Path) -> Iterator[None]:
         if directory not in self._dirs:
             self._dirs.append(directory)
-        with _environ(cache_environment(directory)):
+        with environment_set(cache_environment(directory)):
             yield
 
     # -- passes -------------------------------------------------------------
-    def _run_pass(self, name: str, call: Callable[[], Any], seed: int, directory: Path) -> PassResult:
-        """Run ``call`` once with only the disk caches of ``directory`` able to answer."""
+    # cold_warm() and portable() are made of these steps; a runner that starts the
+    # warm pass itself (the compile_cache marker) uses them directly.
+    def run_pass(self, name: str, call: Callable[[], Any], seed: int, directory: Path) -> PassResult:
+        """Run ``call`` once, from ``seed``, with only the disk caches of ``directory`` able to answer.
+
+        The tensors given to ``record()`` during the call are the pass's own; the
+        pass is kept among the probe's passes.
+        """
         with self._use_directory(directory):
             compat.clear_in_memory_compile_caches()
             saved_recorded, self._recorded = self._recorded, {}
@@ -540,11 +536,11 @@ class CacheProbe:
         refuse_if_caches_disabled("cold_warm()")
         target = importable_name(fn) if mode == "subprocess" else None
         call_fn = resolve_importable(fn) if isinstance(fn, str) else fn
-        pair_dir = self._fresh_subdir("cold_warm")
+        pair_dir = self.new_pass_directory("cold_warm")
         self._last_pair_dir = pair_dir
-        cold = self._run_pass("cold", lambda: call_fn(*args), seed, pair_dir)
+        cold = self.run_pass("cold", lambda: call_fn(*args), seed, pair_dir)
         if mode == "inprocess":
-            warm = self._run_pass("warm", lambda: call_fn(*args), seed, pair_dir)
+            warm = self.run_pass("warm", lambda: call_fn(*args), seed, pair_dir)
         else:
             warm = self._callable_pass_in_child(target, args, seed, pair_dir)
         return ColdWarm(cold=cold, warm=warm, mode=mode, cache_dir=str(pair_dir))
@@ -559,26 +555,26 @@ class CacheProbe:
         the moved cache gives only hits.  Needs torch 2.7+.
         """
         self._require_active("portable")
-        if not compat.has_portable_cache_artifacts():
+        missing = compat.portable_cache_artifacts_missing()
+        if missing:
             raise UsageProblem(
-                "compile_cache.portable() needs torch.compiler.save_cache_artifacts (torch 2.7 and newer); "
-                "use cold_warm(mode='subprocess') on this torch"
+                f"compile_cache.portable() needs {missing}; use cold_warm(mode='subprocess') on this torch"
             )
         refuse_if_caches_disabled("portable()")
         source_dir = self._last_pair_dir or self.cache_dir
         with compat.fresh_cache_artifact_recording():
-            source = self._run_pass("source", lambda: fn(*args), seed, source_dir)
+            source = self.run_pass("source", lambda: fn(*args), seed, source_dir)
             blob = compat.save_cache_artifacts()
         if blob is None:
             raise InvariantViolation(
                 f"compile_cache.portable(): torch.compiler.save_cache_artifacts() returned nothing after running "
                 f"{_callable_label(fn)}; the function compiled nothing with Inductor, or every graph bypassed the cache"
             )
-        moved_dir = self._fresh_subdir("portable")
+        moved_dir = self.new_pass_directory("portable")
         with self._use_directory(moved_dir):
             compat.clear_in_memory_compile_caches()
             compat.load_cache_artifacts(blob)
-        moved = self._run_pass("moved", lambda: fn(*args), seed, moved_dir)
+        moved = self.run_pass("moved", lambda: fn(*args), seed, moved_dir)
         return ColdWarm(cold=source, warm=moved, mode="portable", cache_dir=str(moved_dir))
 
     # -- subprocess passes --------------------------------------------------
@@ -604,16 +600,20 @@ class CacheProbe:
                 f"cold_warm(mode='subprocess'): the arguments of {target} cannot be saved for the child interpreter "
                 f"({type(exc).__name__}: {exc}); pass tensors and plain Python values"
             ) from None
-        env = _child_environment(directory)
+        env = child_environment(directory)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         cmd = [sys.executable, "-m", "pytest_cudagraph.caches", str(spec_path)]
-        proc = subprocess.run(cmd, env=env, cwd=os.getcwd(), capture_output=True, text=True)
-        return self._load_child_pass(out_path, proc, cmd, what=f"{target}(...)")
+        return self.run_child_pass(cmd, out_path=out_path, what=f"{target}(...)", env=env, cwd=os.getcwd())
 
-    def _load_child_pass(
-        self, out_path: Path, proc: subprocess.CompletedProcess, cmd: list[str], what: str
-    ) -> PassResult:
+    def run_child_pass(self, cmd: list[str], *, out_path: Path, what: str, env: dict[str, str], cwd: str) -> PassResult:
+        """Run ``cmd``, a fresh interpreter that runs one warm pass and writes it to ``out_path``; return that pass.
+
+        The child writes with ``write_pass_output()``; ``env`` starts from
+        ``child_environment()``.  Raises InvariantViolation with the child's last lines
+        when it wrote no result or an error.
+        """
         __tracebackhide__ = True
+        proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
         payload = _read_child_output(out_path)
         if payload is None or payload.get("error"):
             detail = (payload or {}).get("error") or _tail(proc.stdout + proc.stderr)
@@ -930,7 +930,7 @@ def format_failure(
             for reason in stats.reasons(layer):
                 lines.append(f"  bypass reason ({layer}, {name} pass): {reason}")
             if getattr(stats, layer).get("bypass", 0) and not stats.reasons(layer):
-                # torch 2.6 counts AOTAutograd bypasses without logging why: say so, not nothing
+                # a torch may count a bypass without logging why (compat.cache_bypass_loggers): say so, not nothing
                 lines.append(
                     f"  bypass reason ({layer}, {name} pass): not logged by this torch "
                     f"(its counter moved; the {'other layer' if layer == 'aot_autograd' else 'log'} "
@@ -998,7 +998,8 @@ def importable_name(fn: Any) -> str:
     return name
 
 
-def _child_environment(directory: Path) -> dict[str, str]:
+def child_environment(directory: Path) -> dict[str, str]:
+    """This process's environment for a child interpreter running a pass in the cache ``directory``."""
     env = dict(os.environ)
     env.update(cache_environment(directory))
     # the child is a plain run, not one more xdist worker of the parent
@@ -1017,7 +1018,8 @@ def _read_child_output(path: Path) -> dict[str, Any] | None:
     return torch.load(path, weights_only=False, map_location="cpu")
 
 
-def _write_child_output(path: str | Path, result: PassResult | None, error: str | None = None) -> None:
+def write_pass_output(path: str | Path, result: PassResult | None, error: str | None = None) -> None:
+    """In a child interpreter: hand its pass (or the error that stopped it) to the parent's ``run_child_pass``."""
     import torch
 
     payload: dict[str, Any] = {"pid": os.getpid(), "error": error}
@@ -1054,114 +1056,12 @@ def _child_main(argv: list[str]) -> int:
         fn = resolve_importable(spec["target"])
         with compat.applied_compile_config(spec.get("config") or {}):
             with cache_probe(directory=Path(spec["cache_dir"])) as probe:
-                result = probe._run_pass("warm", lambda: fn(*spec["args"]), spec["seed"], probe.cache_dir)
+                result = probe.run_pass("warm", lambda: fn(*spec["args"]), spec["seed"], probe.cache_dir)
     except BaseException:
-        _write_child_output(spec["out"], None, error=traceback.format_exc(limit=-8))
+        write_pass_output(spec["out"], None, error=traceback.format_exc(limit=-8))
         return 1
-    _write_child_output(spec["out"], result)
+    write_pass_output(spec["out"], result)
     return 0
-
-
-# ----------------------------------------------------------------------------
-# @pytest.mark.compile_cache
-# ----------------------------------------------------------------------------
-
-
-def _child_pass_spec(nodeid: str) -> dict[str, Any] | None:
-    raw = os.environ.get(CHILD_PASS_ENV)
-    if not raw:
-        return None
-    spec = json.loads(raw)
-    if spec.get("nodeid") != nodeid:
-        raise UsageProblem(
-            f"{CHILD_PASS_ENV} asks for a warm pass of {spec.get('nodeid')} but this interpreter runs {nodeid}; "
-            f"do not set {CHILD_PASS_ENV} by hand"
-        )
-    return spec
-
-
-def run_marked_test(pyfuncitem: Any, marker: Any, cache_root: CacheRoot, record: Any) -> None:
-    """Run a ``@pytest.mark.compile_cache`` test body cold, then warm, and check the warm pass.
-
-    Both passes get the same fixture values and the same seeds.  In ``subprocess``
-    mode the warm pass is ``python -m pytest <nodeid>`` in a fresh interpreter that
-    joins the cold pass's cache directory (told by the CHILD_PASS_ENV variable) and
-    sends back its counters and recorded tensors.  Raises InvariantViolation with the
-    counter table when the warm pass missed, saved, bypassed, compiled a Triton
-    kernel, or recorded other tensors.
-    """
-    __tracebackhide__ = True
-
-    def body() -> Any:
-        funcargs = pyfuncitem.funcargs
-        return pyfuncitem.obj(**{arg: funcargs[arg] for arg in pyfuncitem._fixtureinfo.argnames})
-
-    fixture_probe = pyfuncitem.funcargs.get("compile_cache") if "compile_cache" in pyfuncitem.funcargs else None
-    if not isinstance(fixture_probe, CacheProbe):
-        fixture_probe = None
-    spec = _child_pass_spec(pyfuncitem.nodeid)
-    if spec is not None:
-        _run_child_test_pass(spec, body, fixture_probe)
-        return
-
-    refuse_if_caches_disabled(f"@pytest.mark.compile_cache(mode={marker.mode!r})")
-    with contextlib.ExitStack() as stack:
-        probe = fixture_probe or stack.enter_context(cache_probe(root=cache_root, name=pyfuncitem.name))
-        pair_dir = probe._fresh_subdir("marked")
-        cold = probe._run_pass("cold", body, DEFAULT_SEED, pair_dir)
-        if marker.mode == "inprocess":
-            warm = probe._run_pass("warm", body, DEFAULT_SEED, pair_dir)
-        else:
-            warm = _test_pass_in_child(pyfuncitem, probe, pair_dir, DEFAULT_SEED)
-        result = ColdWarm(cold=cold, warm=warm, mode=marker.mode, cache_dir=str(pair_dir))
-        record.set("caches", probe.result())
-        record.note("compile_cache", result.to_json())
-    args = [f"mode={marker.mode!r}"] + [
-        f"{k}={v}" for k, v in (("rtol", marker.rtol), ("atol", marker.atol)) if v is not None
-    ]
-    result.check(rtol=marker.rtol, atol=marker.atol, context=f"@pytest.mark.compile_cache({', '.join(args)})")
-
-
-def _run_child_test_pass(spec: dict[str, Any], body: Callable[[], Any], fixture_probe: CacheProbe | None) -> None:
-    directory = Path(spec["cache_dir"])
-    try:
-        with contextlib.ExitStack() as stack:
-            probe = fixture_probe or stack.enter_context(cache_probe(directory=directory))
-            result = probe._run_pass(spec.get("pass", "warm"), body, int(spec["seed"]), directory)
-    except BaseException:
-        _write_child_output(spec["out"], None, error=traceback.format_exc(limit=-8))
-        raise
-    _write_child_output(spec["out"], result)
-
-
-def _test_pass_in_child(pyfuncitem: Any, probe: CacheProbe, directory: Path, seed: int) -> PassResult:
-    config = pyfuncitem.config
-    out_path = directory / "warm-pass.out.pt"
-    env = _child_environment(directory)
-    env[CHILD_PASS_ENV] = json.dumps(
-        {"nodeid": pyfuncitem.nodeid, "cache_dir": str(directory), "out": str(out_path), "seed": seed, "pass": "warm"}
-    )
-    rootdir = Path(str(config.rootpath))
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        pyfuncitem.nodeid,
-        "-p",
-        "no:cacheprovider",
-        "-q",
-        "--no-header",
-        f"--rootdir={rootdir}",
-        f"--basetemp={directory / 'child-basetemp'}",
-    ]
-    if config.inipath is not None:
-        cmd += ["-c", str(config.inipath)]
-    if config.pluginmanager.hasplugin("xdist"):
-        cmd += ["-n", "0"]  # whatever the ini's addopts say, the child is one interpreter
-    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
-        cmd += ["-p", "pytest_cudagraph.plugin"]
-    proc = subprocess.run(cmd, env=env, cwd=str(rootdir), capture_output=True, text=True)
-    return probe._load_child_pass(out_path, proc, cmd, what=pyfuncitem.nodeid)
 
 
 # ----------------------------------------------------------------------------

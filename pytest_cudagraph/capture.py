@@ -45,7 +45,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_map
 
 from . import _compat, open_objects
 from .errors import CaptureError, InvariantViolation, MisuseError, StaleGraphError
@@ -231,7 +230,7 @@ def _end_generator_capture(device: int) -> None:
     graph = torch.cuda.CUDAGraph()
     torch.cuda.set_stream(side)
     try:
-        _compat.graph_capture_begin(graph, new_pool(), "thread_local")
+        graph.capture_begin(new_pool(), capture_error_mode="thread_local")
         try:
             target.add_(1)
         finally:
@@ -286,7 +285,7 @@ def guarded_capture(
     torch.cuda.set_stream(stream)
     try:
         try:
-            _compat.graph_capture_begin(graph, pool, capture_error_mode)
+            graph.capture_begin(pool, capture_error_mode=capture_error_mode)
             begun = True
         except Exception as exc:
             errors.append(exc)
@@ -382,7 +381,7 @@ def parameter_fingerprint(module: torch.nn.Module) -> dict[str, int]:
 
 def _tensor_leaves(value: Any) -> list[torch.Tensor]:
     leaves: list[torch.Tensor] = []
-    tree_map(lambda t: leaves.append(t) if isinstance(t, torch.Tensor) else None, value)
+    _compat.tree_map(lambda t: leaves.append(t) if isinstance(t, torch.Tensor) else None, value)
     return leaves
 
 
@@ -576,7 +575,7 @@ def capture_callable(
     if not keep_outputs:
         # The graph keeps writing there; the allocator may lend the memory to the next
         # capture in this pool, which is what lets all sizes fit in the largest's mark.
-        outputs = tree_map(
+        outputs = _compat.tree_map(
             lambda t: _compat.non_owning_alias(t) if isinstance(t, torch.Tensor) and t.is_cuda else t, outputs
         )
     return CapturedGraph(
@@ -600,7 +599,7 @@ def _as_tuple(value: Any) -> tuple:
 
 
 def _clone_out(value: Any) -> Any:
-    return tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, value)
+    return _compat.tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, value)
 
 
 # --------------------------------------------------------------------------

@@ -19,9 +19,9 @@ fixtures, while the other tests are spread as usual.  xdist's own way to group
 (``xdist_group`` marks under ``--dist loadgroup``) appends the group to each
 node id on the worker, which pytest 9.2 no longer lets a plugin do; so the
 workers write which test belongs to which group into a file under the run's
-cache root as they collect, and the controller's scheduler (xdist's
-``LoadScopeScheduling`` with its scope rule replaced, the extension point xdist's
-own schedulers use) reads it before handing out the first test.
+cache root as they collect, and the controller's scheduler (xdist's scope
+scheduling with its scope rule replaced, ``_compat.xdist_scope_scheduling``)
+reads it before handing out the first test.
 
 Nothing here imports torch at import time.
 """
@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from . import _compat
 from .errors import UsageProblem
 
 AUTO = "auto"
@@ -61,9 +62,7 @@ def parse_device_spec(raw: str) -> str | tuple[int, ...]:
         return AUTO
     parts = [part.strip() for part in text.split(",")]
     if not text or any(not part for part in parts):
-        raise UsageProblem(
-            f"--cudagraph-devices={raw!r} has an empty entry; give 'auto' or device indices such as 0,1"
-        )
+        raise UsageProblem(f"--cudagraph-devices={raw!r} has an empty entry; give 'auto' or device indices such as 0,1")
     indices: list[int] = []
     for part in parts:
         if not part.isdigit():
@@ -122,8 +121,8 @@ def worker_index(worker_id: str) -> int:
 def device_for_worker(devices: Sequence[str], worker_id: str) -> str:
     """The device of worker ``worker_id``: round-robin over ``devices``.
 
-        >>> device_for_worker(["0", "1"], "gw3")
-        '1'
+    >>> device_for_worker(["0", "1"], "gw3")
+    '1'
     """
     return devices[worker_index(worker_id) % len(devices)]
 
@@ -168,16 +167,17 @@ def module_group_scheduler(config: Any, log: Any, directory: Path) -> Any:
     """xdist's scope scheduling with the GPU tests of a module as one scope, every other test its own.
 
     Built only on the xdist controller, after every worker has collected (and so
-    written its groups); a scope is handed to one worker whole.
+    written its groups, read here when the first test is scheduled); a scope is
+    handed to one worker whole.
     """
-    from xdist.scheduler import LoadScopeScheduling
+    groups: dict[str, str] = {}
+    read = False
 
-    class ModuleGroupScheduling(LoadScopeScheduling):
-        groups: dict[str, str] | None = None
+    def scope_of(nodeid: str) -> str:
+        nonlocal read
+        if not read:
+            groups.update(read_groups(directory))
+            read = True
+        return groups.get(nodeid, nodeid)
 
-        def _split_scope(self, nodeid: str) -> str:
-            if self.groups is None:
-                self.groups = read_groups(directory)
-            return self.groups.get(nodeid, nodeid)
-
-    return ModuleGroupScheduling(config, log)
+    return _compat.xdist_scope_scheduling(config, log, scope_of)

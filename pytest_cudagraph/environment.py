@@ -29,9 +29,7 @@ _TRITON_DISTRIBUTIONS = ("triton", "pytorch-triton", "pytorch-triton-rocm", "pyt
 def git_commit(rootdir: Path) -> str | None:
     """The commit checked out at ``rootdir``, with ``-dirty`` when tracked files changed; None outside git."""
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=rootdir, capture_output=True, text=True, timeout=5
-        )
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=rootdir, capture_output=True, text=True, timeout=5)
         if head.returncode != 0 or not head.stdout.strip():
             return None
         commit = head.stdout.strip()

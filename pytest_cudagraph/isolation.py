@@ -25,31 +25,13 @@ after they are torn down, whatever the test body did:
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
+from . import _compat
+from .envvars import environment_snapshot, restore_environment_snapshot
+
 ENVIRONMENT_PREFIXES = ("TORCHINDUCTOR_", "TRITON_", "TORCHDYNAMO_", "TORCH_COMPILE_")
-
-
-def _cache_environment() -> dict[str, str]:
-    return {name: value for name, value in os.environ.items() if name.startswith(ENVIRONMENT_PREFIXES)}
-
-
-def _config_modules() -> dict[str, Any]:
-    import torch._dynamo.config
-    import torch._inductor.config
-
-    return {"torch._dynamo.config": torch._dynamo.config, "torch._inductor.config": torch._inductor.config}
-
-
-def _same(a: Any, b: Any) -> bool:
-    if a is b:
-        return True
-    try:
-        return bool(a == b)
-    except Exception:  # values without a boolean equality (tensors): treat as changed
-        return False
 
 
 @dataclass
@@ -69,13 +51,11 @@ class TorchStateSnapshot:
     def take(cls) -> TorchStateSnapshot:
         import torch
 
-        from . import _compat
-
         cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
         return cls(
-            configs={name: module.get_config_copy() for name, module in _config_modules().items()},
+            configs=_compat.compile_config_snapshot(),
             stance=_compat.compile_stance(),
-            environment=_cache_environment(),
+            environment=environment_snapshot(ENVIRONMENT_PREFIXES),
             default_device=_compat.default_device_setting(),
             default_dtype=torch.get_default_dtype(),
             cpu_rng=torch.get_rng_state(),
@@ -87,31 +67,15 @@ class TorchStateSnapshot:
         """Put everything back; returns what was changed (``"torch._inductor.config.x"``, ...)."""
         import torch
 
-        from . import _compat
-
-        restored: list[str] = []
-        for name, module in _config_modules().items():
-            before = self.configs[name]
-            for key, value in module.get_config_copy().items():
-                if key in before and not _same(value, before[key]):
-                    setattr(module, key, before[key])
-                    restored.append(f"{name}.{key}")
+        restored = _compat.restore_compile_config(self.configs)
 
         if _compat.compile_stance() is not self.stance:
             _compat.restore_compile_stance(self.stance)
             restored.append("compile stance")
 
-        now = _cache_environment()
-        for name in sorted(set(now) | set(self.environment)):
-            if now.get(name) == self.environment.get(name):
-                continue
-            if name in self.environment:
-                os.environ[name] = self.environment[name]
-            else:
-                del os.environ[name]
-            restored.append(f"${name}")
+        restored += [f"${name}" for name in restore_environment_snapshot(self.environment, ENVIRONMENT_PREFIXES)]
 
-        if not _same(_compat.default_device_setting(), self.default_device):
+        if _compat.default_device_setting() != self.default_device:
             torch.set_default_device(self.default_device)
             restored.append("default device")
         if torch.get_default_dtype() != self.default_dtype:
@@ -123,8 +87,6 @@ class TorchStateSnapshot:
             torch.cuda.set_rng_state_all(self.cuda_rng)
 
         if _compat.dynamo_cache_entry_counts() != self.dynamo_entries:
-            import torch._dynamo
-
-            torch._dynamo.reset()
+            _compat.reset_dynamo()
             restored.append("Dynamo caches")
         return restored

@@ -24,6 +24,8 @@ from typing import Any
 
 import torch
 
+from . import _compat
+
 __all__ = [
     "TensorComparison",
     "compare_tensor_trees",
@@ -33,19 +35,8 @@ __all__ = [
     "resolve_tolerances",
 ]
 
-# dtype -> (rtol, atol); the values torch.testing.assert_close uses
-_DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
-    torch.float16: (1e-3, 1e-5),
-    torch.bfloat16: (1.6e-2, 1e-5),
-    torch.float32: (1.3e-6, 1e-5),
-    torch.float64: (1e-7, 1e-7),
-    torch.complex64: (1.3e-6, 1e-5),
-    torch.complex128: (1e-7, 1e-7),
-}
-# 8-bit floats carry 2-3 mantissa bits; one step apart is a rounding difference
-for _name, _tol in (("float8_e4m3fn", (0.125, 1e-3)), ("float8_e5m2", (0.25, 1e-3))):
-    if hasattr(torch, _name):
-        _DEFAULT_TOLERANCES[getattr(torch, _name)] = _tol
+# dtype -> (rtol, atol): torch.testing.assert_close's, and the 8-bit floats this torch has
+_DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = _compat.default_tolerance_table()
 
 STATIC_CONTROL_FLOW_HINT = (
     "a graph replays the kernels recorded at capture, so Python control flow is frozen then "

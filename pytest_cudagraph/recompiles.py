@@ -198,7 +198,7 @@ class RecompileWatch:
     def __enter__(self) -> RecompileWatch:
         if self._active:
             raise MisuseError("this RecompileWatch is already active; create a new one with watch_recompiles()")
-        import torch._dynamo  # noqa: F401  (registers the artifact loggers)
+        compat.register_dynamo_loggers()
 
         self._events.clear()
         self._orphan_limit_hits.clear()
@@ -530,9 +530,7 @@ def start_from_empty_dynamo_cache() -> None:
     After the reset a function's first compile in the test is a compile, not a
     recompile.
     """
-    import torch._dynamo
-
-    torch._dynamo.reset()
+    compat.reset_dynamo()
 
 
 def watch_recompiles(*, raise_on_recompile: bool = False) -> RecompileWatch:

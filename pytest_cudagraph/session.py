@@ -6,15 +6,16 @@ and the per-test records that end up in the report.  Nothing here imports torch.
 
 from __future__ import annotations
 
-import os
 import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import _compat
 from .cacheroot import CacheRoot, ensure_private_dir
 from .devices import parse_device_spec
+from .envvars import EnvironmentPatch
 from .errors import UsageProblem
 from .markers import MarkerArgumentError, parse_capture_sizes
 
@@ -133,7 +134,8 @@ class RunState:
     baseline: dict[str, Any] | None = None
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
     uses_plugin: bool = False
-    saved_environ: dict[str, str | None] = field(default_factory=dict)
+    # the run's cache environment (--cudagraph-cache-dir), put back at the end of the run
+    environment: EnvironmentPatch = field(default_factory=EnvironmentPatch)
     # set at the end of a run with --cudagraph-baseline (a compare.Comparison)
     baseline_comparison: Any = None
     # one sentence when the report could not be written at the end of the run
@@ -162,13 +164,13 @@ class RunState:
         return self._cache_root
 
     def default_root_path(self) -> Path:
-        """A fresh directory for this run under pytest's base temp directory."""
-        factory = getattr(self.config, "_tmp_path_factory", None)
-        if factory is not None:
-            try:
-                return Path(factory.getbasetemp()) / "cudagraph-cache"
-            except Exception:  # basetemp unusable (read-only tmp): fall back below
-                pass
+        """A fresh directory for this run under pytest's base temp directory (a private temp one if unusable)."""
+        try:
+            basetemp = _compat.run_basetemp(self.config)
+        except OSError:  # basetemp unusable (read-only tmp, not ours): fall back below
+            basetemp = None
+        if basetemp is not None:
+            return basetemp / "cudagraph-cache"
         return Path(tempfile.mkdtemp(prefix="pytest-cudagraph-"))
 
     def apply_run_cache_environment(self) -> None:
@@ -176,14 +178,7 @@ class RunState:
         root = self.cache_root()
         ensure_private_dir(root.inductor_dir, "Inductor cache directory")
         ensure_private_dir(root.triton_dir, "Triton cache directory")
-        for name, value in root.run_cache_environment().items():
-            self.saved_environ.setdefault(name, os.environ.get(name))
-            os.environ[name] = value
+        self.environment.set(root.run_cache_environment())
 
     def restore_environment(self) -> None:
-        for name, value in self.saved_environ.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        self.saved_environ.clear()
+        self.environment.restore()

@@ -101,15 +101,13 @@ class TreeWatch:
         return torch.cuda.current_device() if self.device is None else self.device
 
     def _counter(self, name: str) -> int:
-        from torch._dynamo.utils import counters
-
-        return int(counters["inductor"][name]) if "inductor" in counters else 0
+        return _compat.counter_value("inductor", name)
 
     def _nodes(self) -> int:
         return _compat.cudagraph_tree_node_count(_compat.cudagraph_tree_manager(self._device()))
 
     def __enter__(self) -> TreeWatch:
-        import torch._inductor.cudagraph_trees  # noqa: F401  (loads the loggers and the manager)
+        _compat.load_cudagraph_trees()  # creates the loggers and the manager registry
 
         self._counters_before = {key: self._counter(name) for key, name in _COUNTERS.items()}
         self._nodes_before = self._nodes()

@@ -84,12 +84,6 @@ def test_probe_dirs_are_fresh_private_and_distinct(tmp_path):
     assert mode(first) == 0o700 and not any(first.iterdir())
 
 
-def test_lock_is_shared_by_name(tmp_path):
-    root = CacheRoot(ensure_private_dir(tmp_path / "root", "cache root"), persistent=True)
-    with root.lock("report"):
-        assert (root.path / "locks" / "report.lock").exists()
-
-
 def test_prune_keeps_the_live_process_probes_and_the_shared_caches(tmp_path):
     root = CacheRoot(ensure_private_dir(tmp_path / "root", "cache root"), persistent=True)
     probe = root.new_probe_dir("mine")

@@ -19,8 +19,13 @@ from pytest_cudagraph.counters import (
 
 def test_delta_maps_counters_to_report_layers():
     before = CounterSnapshot({("inductor", "fxgraph_cache_miss"): 3, ("aot_autograd", "autograd_cache_saved"): 1})
-    after = CounterSnapshot({("inductor", "fxgraph_cache_miss"): 5, ("inductor", "fxgraph_cache_hit"): 2,
-                             ("aot_autograd", "autograd_cache_saved"): 1})
+    after = CounterSnapshot(
+        {
+            ("inductor", "fxgraph_cache_miss"): 5,
+            ("inductor", "fxgraph_cache_hit"): 2,
+            ("aot_autograd", "autograd_cache_saved"): 1,
+        }
+    )
     delta = delta_between(before, after)
     assert delta.fxgraph == {"hit": 2, "miss": 2, "bypass": 0}
     assert delta.aot_autograd["saved"] == 0

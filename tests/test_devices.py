@@ -187,9 +187,7 @@ def test_bad_devices_stop_the_run_with_one_sentence(pytester: pytest.Pytester, v
 
 @pytest.mark.skipif(_cuda_visible(), reason="checks what a machine without a CUDA device does")
 @pytest.mark.parametrize("devices", ["auto", "3"])
-def test_without_cuda_devices_pin_nothing_and_gpu_tests_skip_as_usual(
-    pytester: pytest.Pytester, devices: str
-) -> None:
+def test_without_cuda_devices_pin_nothing_and_gpu_tests_skip_as_usual(pytester: pytest.Pytester, devices: str) -> None:
     pytester.makepyfile(test_one=GPU_AND_CPU_TESTS)
     result = pytester.runpytest_subprocess("-n", "2", "--cudagraph", f"--cudagraph-devices={devices}", "-rs")
     result.assert_outcomes(passed=20, skipped=10)

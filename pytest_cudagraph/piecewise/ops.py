@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from .. import _compat as compat
 from ..errors import MisuseError
 
 
@@ -42,11 +42,7 @@ class SplittingOp:
 
 def op_names(target: Any) -> tuple[str, str | None] | None:
     """``("namespace::op", overload)`` of an OpOverload or a packet (overload None); None otherwise."""
-    if isinstance(target, torch._ops.OpOverload):
-        return target._schema.name, target._overloadname
-    if isinstance(target, torch._ops.OpOverloadPacket):
-        return target._qualified_op_name, None
-    return None
+    return compat.op_overload_names(target)
 
 
 def is_splitting(ops: Sequence[SplittingOp], target: Any) -> bool:
@@ -67,11 +63,11 @@ def op_label(node: torch.fx.Node) -> str | None:
 def resolve_splitting_ops(ops: Iterable[Any]) -> tuple[SplittingOp, ...]:
     """Turn names (``"ns::op"``, ``"ns::op.overload"``), OpOverloads, packets or custom-op
     objects into :class:`SplittingOp`; an op that is not registered is a MisuseError."""
-    if isinstance(ops, (str, torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+    if isinstance(ops, str) or compat.is_op(ops):
         ops = [ops]
     resolved = []
     for op in ops:
-        op = getattr(op, "_opoverload", op)  # torch.library.custom_op returns a CustomOpDef
+        op = compat.custom_op_overload(op)  # torch.library.custom_op returns a CustomOpDef
         names = op_names(op)
         if names is not None:
             resolved.append(SplittingOp(*names))
@@ -104,7 +100,7 @@ def _resolve_name(op: Any) -> SplittingOp:
     return SplittingOp(f"{namespace}::{name}", overload or None)
 
 
-class SplittingOpCounter(TorchDispatchMode):
+class SplittingOpCounter(compat.dispatch_mode_base()):
     """Counts eager calls of the splitting ops as the dispatcher sees them.
 
     Inside a replayed CUDA graph nothing is dispatched, so a splitting op captured by
@@ -118,5 +114,5 @@ class SplittingOpCounter(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if any(op.matches(func) for op in self.ops):
-            self.counts[func._schema.name] += 1
+            self.counts[compat.op_qualified_name(func)] += 1
         return func(*args, **(kwargs or {}))

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.utils import _pytree as pytree
 
 from .. import _compat as compat
 from ..errors import StaleGraphError
@@ -123,12 +122,12 @@ class CapturablePiece:
                 return compat.non_owning_alias(t)
             return t
 
-        captured.outputs = pytree.tree_map(alias, captured.outputs)
+        captured.outputs = compat.tree_map(alias, captured.outputs)
         captured.static_inputs = tuple(alias(t) for t in captured.static_inputs)
 
     def output_storages(self, size: int) -> set[int]:
         """Storages of ``size``'s outputs: pool memory the next pieces of that size read."""
-        leaves = pytree.tree_leaves(self.graphs[size].captured.outputs)
+        leaves = compat.tree_leaves(self.graphs[size].captured.outputs)
         return {t.untyped_storage().data_ptr() for t in leaves if isinstance(t, torch.Tensor)}
 
     def release(self) -> None:

@@ -56,9 +56,7 @@ def batch_size_guards() -> list[str]:
     vLLM-style replay serves every size from one trace without Dynamo's guards, so
     a guard on the batch size would be silently violated at the other sizes.
     """
-    context = torch._guards.TracingContext.try_get()
-    shape_env = getattr(getattr(context, "fake_mode", None), "shape_env", None)
-    guards = getattr(shape_env, "guards", None) or []
+    guards = compat.tracing_shape_guards()
     return [str(g.expr) for g in guards if getattr(getattr(g, "expr", None), "free_symbols", None)]
 
 
@@ -151,17 +149,13 @@ class GraphSplit:
         if self.backend == "eager":
             return lambda gm, example_inputs: gm
         if self.backend == "inductor":
-            from torch._inductor.compile_fx import compile_fx
-
-            return compile_fx
+            return compat.inductor_compiler()
         if isinstance(self.backend, str):
-            from torch._dynamo import lookup_backend
-
-            return lookup_backend(self.backend)
+            return compat.lookup_backend(self.backend)
         return self.backend
 
     def _compile_with_partitions(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
-        from torch._inductor.compile_fx import compile_fx
+        compile_fx = compat.inductor_compiler()
 
         def wrap_partition(fn: Callable[..., Any], metadata: Any) -> Callable[..., Any]:
             index = metadata.partition_index

@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch.utils import _pytree as pytree
 
 from .. import _compat as compat
 from ..errors import CaptureError, MisuseError
@@ -63,7 +62,7 @@ class GraphTrace:
         __tracebackhide__ = True
         for t in staged:
             if isinstance(t, torch.Tensor):
-                torch._dynamo.mark_dynamic(t, self.batch_dim)
+                compat.mark_dynamic(t, self.batch_dim)
         named = dict(self.module.named_parameters(remove_duplicate=False))
         named.update(self.module.named_buffers(remove_duplicate=False))
         self.static_names = {id(t): name for name, t in named.items()}
@@ -71,12 +70,12 @@ class GraphTrace:
         compiled = torch.compile(self._entry, backend=self._backend(compile_graph), fullgraph=True)
         try:
             user_out = compiled(*staged)
-        except torch._dynamo.exc.BackendCompilerFailed as exc:
+        except compat.backend_compiler_failed_type() as exc:
             inner = getattr(exc, "inner_exception", None)
             if isinstance(inner, (MisuseError, CaptureError)):
                 raise inner from None
             raise
-        except torch._dynamo.exc.Unsupported as exc:  # UserError is a subclass
+        except compat.unsupported_type() as exc:
             if compat.is_shape_specialization_error(exc):
                 raise MisuseError(
                     f"{self.owner}.forward specializes on the batch dimension {self.batch_dim} "
@@ -147,7 +146,7 @@ class GraphTrace:
                 self._bindings.append(("const", a))
         raw = self._trace_call["out"]
         raw_ids = {id(t): i for i, t in enumerate(raw)} if isinstance(raw, (tuple, list)) else {}
-        leaves, self._out_spec = pytree.tree_flatten(user_out)
+        leaves, self._out_spec = compat.tree_flatten(user_out)
         for leaf in leaves:
             if isinstance(leaf, torch.Tensor) and id(leaf) in raw_ids:
                 self._out_sources.append(("out", raw_ids[id(leaf)]))
@@ -194,7 +193,7 @@ class GraphTrace:
                 # pool memory is overwritten by the next replay: hand out a copy
                 leaf = leaf.clone()
             leaves.append(leaf)
-        return pytree.tree_unflatten(leaves, self._out_spec)
+        return compat.tree_unflatten(leaves, self._out_spec)
 
     def release(self) -> None:
         """Drop the compiled graph and the traced entry function."""

@@ -48,7 +48,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     marker = pyfuncitem.stash.get(MARKERS_KEY, {}).get("compile_cache")
     if marker is None:
         return None
-    from ..caches import run_marked_test
+    from .compile_cache_marker import run_marked_test
 
     state = pyfuncitem.config.stash[STATE_KEY]
     failure = None

@@ -60,7 +60,9 @@ def test_warm_hit_loads_kernels_without_calling_triton(gpu_runs):
     assert warm.triton["loaded"] >= 0
 
 
-@pytest.mark.skipif(not compat.has_portable_cache_artifacts(), reason="needs torch.compiler.save_cache_artifacts (2.7+)")
+@pytest.mark.skipif(
+    not compat.has_portable_cache_artifacts(), reason="needs torch.compiler.save_cache_artifacts (2.7+)"
+)
 def test_portable_cache_with_triton_kernels_gives_only_hits(gpu_runs):
     moved = gpu_runs["portable"]
     assert moved.warm.stats.fxgraph["miss"] == 0 and moved.warm.stats.triton["compiled"] == 0, moved.warm.stats

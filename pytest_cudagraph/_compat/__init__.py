@@ -1,0 +1,206 @@
+"""The gateway: the one place that touches torch's, Triton's, pytest's and xdist's internals.
+
+Callers ask for a capability by name (``recompile_limit_name()``,
+``tree_map(fn, tree)``), never for a version number or a private module.  Each
+function finds the capability by probing what the installed torch actually has,
+and its docstring records which versions differ and how (see TORCH_NOTES.md in
+the design notes).  Nothing here imports torch, Triton, pytest or xdist at import
+time.
+
+The modules, by subject (every name is re-exported here, so
+``from . import _compat; _compat.name`` and ``from ._compat import name`` both work):
+
+- ``dynamo``: recompile limits, refusing compiles (strict blocks), guard-failure
+  reasons and their logs, Dynamo's counters and reset, tracing (dynamic dims, its
+  errors, backends, the trace's shape guards);
+- ``inductor``: Inductor's compiler entry point, graph partition at custom ops,
+  reduce-overhead's cudagraph trees;
+- ``caches``: the on-disk compile caches: which layers are on and who said so,
+  torch's cache counter names, entries written, bypass reasons, Triton's
+  compile listener and kernel directories, portable artifacts, config forwarded
+  to a child interpreter;
+- ``cuda``: device presence and count, allocator snapshots and pools, cuBLAS
+  workspaces, non-owning aliases of pool memory;
+- ``fx``: op overload names, custom ops, the dispatch-mode base class, pytree;
+- ``dtypes``: default comparison tolerances, dtypes this torch has;
+- ``state``: the global torch state a test must leave as it found it (configs,
+  compile stance, default device, Dynamo's per-code caches);
+- ``pytest_xdist``: pytest's base temp directory, the arguments pytest passes a
+  test function, xdist's scope scheduling.
+"""
+
+from __future__ import annotations
+
+from .caches import (
+    applied_compile_config,
+    cache_bypass_loggers,
+    cache_counter_names,
+    cache_disabled_reasons,
+    cache_layers_off_by_user,
+    changed_compile_config,
+    clear_in_memory_compile_caches,
+    counting_fx_graph_cache_writes,
+    enable_default_off_caches,
+    force_disable_caches_owner,
+    fresh_cache_artifact_recording,
+    has_portable_cache_artifacts,
+    load_cache_artifacts,
+    portable_cache_artifacts_missing,
+    save_cache_artifacts,
+    triton_compilation_knobs,
+    triton_kernel_dirs,
+)
+from .cuda import (
+    abandon_capture_pool,
+    clear_cublas_workspaces,
+    cuda_available,
+    cuda_device_count,
+    memory_snapshot_segments,
+    no_cuda_skip_reason,
+    non_owning_alias,
+)
+from .dtypes import (
+    default_tolerance_table,
+)
+from .dynamo import (
+    RECOMPILE_LOG_ARTIFACTS,
+    backend_compiler_failed_type,
+    counter_value,
+    counter_values,
+    error_on_recompile,
+    fail_on_any_compile,
+    graph_break_counter,
+    guard_failures_table,
+    has_fail_on_recompile_stance,
+    is_recompile_log,
+    is_recompile_refusal,
+    is_shape_specialization_error,
+    log_artifact_enabled,
+    lookup_backend,
+    mark_dynamic,
+    recompile_limit,
+    recompile_limit_logger_names,
+    recompile_limit_name,
+    recompile_log_names,
+    register_dynamo_loggers,
+    reset_dynamo,
+    set_log_artifact,
+    stance_refusal_names_the_frame,
+    tracing_shape_guards,
+    unsupported_type,
+)
+from .fx import (
+    custom_op_overload,
+    dispatch_mode_base,
+    is_op,
+    op_overload_names,
+    op_qualified_name,
+    tree_flatten,
+    tree_leaves,
+    tree_map,
+    tree_unflatten,
+)
+from .inductor import (
+    cudagraph_skip_logger_names,
+    cudagraph_tree_manager,
+    cudagraph_tree_node_count,
+    cudagraph_tree_pool,
+    inductor_compiler,
+    inductor_partition_at_ops,
+    inductor_partition_missing,
+    load_cudagraph_trees,
+    watch_cudagraph_recordings,
+)
+from .pytest_xdist import (
+    pyfunc_argnames,
+    run_basetemp,
+    xdist_scope_scheduling,
+)
+from .state import (
+    compile_config_snapshot,
+    compile_stance,
+    default_device_setting,
+    dynamo_cache_entry_counts,
+    restore_compile_config,
+    restore_compile_stance,
+)
+
+__all__ = [
+    "RECOMPILE_LOG_ARTIFACTS",
+    "abandon_capture_pool",
+    "applied_compile_config",
+    "backend_compiler_failed_type",
+    "cache_bypass_loggers",
+    "cache_counter_names",
+    "cache_disabled_reasons",
+    "cache_layers_off_by_user",
+    "changed_compile_config",
+    "clear_cublas_workspaces",
+    "clear_in_memory_compile_caches",
+    "compile_config_snapshot",
+    "compile_stance",
+    "counter_value",
+    "counter_values",
+    "counting_fx_graph_cache_writes",
+    "cuda_available",
+    "cuda_device_count",
+    "cudagraph_skip_logger_names",
+    "cudagraph_tree_manager",
+    "cudagraph_tree_node_count",
+    "cudagraph_tree_pool",
+    "custom_op_overload",
+    "default_device_setting",
+    "default_tolerance_table",
+    "dispatch_mode_base",
+    "dynamo_cache_entry_counts",
+    "enable_default_off_caches",
+    "error_on_recompile",
+    "fail_on_any_compile",
+    "force_disable_caches_owner",
+    "fresh_cache_artifact_recording",
+    "graph_break_counter",
+    "guard_failures_table",
+    "has_fail_on_recompile_stance",
+    "has_portable_cache_artifacts",
+    "inductor_compiler",
+    "inductor_partition_at_ops",
+    "inductor_partition_missing",
+    "is_op",
+    "is_recompile_log",
+    "is_recompile_refusal",
+    "is_shape_specialization_error",
+    "load_cache_artifacts",
+    "load_cudagraph_trees",
+    "log_artifact_enabled",
+    "lookup_backend",
+    "mark_dynamic",
+    "memory_snapshot_segments",
+    "no_cuda_skip_reason",
+    "non_owning_alias",
+    "op_overload_names",
+    "op_qualified_name",
+    "portable_cache_artifacts_missing",
+    "pyfunc_argnames",
+    "recompile_limit",
+    "recompile_limit_logger_names",
+    "recompile_limit_name",
+    "recompile_log_names",
+    "register_dynamo_loggers",
+    "reset_dynamo",
+    "restore_compile_config",
+    "restore_compile_stance",
+    "run_basetemp",
+    "save_cache_artifacts",
+    "set_log_artifact",
+    "stance_refusal_names_the_frame",
+    "tracing_shape_guards",
+    "tree_flatten",
+    "tree_leaves",
+    "tree_map",
+    "tree_unflatten",
+    "triton_compilation_knobs",
+    "triton_kernel_dirs",
+    "unsupported_type",
+    "watch_cudagraph_recordings",
+    "xdist_scope_scheduling",
+]

@@ -1,0 +1,108 @@
+"""CUDA: whether a device is there, the allocator's pools and snapshots, cuBLAS workspaces.
+
+Everything imports torch lazily.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def no_cuda_skip_reason() -> str:
+    """The one skip reason of a GPU test on a machine where torch sees no CUDA device."""
+    import torch
+
+    return f"no CUDA device (torch {torch.__version__} reports torch.cuda.is_available() == False)"
+
+
+def cuda_device_count() -> int:
+    """How many CUDA devices this process sees, counted without initialising CUDA where possible.
+
+    ``torch.cuda.device_count()`` asks NVML first (2.1+) and honours
+    ``CUDA_VISIBLE_DEVICES``, so a later change of that variable still takes effect;
+    only where NVML fails does it fall back to the CUDA runtime, which then fixes
+    the set of visible devices for the life of the process.
+    """
+    import torch
+
+    return int(torch.cuda.device_count())
+
+
+def memory_snapshot_segments(pool_id: tuple[int, int] | None = None) -> list[dict]:
+    """Allocator segments, restricted to ``pool_id``'s where the torch can filter itself.
+
+    ``memory_snapshot(mempool_id=)`` exists from 2.8 and ``include_traces=`` from
+    2.13; older versions return every segment (callers always filter by
+    ``segment_pool_id`` too, so the answer is the same, only slower).
+    """
+    import inspect
+
+    import torch
+
+    params = inspect.signature(torch.cuda.memory_snapshot).parameters
+    kwargs: dict[str, Any] = {}
+    if "include_traces" in params:
+        kwargs["include_traces"] = False
+    if pool_id is not None and "mempool_id" in params:
+        kwargs["mempool_id"] = tuple(pool_id)
+    return list(torch.cuda.memory_snapshot(**kwargs))
+
+
+def abandon_capture_pool(device: int, pool_id: tuple[int, int], end_allocation: bool) -> None:
+    """Undo what a capture that never ended did to the allocator's pool bookkeeping.
+
+    ``capture_begin`` registers the pool for allocation and takes a reference on it;
+    when ``capture_end`` raises before ``endAllocateToPool`` the pool stays
+    "recording" forever (the next capture into it fails with "already recording to
+    mempool_id") and it is never freed.  ``_cuda_endAllocateToPool`` and
+    ``_cuda_releasePool`` are the bindings ``torch.cuda.MemPool`` uses (2.6+).
+    """
+    import torch
+
+    if end_allocation:
+        try:
+            torch._C._cuda_endAllocateToPool(device, tuple(pool_id))
+        except RuntimeError:
+            pass  # capture_end got far enough to end it itself
+    release = getattr(torch._C, "_cuda_releasePool", None)
+    if release is not None:
+        release(device, tuple(pool_id))
+
+
+def clear_cublas_workspaces() -> bool:
+    """Free cuBLAS/cuBLASLt workspaces so the next matmul allocates a fresh one.
+
+    Cleared before a first capture the workspace is allocated inside the graph's
+    pool (as Inductor's cudagraph trees do), so no later ``clear`` elsewhere can
+    hand memory a graph still uses to other tensors.  Present in every supported
+    torch; returns False where it is not.
+    """
+    import torch
+
+    clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+    if clear is None:
+        return False
+    clear()
+    return True
+
+
+def non_owning_alias(tensor: Any) -> Any:
+    """A tensor viewing ``tensor``'s memory without keeping it allocated.
+
+    This is vLLM's "weak ref" output: the graph keeps writing there on replay while
+    the allocator may hand the block to a later capture in the same pool.  Built the
+    way Inductor's cudagraph trees rebuild outputs (``_construct_storage_from_data_pointer``).
+    """
+    import torch
+
+    storage = tensor.untyped_storage()
+    alias_storage = torch._C._construct_storage_from_data_pointer(storage.data_ptr(), tensor.device, storage.nbytes())
+    alias = torch.empty((0,), dtype=tensor.dtype, device=tensor.device)
+    alias.set_(alias_storage, tensor.storage_offset(), tensor.shape, tensor.stride())
+    return alias

@@ -1,0 +1,290 @@
+"""Dynamo: recompile limits, refusing compiles, guard-failure reasons, logs, counters, tracing.
+
+Everything imports torch lazily.  Versions are named where they differ (read in the
+sources of 2.4, 2.6, 2.8, 2.11, 2.13 and 2.14; see TORCH_NOTES.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Iterable
+from typing import Any
+
+# --------------------------------------------------------------------------
+# Loading, resetting, counters
+# --------------------------------------------------------------------------
+
+
+def register_dynamo_loggers() -> None:
+    """Import ``torch._dynamo``, which registers its TORCH_LOGS artifact loggers (2.4+)."""
+    import torch._dynamo  # noqa: F401
+
+
+def reset_dynamo() -> None:
+    """``torch._dynamo.reset()``: drop every compiled entry, guard failure and automatic-dynamic mark.
+
+    It does not clear ``torch._dynamo.utils.counters`` (2.4-2.14).
+    """
+    import torch._dynamo
+
+    torch._dynamo.reset()
+
+
+def counter_values(pairs: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
+    """Current values of Dynamo's process-global counters, ``{(group, name): value}``.
+
+    ``torch._dynamo.utils.counters`` is a ``defaultdict(Counter)`` (2.4-2.14) that only
+    ever grows; a group nothing has bumped yet reads 0 and is not created by reading.
+    """
+    from torch._dynamo.utils import counters
+
+    return {(group, name): int(counters[group][name]) if group in counters else 0 for group, name in pairs}
+
+
+def counter_value(group: str, name: str) -> int:
+    """One counter of ``counter_values()``: ``counters[group][name]``, 0 where never bumped."""
+    return counter_values([(group, name)])[(group, name)]
+
+
+def graph_break_counter() -> Any:
+    """``counters["graph_break"]``: graph-break message -> times hit (2.4+; never reset by Dynamo)."""
+    from torch._dynamo.utils import counters
+
+    return counters["graph_break"]
+
+
+# --------------------------------------------------------------------------
+# The recompile limit
+# --------------------------------------------------------------------------
+
+
+def recompile_limit_name() -> str:
+    """Name of Dynamo's per-code-object recompile limit config.
+
+    ``recompile_limit`` from torch 2.8; ``cache_size_limit`` in 2.6 (and an alias later).
+    """
+    import torch._dynamo.config as dynamo_config
+
+    return "recompile_limit" if hasattr(dynamo_config, "recompile_limit") else "cache_size_limit"
+
+
+def recompile_limit() -> int:
+    import torch._dynamo.config as dynamo_config
+
+    return int(getattr(dynamo_config, recompile_limit_name()))
+
+
+def recompile_limit_logger_names() -> tuple[str, ...]:
+    """Loggers that carry the portable "hit config.recompile_limit" WARNING (all versions)."""
+    return ("torch._dynamo.convert_frame",)
+
+
+# --------------------------------------------------------------------------
+# Recompile reasons: the log artifacts and guard_failures
+# --------------------------------------------------------------------------
+
+# Artifact names of Dynamo's "Recompiling function ..." log, and the loggers that
+# carry it: "recompiles_verbose" takes over from "recompiles" when the user enabled
+# it (2.4+ both).  The loggers are named "<module>.__<artifact>".
+RECOMPILE_LOG_ARTIFACTS = ("recompiles", "recompiles_verbose")
+
+
+def recompile_log_names() -> tuple[str, ...]:
+    """Loggers that carry one DEBUG record per recompile (``torch._dynamo.guards``, 2.4+)."""
+    return tuple(f"torch._dynamo.guards.__{artifact}" for artifact in RECOMPILE_LOG_ARTIFACTS)
+
+
+def is_recompile_log(logger_name: str) -> bool:
+    """Whether a log record's logger is one of ``recompile_log_names()``."""
+    return logger_name in recompile_log_names()
+
+
+def log_artifact_enabled(name: str) -> bool:
+    """Whether a TORCH_LOGS artifact is on; Dynamo checks this, not the logger level."""
+    from torch._logging._internal import log_state
+
+    return log_state.is_artifact_enabled(name)
+
+
+def set_log_artifact(name: str, enabled: bool) -> None:
+    """Turn one TORCH_LOGS artifact on or off without touching the rest of the logging state.
+
+    ``torch._logging.set_logs`` would replace every other TORCH_LOGS setting, so the
+    artifact set of ``torch._logging._internal.log_state`` (2.4+) is edited directly.
+    """
+    from torch._logging._internal import log_state
+
+    if enabled:
+        log_state.enable_artifact(name)
+    else:
+        log_state.artifact_names.discard(name)
+
+
+def guard_failures_table() -> Any:
+    """Dynamo's ``guard_failures``: original code object -> list of reason strings (2.4+).
+
+    Filled on every recompile whatever the logging settings, and cleared by
+    ``torch._dynamo.reset()``.  Strings carry a ``"frame/compile: "`` prefix from 2.6.
+    """
+    from torch._dynamo.utils import guard_failures
+
+    return guard_failures
+
+
+# --------------------------------------------------------------------------
+# Refusing compiles: error_on_recompile and the fail_on_recompile stance
+# --------------------------------------------------------------------------
+
+
+def has_fail_on_recompile_stance() -> bool:
+    """``torch.compiler.set_stance("fail_on_recompile")`` exists (2.6+)."""
+    import torch
+
+    return hasattr(torch, "compiler") and hasattr(torch.compiler, "set_stance")
+
+
+def error_on_recompile() -> contextlib.AbstractContextManager:
+    """Make the first recompile of any function raise ``torch._dynamo.exc.RecompileError`` (2.4+).
+
+    First compiles pass; the error message holds the guard-failure reasons.
+    """
+    import torch._dynamo.config as dynamo_config
+
+    return dynamo_config.patch(error_on_recompile=True)
+
+
+def fail_on_any_compile() -> contextlib.AbstractContextManager:
+    """Refuse Dynamo compiles inside the block (the warm-up is over).
+
+    ``torch.compiler.set_stance("fail_on_recompile")`` where its refusal names the
+    refused function (``stance_refusal_names_the_frame()``; its message carries the
+    guard-failure reasons from 2.11); there it refuses a frame's first compile too.
+    Elsewhere ``error_on_recompile``, which refuses recompiles only, naming the
+    function and the reasons: the 2.6 stance names nothing, records no reasons, and
+    also refuses frames Dynamo would have skipped (any frame it has not seen yet).
+    """
+    if has_fail_on_recompile_stance() and stance_refusal_names_the_frame():
+        import torch
+
+        return torch.compiler.set_stance("fail_on_recompile")
+    return error_on_recompile()
+
+
+def is_recompile_refusal(exc: BaseException) -> bool:
+    """Whether ``exc`` is Dynamo refusing a (re)compile under error_on_recompile or the stance."""
+    from torch._dynamo.exc import RecompileError
+
+    if isinstance(exc, RecompileError):
+        return True
+    return isinstance(exc, RuntimeError) and "stance is 'fail_on_recompile'" in str(exc)
+
+
+@functools.cache
+def stance_refusal_names_the_frame() -> bool:
+    """Whether the ``fail_on_recompile`` stance's error names the function it refused.
+
+    Probed by handing the stance's callback (``eval_frame._callback_from_stance``,
+    2.6-2.14) this very frame, which has no compiled entries and no tensors, so
+    nothing is compiled or recorded:
+
+    - 2.6: the callback raises ``RuntimeError("Detected recompile when torch.compile
+      stance is 'fail_on_recompile'")`` for any frame, first compiles of helpers
+      included, naming none: False (``fail_on_any_compile()`` then uses
+      ``error_on_recompile``);
+    - 2.8-2.14 (the 2.8-era rewrite): the callback looks at the frame, lets frames
+      Dynamo would skip (and frames without tensors) through, and otherwise raises
+      that RuntimeError with ``"function name: '...'"`` (plus the guard failures from
+      2.11): True.
+
+    Only that RuntimeError is taken as an answer; any other error propagates, so a
+    strict block never quietly weakens from "no compile" to "no recompile".
+    """
+    import sys
+
+    import torch
+    from torch._dynamo import eval_frame
+
+    choose = getattr(eval_frame, "_callback_from_stance", None)
+    if choose is None or not has_fail_on_recompile_stance():
+        return False
+
+    def unused_backend(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    with torch.compiler.set_stance("fail_on_recompile"):
+        refuse = choose(unused_backend)
+    try:
+        refuse(sys._getframe(), None, None, None)
+    except RuntimeError as exc:
+        if "Detected recompile" not in str(exc):
+            raise
+        return "function name: 'stance_refusal_names_the_frame'" in str(exc)
+    # It let this frame through (no tensors in it): it looks at frames, so it names them.
+    return True
+
+
+# --------------------------------------------------------------------------
+# Tracing with Dynamo (piecewise): dynamic dims, its errors, backends, the trace's guards
+# --------------------------------------------------------------------------
+
+
+def mark_dynamic(tensor: Any, dim: int) -> None:
+    """``torch._dynamo.mark_dynamic``: trace ``dim`` of ``tensor`` as a symbol (2.4+)."""
+    import torch._dynamo
+
+    torch._dynamo.mark_dynamic(tensor, dim)
+
+
+def backend_compiler_failed_type() -> type[BaseException]:
+    """``torch._dynamo.exc.BackendCompilerFailed`` (2.4-2.14): a backend raised while compiling.
+
+    The backend's own exception is its ``inner_exception``.  For an ``except`` clause:
+    ``except compat.backend_compiler_failed_type() as exc:``.
+    """
+    from torch._dynamo.exc import BackendCompilerFailed
+
+    return BackendCompilerFailed
+
+
+def unsupported_type() -> type[BaseException]:
+    """``torch._dynamo.exc.Unsupported`` (2.4-2.14): what Dynamo raises on a graph break under
+    ``fullgraph=True``; ``UserError`` (``is_shape_specialization_error()``) is a subclass."""
+    from torch._dynamo.exc import Unsupported
+
+    return Unsupported
+
+
+def is_shape_specialization_error(exc: BaseException) -> bool:
+    """Whether a Dynamo trace error says a dimension marked dynamic was specialized.
+
+    That is a ``torch._dynamo.exc.UserError`` of type ``CONSTRAINT_VIOLATION`` or
+    ``DYNAMIC_DIM`` (2.6-2.13).  Every other ``UserError`` under ``fullgraph=True`` is a
+    graph break: 2.6 raises ``UserError(DYNAMIC_CONTROL_FLOW)`` ("Dynamic control flow is
+    not supported ...") for a branch on a tensor's value, where 2.8+ raise a plain
+    ``Unsupported`` graph break.
+    """
+    from torch._dynamo.exc import UserError, UserErrorType
+
+    kinds = {getattr(UserErrorType, name, None) for name in ("CONSTRAINT_VIOLATION", "DYNAMIC_DIM")}
+    return isinstance(exc, UserError) and getattr(exc, "error_type", None) in kinds - {None}
+
+
+def lookup_backend(name: str) -> Any:
+    """The compiler function registered under a ``torch.compile`` backend name (``torch._dynamo.lookup_backend``)."""
+    from torch._dynamo import lookup_backend as lookup
+
+    return lookup(name)
+
+
+def tracing_shape_guards() -> list[Any]:
+    """The guards of the ShapeEnv of the trace in progress (empty outside a trace).
+
+    The trace's context is ``torch._guards.TracingContext.try_get()`` (2.4-2.14); its
+    ``fake_mode.shape_env.guards`` are ``ShapeGuard`` objects with an ``expr``.
+    """
+    from torch._guards import TracingContext
+
+    context = TracingContext.try_get()
+    shape_env = getattr(getattr(context, "fake_mode", None), "shape_env", None)
+    return list(getattr(shape_env, "guards", None) or [])

@@ -1,0 +1,137 @@
+"""Inductor: its compiler entry point, graph partition at custom ops, and cudagraph trees.
+
+Everything imports torch lazily.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+# --------------------------------------------------------------------------
+# Compiling with Inductor (piecewise fx_split)
+# --------------------------------------------------------------------------
+
+
+def inductor_compiler() -> Any:
+    """Inductor's compiler function, ``(gm, example_inputs) -> callable``: ``torch._inductor.compile_fx.compile_fx`` (2.4-2.14)."""
+    from torch._inductor.compile_fx import compile_fx
+
+    return compile_fx
+
+
+# --------------------------------------------------------------------------
+# Piecewise graphs: Inductor's graph partition at custom ops
+# --------------------------------------------------------------------------
+
+
+def inductor_partition_missing() -> str | None:
+    """What this torch lacks to partition a graph inside Inductor at custom ops; None if nothing.
+
+    Strategy 2 of piecewise capture (partition inside Inductor) needs ``torch._inductor.config.graph_partition``,
+    ``config.custom_should_partition_ops`` (op names Inductor's scheduler cuts at,
+    checked on ``FallbackKernel`` nodes after fusion) and
+    ``torch._inductor.utils.set_customized_partition_wrappers`` (a hook that wraps
+    each cudagraph-safe partition).  All three are in 2.13 (read in its source);
+    vLLM gates its ``use_inductor_graph_partition`` on torch 2.9.
+    """
+    import torch._inductor.config as inductor_config
+    import torch._inductor.utils as inductor_utils
+
+    for owner, name in (
+        (inductor_config, "graph_partition"),
+        (inductor_config, "custom_should_partition_ops"),
+        (inductor_utils, "set_customized_partition_wrappers"),
+        (inductor_utils, "_unstable_customized_partition_wrapper"),
+    ):
+        if not hasattr(owner, name):
+            return f"{owner.__name__}.{name}"
+    return None
+
+
+@contextlib.contextmanager
+def inductor_partition_at_ops(op_names: list[str], wrapper: Any) -> Iterator[None]:
+    """Compile in the block with Inductor partitioning at ``op_names``, each partition wrapped.
+
+    ``wrapper(fn, metadata)`` receives each partition function (called with one list
+    of inputs) and its ``CUDAGraphWrapperMetadata``.  Inductor applies it when the
+    compiled graph is loaded (``post_compile``, also on a cache hit), so it only has
+    to be set while compiling.  The previous wrapper and config are restored.
+    """
+    import torch._inductor.config as inductor_config
+    import torch._inductor.utils as inductor_utils
+
+    previous = inductor_utils._unstable_customized_partition_wrapper.wrapper
+    inductor_utils.set_customized_partition_wrappers(wrapper)
+    try:
+        with inductor_config.patch(graph_partition=True, custom_should_partition_ops=list(op_names)):
+            yield
+    finally:
+        inductor_utils.set_customized_partition_wrappers(previous)
+
+
+# --------------------------------------------------------------------------
+# mode="reduce-overhead": cudagraph trees (trees.py)
+# --------------------------------------------------------------------------
+
+
+def load_cudagraph_trees() -> None:
+    """Import ``torch._inductor.cudagraph_trees``, which creates its loggers and its manager registry."""
+    import torch._inductor.cudagraph_trees  # noqa: F401
+
+
+def cudagraph_skip_logger_names() -> tuple[str, ...]:
+    """Loggers that carry reduce-overhead's "skipping cudagraphs due to ..." WARNING.
+
+    ``torch._inductor.cudagraph_utils.__cudagraphs`` from 2.11,
+    ``...__perf_hints`` in 2.4-2.8; both are listed, one of them stays silent.
+    """
+    return (
+        "torch._inductor.cudagraph_utils.__cudagraphs",
+        "torch._inductor.cudagraph_utils.__perf_hints",
+    )
+
+
+def watch_cudagraph_recordings(callback: Any) -> Any | None:
+    """Call ``callback()`` each time cudagraph trees record a graph; returns an undo function.
+
+    Uses Dynamo's start callbacks with ``CallbackTrigger.CUDAGRAPH_RECORDING`` (2.8+);
+    returns None where that trigger does not exist (callers then count tree nodes).
+    """
+    import torch._dynamo
+
+    try:
+        from torch._dynamo.callback import CallbackTrigger
+    except ImportError:
+        return None
+    trigger = getattr(CallbackTrigger, "CUDAGRAPH_RECORDING", None)
+    handler = getattr(torch._dynamo, "callback_handler", None)
+    if trigger is None or handler is None:
+        return None
+
+    def on_start(args: Any) -> None:
+        if getattr(args, "callback_trigger", None) == trigger:
+            callback()
+
+    handler.register_start_callback(on_start)
+    return lambda: handler.remove_start_callback(on_start)
+
+
+def cudagraph_tree_manager(device_index: int) -> Any | None:
+    """The thread's cudagraph-tree manager for a device, or None (never creates one)."""
+    from torch._inductor import cudagraph_trees
+
+    return cudagraph_trees.get_manager(device_index, create_if_none_exists=False)
+
+
+def cudagraph_tree_node_count(manager: Any) -> int:
+    """Graphs recorded in a tree manager: every root and every descendant is one recording."""
+    if manager is None:
+        return 0
+    return sum(1 + node.num_descendants() for nodes in manager.roots.values() for node in nodes)
+
+
+def cudagraph_tree_pool(manager: Any) -> tuple[int, int] | None:
+    pool = getattr(manager, "cuda_graphs_thread_pool", None)
+    return tuple(pool) if pool is not None else None

@@ -1,0 +1,53 @@
+"""pytest's and pytest-xdist's internals: the run's base temp directory, a test's arguments, scope scheduling.
+
+Read in pytest 8.0-9.2 and pytest-xdist 3.5-3.8.  Imports neither pytest nor xdist
+at import time (xdist is optional).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def run_basetemp(config: Any) -> Path | None:
+    """pytest's base temporary directory of this run (made on first use), or None before pytest has one.
+
+    The factory behind ``tmp_path``/``tmp_path_factory`` is ``config._tmp_path_factory``,
+    set by pytest's tmpdir plugin in its ``pytest_configure``; outside a fixture it has
+    no public handle.  ``getbasetemp()`` raises OSError when the directory cannot be
+    made (a read-only temp directory, one owned by another user or a symlink).
+    """
+    factory = getattr(config, "_tmp_path_factory", None)
+    if factory is None:
+        return None
+    return Path(factory.getbasetemp())
+
+
+def pyfunc_argnames(item: Any) -> tuple[str, ...]:
+    """The names a Python test function is called with: what pytest's own ``pytest_pyfunc_call`` passes.
+
+    ``item._fixtureinfo.argnames``: the function's parameters without defaults, less
+    those ``mock.patch`` fills and a method's ``self``; every one of them is in
+    ``item.funcargs`` once the fixtures are set up (which also holds autouse and
+    indirectly requested fixtures, not passed).
+    """
+    return tuple(item._fixtureinfo.argnames)
+
+
+def xdist_scope_scheduling(config: Any, log: Any, scope_of: Callable[[str], str]) -> Any:
+    """xdist's ``LoadScopeScheduling`` with its scope rule replaced by ``scope_of(nodeid)``.
+
+    A scope is handed to one worker whole.  ``_split_scope(nodeid)`` is the method
+    xdist's own ``LoadFileScheduling`` and ``LoadGroupScheduling`` override to the same
+    end (xdist 3.x); the scheduler is built by the controller's
+    ``pytest_xdist_make_scheduler`` hook.
+    """
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ScopeOfScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid)
+
+    return ScopeOfScheduling(config, log)
