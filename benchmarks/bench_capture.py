@@ -120,14 +120,20 @@ def main() -> None:
     all_sizes_s, per_size = measure_all_sizes(model)
     ratio = statistics.median(plugin) / statistics.median(hand)
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}")
-    print(f"hand-written capture+check: median {statistics.median(hand):.3f}s over {args.runs} runs {[round(t, 3) for t in hand]}")
-    print(f"plugin capture+check:       median {statistics.median(plugin):.3f}s over {args.runs} runs {[round(t, 3) for t in plugin]}")
+    print(
+        f"hand-written capture+check: median {statistics.median(hand):.3f}s over {args.runs} runs {[round(t, 3) for t in hand]}"
+    )
+    print(
+        f"plugin capture+check:       median {statistics.median(plugin):.3f}s over {args.runs} runs {[round(t, 3) for t in plugin]}"
+    )
     print(
         f"pool {format_bytes(figures['pool_bytes'])}, cuBLAS workspace {format_bytes(figures['cublas_workspace_bytes'])}, "
         f"512 alone {format_bytes(figures['largest_graph_bytes'])} (measured in {figures['largest_s']:.3f}s)"
     )
-    print(f"per-size high-water marks of all {len(SIZES)} sizes: {all_sizes_s:.3f}s "
-          f"(1: {format_bytes(per_size[1])}, 256: {format_bytes(per_size[256])}, 512: {format_bytes(per_size[512])})")
+    print(
+        f"per-size high-water marks of all {len(SIZES)} sizes: {all_sizes_s:.3f}s "
+        f"(1: {format_bytes(per_size[1])}, 256: {format_bytes(per_size[256])}, 512: {format_bytes(per_size[512])})"
+    )
     print(f"ratio plugin/hand-written (medians): {ratio:.3f} (target <= 1.10)")
 
 

@@ -70,7 +70,7 @@ from . import _compat as compat
 from .cacheroot import INDUCTOR_ENV, TRITON_ENV, CacheRoot, ensure_private_dir
 from .counters import CounterSnapshot, counter_snapshot, delta_between, triton_compiled_and_loaded, triton_kernel_dirs
 from .envvars import environment_set
-from .errors import InvariantViolation, UsageProblem
+from .errors import InvariantViolation, MisuseError, UsageProblem
 
 # Names the warm pass of a ``compile_cache``-marked test in a fresh pytest reads
 # (plugin/compile_cache_marker.py sets it only in the environment of the child it
@@ -380,19 +380,23 @@ class CacheProbe:
             shutil.rmtree(self.cache_dir, ignore_errors=True)
 
     def _make_dir(self) -> Path:
-        if self._given_dir is not None:
-            return ensure_private_dir(self._given_dir, "compile cache directory")
-        root = self._root
-        if root is None:
-            self._owns_temp = True
-            return Path(tempfile.mkdtemp(prefix="pytest-cudagraph-probe-"))
-        if not isinstance(root, CacheRoot):
-            root = CacheRoot(ensure_private_dir(Path(root), "cache root"), persistent=True)
-        return root.new_probe_dir(self._name)
+        try:
+            if self._given_dir is not None:
+                return ensure_private_dir(self._given_dir, "compile cache directory")
+            root = self._root
+            if root is None:
+                self._owns_temp = True
+                return Path(tempfile.mkdtemp(prefix="pytest-cudagraph-probe-"))
+            if not isinstance(root, CacheRoot):
+                root = CacheRoot(ensure_private_dir(Path(root), "cache root"), persistent=True)
+            return root.new_probe_dir(self._name)
+        except UsageProblem as exc:
+            # the same check as at session start, but here a call inside a test gave the path
+            raise MisuseError(str(exc)) from None
 
     def _require_active(self, what: str) -> None:
         if self._stack is None:
-            raise UsageProblem(
+            raise MisuseError(
                 f"compile_cache.{what}() was called outside its 'with cache_probe()' block; call it inside"
             )
 
@@ -461,7 +465,7 @@ class CacheProbe:
         set must equal the cold one (bitwise unless the marker gives rtol/atol).
         """
         if name in self._recorded:
-            raise UsageProblem(
+            raise MisuseError(
                 f"compile_cache.record({name!r}, ...) was called twice in one pass; give each recorded value its own name"
             )
         self._recorded[name] = _detached_copy(value)
@@ -530,7 +534,7 @@ class CacheProbe:
         """
         self._require_active("cold_warm")
         if mode not in ("inprocess", "subprocess"):
-            raise UsageProblem(
+            raise MisuseError(
                 f"cold_warm(mode={mode!r}) is not a known mode; use mode='inprocess' or mode='subprocess'"
             )
         refuse_if_caches_disabled("cold_warm()")
@@ -557,7 +561,7 @@ class CacheProbe:
         self._require_active("portable")
         missing = compat.portable_cache_artifacts_missing()
         if missing:
-            raise UsageProblem(
+            raise MisuseError(
                 f"compile_cache.portable() needs {missing}; use cold_warm(mode='subprocess') on this torch"
             )
         refuse_if_caches_disabled("portable()")
@@ -596,7 +600,7 @@ class CacheProbe:
                 spec_path,
             )
         except Exception as exc:
-            raise UsageProblem(
+            raise MisuseError(
                 f"cold_warm(mode='subprocess'): the arguments of {target} cannot be saved for the child interpreter "
                 f"({type(exc).__name__}: {exc}); pass tensors and plain Python values"
             ) from None
@@ -699,7 +703,7 @@ def warm_pass_problems(
                 problems.append(f"{layer}: {key} {getattr(w, layer)[key]} on the warm pass")
     if w.triton.get("compiled", 0):
         problems.append(f"triton: {w.triton['compiled']} kernel(s) compiled on the warm pass")
-    problems += compare_outputs("returned", cold.outputs, warm.outputs, rtol=rtol, atol=atol)
+    problems += cold_warm_differences("returned", cold.outputs, warm.outputs, rtol=rtol, atol=atol)
     problems += _compare_recorded(cold.recorded, warm.recorded, rtol=rtol, atol=atol)
     return problems
 
@@ -715,11 +719,11 @@ def _compare_recorded(
         if name not in cold:
             problems.append(f"recorded {name!r}: recorded on the warm pass only")
         else:
-            problems += compare_outputs(f"recorded {name!r}", cold[name], warm[name], rtol=rtol, atol=atol)
+            problems += cold_warm_differences(f"recorded {name!r}", cold[name], warm[name], rtol=rtol, atol=atol)
     return problems
 
 
-def compare_outputs(
+def cold_warm_differences(
     label: str, cold: Any, warm: Any, rtol: float | None = None, atol: float | None = None
 ) -> list[str]:
     """Differences between two output trees (tensors, tuples, lists, dicts, scalars).
@@ -728,7 +732,7 @@ def compare_outputs(
     match (so a NaN in the same place is equal, and ``-0.0`` differs from ``0.0``).
     Otherwise ``allclose`` with the given tolerances (a missing one is 0).
 
-    >>> compare_outputs("y", torch.ones(2), torch.ones(2))
+    >>> cold_warm_differences("y", torch.ones(2), torch.ones(2))
     []
     """
     import torch
@@ -970,7 +974,7 @@ def resolve_importable(name: str) -> Any:
         for part in qualname.split("."):
             obj = getattr(obj, part)
     except (ImportError, AttributeError, ValueError) as exc:
-        raise UsageProblem(
+        raise MisuseError(
             f"cold_warm: {name!r} cannot be imported ({type(exc).__name__}: {exc}); "
             f"give 'package.module:function' of a module-level function"
         ) from None
@@ -985,13 +989,13 @@ def importable_name(fn: Any) -> str:
     module = getattr(fn, "__module__", None)
     qualname = getattr(fn, "__qualname__", None)
     if not module or not qualname or "<" in qualname or module == "__main__":
-        raise UsageProblem(
+        raise MisuseError(
             f"cold_warm(mode='subprocess'): {_callable_label(fn)} (module {module}) cannot be imported by a fresh "
             f"interpreter; define it at module level of an importable module, or pass 'package.module:function'"
         )
     name = f"{module}:{qualname}"
     if resolve_importable(name) is not fn:
-        raise UsageProblem(
+        raise MisuseError(
             f"cold_warm(mode='subprocess'): {name} imports as another object than the function given (rebound or "
             f"wrapped under the same name); pass the module-level name of the function to run"
         )

@@ -21,11 +21,11 @@ from pytest_cudagraph.caches import (
     ColdWarm,
     PassResult,
     cache_probe,
-    compare_outputs,
+    cold_warm_differences,
     importable_name,
     seeded_rngs,
 )
-from pytest_cudagraph.errors import InvariantViolation, UsageProblem
+from pytest_cudagraph.errors import InvariantViolation, MisuseError
 
 
 def train_step(x: torch.Tensor, w: torch.Tensor):
@@ -198,11 +198,11 @@ def test_a_layer_off_during_the_passes_is_named_as_the_users_choice_not_as_a_mis
 
 def test_subprocess_mode_needs_an_importable_function(inputs):
     with cache_probe() as probe:
-        with pytest.raises(UsageProblem, match="cannot be imported by a fresh interpreter"):
+        with pytest.raises(MisuseError, match="cannot be imported by a fresh interpreter"):
             probe.cold_warm(lambda x, w: x, *inputs, mode="subprocess")
-        with pytest.raises(UsageProblem, match="cannot be imported"):
+        with pytest.raises(MisuseError, match="cannot be imported"):
             probe.cold_warm("no_such_module_here:fn", *inputs, mode="subprocess")
-        with pytest.raises(UsageProblem, match="not a known mode"):
+        with pytest.raises(MisuseError, match="not a known mode"):
             probe.cold_warm(train_step, *inputs, mode="fork")
     assert importable_name(train_step) == f"{__name__}:train_step"
 
@@ -210,7 +210,7 @@ def test_subprocess_mode_needs_an_importable_function(inputs):
 def test_record_twice_in_one_pass_is_a_usage_error():
     with cache_probe() as probe:
         probe.record("y", torch.ones(2))
-        with pytest.raises(UsageProblem, match="called twice"):
+        with pytest.raises(MisuseError, match="called twice"):
             probe.record("y", torch.zeros(2))
 
 
@@ -274,22 +274,22 @@ _shapes = st.lists(st.integers(1, 5), min_size=0, max_size=3)
 @given(shape=_shapes, dtype=_dtypes, data=st.data())
 def test_outputs_compare_bitwise_and_name_the_differing_element(shape, dtype, data):
     base = (torch.rand(shape) * 10).to(dtype)
-    assert compare_outputs("out", (base, {"k": base}), (base.clone(), {"k": base.clone()})) == []
+    assert cold_warm_differences("out", (base, {"k": base}), (base.clone(), {"k": base.clone()})) == []
     if base.numel() == 0:
         return
     flat = data.draw(st.integers(0, base.numel() - 1))
     changed = base.clone().reshape(-1)
     changed[flat] = ~changed[flat] if dtype == torch.bool else changed[flat] + 1
     changed = changed.reshape(base.shape)
-    problems = compare_outputs("out", base, changed)
+    problems = cold_warm_differences("out", base, changed)
     index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), base.shape)) if base.dim() else ()
     assert len(problems) == 1 and "1 of" in problems[0] and f"index {index}" in problems[0]
     if dtype.is_floating_point:
-        assert compare_outputs("out", base, changed, atol=1.0 + 1e-2) == []
+        assert cold_warm_differences("out", base, changed, atol=1.0 + 1e-2) == []
 
 
 def test_bitwise_compare_sees_signed_zero_and_matches_nan():
     nan = torch.tensor([float("nan"), 1.0])
-    assert compare_outputs("y", nan, nan.clone()) == []
-    assert compare_outputs("y", torch.tensor([0.0]), torch.tensor([-0.0]))
-    assert compare_outputs("y", torch.ones(2), torch.ones(3))[0].startswith("y: shape/dtype (2,)")
+    assert cold_warm_differences("y", nan, nan.clone()) == []
+    assert cold_warm_differences("y", torch.tensor([0.0]), torch.tensor([-0.0]))
+    assert cold_warm_differences("y", torch.ones(2), torch.ones(3))[0].startswith("y: shape/dtype (2,)")

@@ -138,8 +138,12 @@ def test_pool_check_tells_the_measured_h200_figures_apart():
     def check(pool_mib, **kwargs):
         options = {"pool_mode": "shared", "order": "largest_first", "keep_outputs": False} | kwargs
         return PoolCheck(
-            pool_bytes=pool_mib * MIB, largest_size=512, largest_graph_bytes=40 * MIB,
-            cublas_workspace_bytes=33 * MIB, slack=derive_slack([LARGE_BUFFER, LARGE_BUFFER]), **options,
+            pool_bytes=pool_mib * MIB,
+            largest_size=512,
+            largest_graph_bytes=40 * MIB,
+            cublas_workspace_bytes=33 * MIB,
+            slack=derive_slack([LARGE_BUFFER, LARGE_BUFFER]),
+            **options,
         )
 
     assert check(76).passed and check(76).limit == 93 * MIB

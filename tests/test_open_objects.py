@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-LEFT_OPEN = '''
+LEFT_OPEN = """
 import pytest
 import torch
 from toy_attention import ATTENTION_OP, ToyModel, make_inputs_for
@@ -56,7 +56,7 @@ def test_plain_watch_without_any_plugin_feature():
         compiled(torch.ones(2))
         compiled(torch.ones(3))
     assert watch.count == 1
-'''
+"""
 
 
 def test_objects_a_test_left_open_are_closed_recorded_and_named(pytester: pytest.Pytester) -> None:

@@ -107,7 +107,9 @@ def test_report_env_hook_records_and_terminal_summary(pytester):
     # the file the plugin wrote is what `compare` reads
     same = subprocess.run(
         [sys.executable, "-m", "pytest_cudagraph", "compare", str(report_path), str(report_path)],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert same.returncode == 0, same.stderr
 

@@ -157,4 +157,3 @@ def test_a_collection_only_run_leaves_the_last_report_as_it_was(suite):
     assert result.returncode == 0, result.stdout
     assert (suite.path / "new.json").read_bytes() == before
     assert "the report at" in result.stdout and "was left as it was" in result.stdout
-

@@ -65,7 +65,9 @@ class AttentionSplitModel(nn.Module):
         super().__init__()
         self.layers = layers
         self.qkv = nn.ModuleList(nn.Linear(d, 3 * d) for _ in range(layers))
-        self.mlp = nn.ModuleList(nn.Sequential(nn.Linear(d, 2 * d), nn.SiLU(), nn.Linear(2 * d, d)) for _ in range(layers))
+        self.mlp = nn.ModuleList(
+            nn.Sequential(nn.Linear(d, 2 * d), nn.SiLU(), nn.Linear(2 * d, d)) for _ in range(layers)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for qkv, mlp in zip(self.qkv, self.mlp):
@@ -114,7 +116,12 @@ class LlamaDecodeStep(nn.Module):
             for batch in batch_sizes:
                 cache = StaticCache(config=model.config, max_cache_len=max_cache_len)
                 prompt = torch.randint(0, vocab, (batch, prompt_len), device=device)
-                model(prompt, past_key_values=cache, cache_position=torch.arange(prompt_len, device=device), use_cache=True)
+                model(
+                    prompt,
+                    past_key_values=cache,
+                    cache_position=torch.arange(prompt_len, device=device),
+                    use_cache=True,
+                )
                 self.caches[batch] = cache
         self.register_buffer("cache_position", torch.tensor([prompt_len], device=device))
 

@@ -8,7 +8,9 @@ across batch sizes, and a warm start must load it from the compile caches.
 import pytest
 import torch
 
-transformers = pytest.importorskip("transformers", reason="the Llama example needs transformers (pip install -e '.[examples]')")
+transformers = pytest.importorskip(
+    "transformers", reason="the Llama example needs transformers (pip install -e '.[examples]')"
+)
 
 from example_models import LlamaDecodeStep, tiny_llama_config  # noqa: E402
 

@@ -59,7 +59,9 @@ def test_smallest_first_with_outputs_kept_grows_the_pool(cudagraphs):
     model = deep_mlp().cuda().eval()
     with torch.no_grad():
         # each smaller graph's output stays alive, so every larger graph needs fresh blocks
-        graphs = cudagraphs.capture(model, lambda bs: torch.randn(bs, 1024, device="cuda"), order="as_given", keep_outputs=True)
+        graphs = cudagraphs.capture(
+            model, lambda bs: torch.randn(bs, 1024, device="cuda"), order="as_given", keep_outputs=True
+        )
     graphs.check_pool()
 
 

@@ -10,7 +10,7 @@ time.
 The modules, by subject (every name is re-exported here, so
 ``from . import _compat; _compat.name`` and ``from ._compat import name`` both work):
 
-- ``dynamo``: recompile limits, refusing compiles (strict blocks), guard-failure
+- ``dynamo``: recompile limits, refusing compiles (``raise_on_recompile``, ``no_compiles()``), guard-failure
   reasons and their logs, Dynamo's counters and reset, tracing (dynamic dims, its
   errors, backends, the trace's shape guards);
 - ``inductor``: Inductor's compiler entry point, graph partition at custom ops,

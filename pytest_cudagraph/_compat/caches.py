@@ -182,15 +182,14 @@ def counting_fx_graph_cache_writes(counts: dict[str, int], key: str = "fxgraph_w
     from torch._inductor import codecache
 
     original = codecache.write_atomic
+    # looked up before wrapping: a torch without it fails here, loudly, instead of
+    # silently counting no saves (the very miss this counter exists to catch)
+    fx_graph_dir = codecache.FxGraphCache._get_tmp_dir
 
     def counting_write_atomic(path_: Any, *args: Any, **kwargs: Any) -> Any:
         result = original(path_, *args, **kwargs)
-        try:
-            fx_dir = os.path.abspath(codecache.FxGraphCache._get_tmp_dir())
-            if os.path.abspath(str(path_)).startswith(fx_dir + os.sep):
-                counts[key] = counts.get(key, 0) + 1
-        except Exception:  # a layout this torch does not have: not counted, never breaks the write
-            pass
+        if os.path.abspath(str(path_)).startswith(os.path.abspath(fx_graph_dir()) + os.sep):
+            counts[key] = counts.get(key, 0) + 1
         return result
 
     codecache.write_atomic = counting_write_atomic

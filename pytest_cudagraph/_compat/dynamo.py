@@ -198,7 +198,7 @@ def stance_refusal_names_the_frame() -> bool:
       2.11): True.
 
     Only that RuntimeError is taken as an answer; any other error propagates, so a
-    strict block never quietly weakens from "no compile" to "no recompile".
+    ``no_compiles()`` block never quietly weakens from "no compile" to "no recompile".
     """
     import sys
 

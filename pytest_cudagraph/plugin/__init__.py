@@ -10,7 +10,8 @@ explicitly in ``pytest_configure``:
 - ``startup``: the options checked, then acted on (devices, cache root);
 - ``collection``: marker arguments checked, GPU tests gated, module groups;
 - ``recording``: each test's record, the run's progress, the report, the summary;
-- ``marker_checks``: the ``max_recompiles`` and ``compile_cache`` markers;
+- ``marker_checks``: the ``max_recompiles`` and ``compile_cache`` markers (the
+  latter's cold and warm passes are ``compile_cache_marker``'s);
 - ``fixtures``: ``cudagraphs``, ``recompiles``, ``compile_cache``, ``piecewise``;
 - ``handles``: the objects the ``cudagraphs`` and ``piecewise`` fixtures hand to a
   test (imported by ``fixtures``; no hooks);

@@ -36,7 +36,7 @@ from ..caches import (
     refuse_if_caches_disabled,
     write_pass_output,
 )
-from ..errors import UsageProblem
+from ..errors import MisuseError
 
 
 def run_marked_test(item: pytest.Function, marker: Any, cache_root: CacheRoot, record: Any) -> None:
@@ -89,7 +89,7 @@ def _child_pass_spec(nodeid: str) -> dict[str, Any] | None:
         return None
     spec = json.loads(raw)
     if spec.get("nodeid") != nodeid:
-        raise UsageProblem(
+        raise MisuseError(
             f"{CHILD_PASS_ENV} asks for a warm pass of {spec.get('nodeid')} but this interpreter runs {nodeid}; "
             f"do not set {CHILD_PASS_ENV} by hand"
         )

@@ -51,9 +51,7 @@ def inputs_for(d: int, dtype: torch.dtype = torch.float32):
 @pytest.fixture(scope="module")
 def small_models():
     torch.manual_seed(0)
-    return {
-        dtype: MLP(128, 2).to(device="cuda", dtype=dtype).eval() for dtype in (torch.float32, torch.bfloat16)
-    }
+    return {dtype: MLP(128, 2).to(device="cuda", dtype=dtype).eval() for dtype in (torch.float32, torch.bfloat16)}
 
 
 @pytest.fixture(scope="module")

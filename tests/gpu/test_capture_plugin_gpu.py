@@ -8,7 +8,7 @@ import pytest
 
 pytestmark = pytest.mark.cudagraph
 
-USER_TESTS = '''
+USER_TESTS = """
 import pytest
 import torch
 
@@ -47,7 +47,7 @@ def test_rng_after_failure(cudagraphs):
 
 def test_no_sizes_anywhere(cudagraphs):
     cudagraphs.capture(lambda x: x, make_inputs)
-'''
+"""
 
 
 def test_fixture_marker_defaults_and_report(pytester):

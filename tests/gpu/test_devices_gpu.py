@@ -67,7 +67,13 @@ def test_each_worker_is_pinned_to_one_gpu_round_robin(pytester: pytest.Pytester,
     pytester.makepyfile(test_placement=PLACEMENT_TESTS.format(tests=tests, out=str(out)))
     report = pytester.path / "report.json"
     result = pytester.runpytest_subprocess(
-        "-n", str(workers), "--cudagraph", "--cudagraph-devices=auto", f"--cudagraph-report={report}", "-p", "no:randomly"
+        "-n",
+        str(workers),
+        "--cudagraph",
+        "--cudagraph-devices=auto",
+        f"--cudagraph-report={report}",
+        "-p",
+        "no:randomly",
     )
     result.assert_outcomes(passed=tests)
     result.stdout.fnmatch_lines(["cudagraph devices: xdist workers pinned round-robin to CUDA_VISIBLE_DEVICES *"])

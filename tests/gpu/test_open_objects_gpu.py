@@ -8,7 +8,7 @@ import pytest
 
 pytestmark = pytest.mark.cudagraph
 
-USER_TESTS = '''
+USER_TESTS = """
 import pytest
 import torch
 from pytest_cudagraph import capture_graphs
@@ -37,7 +37,7 @@ def test_closed_by_a_with_block():
     model = torch.nn.Linear(256, 256).cuda()
     with capture_graphs(model, make_inputs, [1, 2]) as graphs:
         graphs.check_replay()
-'''
+"""
 
 
 def test_a_graph_set_left_open_is_closed_recorded_and_named(pytester: pytest.Pytester) -> None:
