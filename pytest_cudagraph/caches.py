@@ -71,6 +71,7 @@ from .cacheroot import INDUCTOR_ENV, TRITON_ENV, CacheRoot, ensure_private_dir
 from .counters import CounterSnapshot, counter_snapshot, delta_between, triton_compiled_and_loaded, triton_kernel_dirs
 from .envvars import environment_set
 from .errors import InvariantViolation, MisuseError, UsageProblem
+from .text import format_table
 
 # Names the warm pass of a ``compile_cache``-marked test in a fresh pytest reads
 # (plugin/compile_cache_marker.py sets it only in the environment of the child it
@@ -920,15 +921,13 @@ def format_failure(
     context: str | None = None,
 ) -> str:
     """The failure report: what failed, the counter table, the bypass reasons and hints."""
-    from .summary import format_table
-
     head = context or f"compile_cache.cold_warm(mode={result.mode!r})"
     lines = [
         f"{head}: the warm pass was not a pure cache hit ({len(problems)} problem(s)); cache dir {result.cache_dir}"
     ]
     lines += [f"  - {p}" for p in problems]
     lines.append("")
-    lines += ["  " + row for row in format_table(_counter_rows(result))]
+    lines += format_table(_counter_rows(result), indent="  ")
     for name, stats in (("cold", result.cold.stats), ("warm", result.warm.stats)):
         for layer in ("fxgraph", "aot_autograd"):
             for reason in stats.reasons(layer):

@@ -35,7 +35,8 @@ from .compare import (
     run_completeness,
 )
 from .errors import ReportError
-from .report import load_report, write_text_atomically
+from .report import collector_paused, load_report, write_text_atomically
+from .text import clip
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
@@ -199,7 +200,9 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
     args = build_parser().parse_args(argv)
     command = _compare if args.command == "compare" else _show
     try:
-        return command(args, stdout, stderr)
+        # two reports in memory are millions of objects the cyclic collector would walk, in vain, again and again
+        with collector_paused():
+            return command(args, stdout, stderr)
     except ReportError as exc:
         return _fail(str(exc), stderr)
     except Exception as exc:
@@ -214,7 +217,7 @@ def _unexpected(args: argparse.Namespace, exc: Exception) -> str:
     )
     frames = traceback.extract_tb(exc.__traceback__)
     where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
-    detail = " ".join(str(exc).split())[:200]
+    detail = clip(exc, 200)
     return (
         f"{args.command} of {files} failed with {type(exc).__name__}{where}"
         + (f" ({detail})" if detail else "")

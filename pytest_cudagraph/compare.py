@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .report import INCOMPLETE_EXIT_STATUSES, as_int, limit_hit_count
+from .text import MIB, clip, format_bytes, format_table, number
 
 COMPARISON_SCHEMA = "pytest-cudagraph-compare/1"
 
@@ -58,7 +59,7 @@ ALL_RULES = DEFAULT_RULES + OPTIONAL_RULES
 
 DEFAULT_POOL_THRESHOLD = 0.10
 # The allocator hands out small-pool segments of 2 MiB: a smaller growth is rounding, not a regression.
-POOL_MIN_GROWTH_BYTES = 2 * 2**20
+POOL_MIN_GROWTH_BYTES = 2 * MIB
 DEFAULT_NUMERICS_GROWTH = 1.0
 DEFAULT_NUMERICS_FLOOR = 1e-6
 
@@ -323,10 +324,8 @@ class Comparison:
         lines: list[str] = []
         if self.env_changes:
             lines.append("environment:")
-            width = max(len(key) for key, _, _ in self.env_changes)
-            base_width = max(len(_env_text(base)) for _, base, _ in self.env_changes)
-            for key, base, new in self.env_changes:
-                lines.append(f"  {key.ljust(width)}  {_env_text(base).ljust(base_width)}  {arrow} {_env_text(new)}")
+            rows = [[key, _env_text(base), f"{arrow} {_env_text(new)}"] for key, base, new in self.env_changes]
+            lines += format_table(rows, indent="  ")
         else:
             lines.append("environment: unchanged")
         if self.env_same:
@@ -351,7 +350,7 @@ class Comparison:
                     f"<- {change.rule}" if change.rule else "",
                 ]
             )
-        lines += ["  " + line for line in _table(rows)]
+        lines += format_table(rows, indent="  ")
         lines += [f"  {regression.rule}: {regression.message}" for regression in test.regressions]
         return lines
 
@@ -496,23 +495,6 @@ def _env_diff(base: Mapping[str, Any], new: Mapping[str, Any]):
     return changes, same
 
 
-def _number(value: Any) -> float | None:
-    """A report number (the writer stores NaN as "nan"); None when absent or not a number."""
-    if value is None or isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        try:
-            return float(value)
-        except OverflowError:  # an int beyond a float's range: load_report refuses it, a live record may not
-            return math.inf if value > 0 else -math.inf
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return None
-    return None
-
-
 def _flatten(prefix: str, value: Any, out: dict[str, Any], include_timings: bool) -> None:
     if isinstance(value, Mapping):
         for key, item in value.items():
@@ -588,7 +570,7 @@ def _recompile_rules(base_rec: Mapping[str, Any], new_rec: Mapping[str, Any], fl
     before, after = limit_hit_count(base_rec), limit_hit_count(new_rec)
     if after > before:
         hits = new_rec.get("limit_hits")
-        first = f": {_clip(hits[0])}" if isinstance(hits, list) and hits else ""
+        first = f": {clip(hits[0])}" if isinstance(hits, list) and hits else ""
         flag(
             "recompile-limit",
             f"hit the recompile limit {after} times, {before} before; Dynamo ran those frames eagerly{first}",
@@ -631,21 +613,21 @@ def _graph_rules(base: Mapping[str, Any], new: Mapping[str, Any], limits: _Limit
         before, after = as_int(base_graphs.get("captured")), as_int(new_graphs.get("captured"))
         if after > before:
             flag("graphs", f"captured {after} CUDA graphs, {before} before", "graphs.captured")
-        pool_before, pool_after = _number(base_graphs.get("pool_bytes")), _number(new_graphs.get("pool_bytes"))
+        pool_before, pool_after = number(base_graphs.get("pool_bytes")), number(new_graphs.get("pool_bytes"))
         if pool_before and pool_after is not None:
             growth = pool_after - pool_before
             if growth > pool_before * limits.pool_threshold and growth > POOL_MIN_GROWTH_BYTES:
                 flag(
                     "pool",
-                    f"graph pool {_mib(pool_before)} -> {_mib(pool_after)} (+{growth / pool_before:.1%}, "
-                    f"threshold {limits.pool_threshold:.0%}); largest graph "
-                    f"{_mib(_number(base_graphs.get('largest_graph_bytes')))} -> "
-                    f"{_mib(_number(new_graphs.get('largest_graph_bytes')))}",
+                    f"graph pool {format_bytes(pool_before)} -> {format_bytes(pool_after)} "
+                    f"(+{growth / pool_before:.1%}, threshold {limits.pool_threshold:.0%}); largest graph "
+                    f"{format_bytes(base_graphs.get('largest_graph_bytes'))} -> "
+                    f"{format_bytes(new_graphs.get('largest_graph_bytes'))}",
                     "graphs.pool_bytes",
                 )
     base_pw, new_pw = _mapping(base.get("piecewise")), _mapping(new.get("piecewise"))
     for section, base_section, new_section in (("graphs", base_graphs, new_graphs), ("piecewise", base_pw, new_pw)):
-        err_before, err_after = _number(base_section.get("max_abs_err")), _number(new_section.get("max_abs_err"))
+        err_before, err_after = number(base_section.get("max_abs_err")), number(new_section.get("max_abs_err"))
         if err_before is not None and err_after is not None and not math.isnan(err_before):
             allowed = err_before * (1 + limits.numerics_growth) + limits.numerics_floor
             if math.isnan(err_after) or err_after > allowed:
@@ -687,21 +669,12 @@ def _new_reasons(base_rec: Mapping[str, Any], new_rec: Mapping[str, Any]) -> str
     if not fresh:
         return ""
     more = f" (and {len(fresh) - 1} more)" if len(fresh) > 1 else ""
-    return f"; new guard failure: {_clip(fresh[0])}{more}"
-
-
-def _clip(text: Any, limit: int = 160) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return f"; new guard failure: {clip(fresh[0])}{more}"
 
 
 # ----------------------------------------------------------------------------
 # formatting
 # ----------------------------------------------------------------------------
-
-
-def _mib(value: float | None) -> str:
-    return "-" if value is None else f"{value / 2**20:.1f} MiB"
 
 
 def _env_text(value: Any) -> str:
@@ -713,28 +686,22 @@ def _value_text(metric: str, value: Any) -> str:
         return "-"
     if isinstance(value, list):
         text = ",".join(map(str, value)) if len(value) <= 8 else f"{value[0]}..{value[-1]} ({len(value)})"
-        return _clip(text, 40)
-    number = _number(value)
-    if metric.endswith("_bytes") and number is not None:
-        return _mib(number)
+        return clip(text, 40)
+    if metric.endswith("_bytes") and number(value) is not None:
+        return format_bytes(value)
     if isinstance(value, float):
         return f"{value:.4g}"
-    return _clip(value, 40)
+    return clip(value, 40)
 
 
 def _delta_text(metric: str, base: Any, new: Any) -> str:
-    b, n = _number(base), _number(new)
+    b, n = number(base), number(new)
     if b is None or n is None or isinstance(base, str) or isinstance(new, str):
         return "" if base is not None and new is not None else ("new" if base is None else "gone")
     if math.isnan(b) or math.isnan(n):
         return ""
     if metric.endswith("_bytes"):
-        return f"{(n - b) / b:+.1%}" if b else f"{(n - b) / 2**20:+.1f} MiB"
+        return f"{(n - b) / b:+.1%}" if b else ("+" if n > b else "") + format_bytes(n - b)
     if float(b).is_integer() and float(n).is_integer():
         return f"{int(n - b):+d}"
     return f"{n - b:+.3g}"
-
-
-def _table(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]

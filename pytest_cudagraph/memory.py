@@ -30,6 +30,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .text import MIB, format_bytes, format_table
+
 # what check_pool returns and the readings a user may take of a pool
 __all__ = [
     "PoolCheck",
@@ -43,8 +45,6 @@ __all__ = [
     "pool_usage",
 ]
 
-KIB = 1024
-MIB = 1024 * 1024
 
 MIN_BLOCK_SIZE = 512  # kMinBlockSize: every request is rounded up to this
 SMALL_SIZE = 1 * MIB  # kSmallSize: largest request served from small segments
@@ -56,17 +56,6 @@ ROUND_LARGE = 2 * MIB  # kRoundLarge: rounding of a request's own segment
 PoolId = tuple[int, int]
 # size -> (the fresh pool it was captured into alone, the graph: anything with ``release()``)
 CaptureAlone = Callable[[int], tuple[PoolId, Any]]
-
-
-def format_bytes(nbytes: int | None) -> str:
-    """``62914560`` -> ``'60.0 MiB'``; small figures keep KiB so a table never shows 0.0."""
-    if nbytes is None:
-        return "-"
-    if abs(nbytes) >= MIB:
-        return f"{nbytes / MIB:.1f} MiB"
-    if abs(nbytes) >= KIB:
-        return f"{nbytes / KIB:.1f} KiB"
-    return f"{nbytes} B"
 
 
 def round_request(nbytes: int) -> int:
@@ -299,8 +288,7 @@ def format_size_table(rows: Sequence[SizeMemory], limit_rows: int = 24) -> str:
             )
         )
     table = [header, *body]
-    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-    lines = ["  ".join(cell.rjust(w) for cell, w in zip(r, widths)) for r in table]
+    lines = format_table(table, align=">>>>>")
     if elided:
         lines.append(f"({elided} sizes where the pool did not grow are not shown)")
     return "\n".join(lines)

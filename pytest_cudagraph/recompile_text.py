@@ -11,12 +11,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .text import clip, format_table
+
 MAX_REASONS_SHOWN = 12
-
-
-def one_line(text: str, width: int = 160) -> str:
-    first = text.strip().splitlines()[0] if text.strip() else ""
-    return first if len(first) <= width else first[: width - 3] + "..."
 
 
 def indent_continuation(text: str) -> str:
@@ -29,7 +26,7 @@ def recompile_table(by_function: Mapping[str, Any]) -> list[str]:
     for name, fn in by_function.items():
         if not fn.count:
             continue
-        reasons = [one_line(r) for r in fn.reasons] or ["(no reason recorded)"]
+        reasons = [clip(r, first_line=True) for r in fn.reasons] or ["(no reason recorded)"]
         if len(reasons) > MAX_REASONS_SHOWN:
             # each recompile lists one reason per cached entry, so the list grows
             # quadratically; the first ones name the change, the rest are in .reasons
@@ -39,9 +36,7 @@ def recompile_table(by_function: Mapping[str, Any]) -> list[str]:
             ]
         rows.append((name, str(fn.count), reasons[0]))
         rows.extend(("", "", r) for r in reasons[1:])
-    w0 = max(len(r[0]) for r in rows)
-    w1 = max(len(r[1]) for r in rows)
-    return [f"  {a.ljust(w0)}  {b.rjust(w1) if i else b.ljust(w1)}  {c}".rstrip() for i, (a, b, c) in enumerate(rows)]
+    return format_table(rows, align="<>", indent="  ")
 
 
 def _times(n: int) -> str:
@@ -78,7 +73,7 @@ def too_many_recompiles(
         lines += [f"  - {hit}" for hit in limit_hits]
     if graph_breaks.count:
         lines += ["", f"graph breaks (not recompiles): {graph_breaks.count}"]
-        lines += [f"  - {one_line(reason)} (x{times})" for reason, times in graph_breaks.by_reason.items()]
+        lines += [f"  - {clip(reason, first_line=True)} (x{times})" for reason, times in graph_breaks.by_reason.items()]
     lines += _what_to_try([*reasons, *limit_hits])
     return "\n".join(lines)
 
@@ -89,7 +84,7 @@ def compile_refused(function: str, reasons: Sequence[str], torch_said: str, when
     if reasons:
         lines += ["guard failure(s):", *[f"  - {indent_continuation(r)}" for r in reasons]]
     else:
-        lines.append(f"torch said: {one_line(torch_said)}")
+        lines.append(f"torch said: {clip(torch_said, first_line=True)}")
     hints = hints_for(list(reasons))
     if hints:
         lines += ["what to try:", *[f"  - {hint}" for hint in hints]]
@@ -117,13 +112,7 @@ def figures_differ(
         was, now = before[name], after[name]
         mark = "<- differs" if name in wrong else ""
         rows.append((name, str(was), str(now), f"{expected[name]:+d}", f"{now - was:+d}", mark))
-    widths = [max(len(row[i]) for row in rows) for i in range(5)]
-    lines = [head, ""]
-    for i, row in enumerate(rows):
-        cells = [row[0].ljust(widths[0])] + [
-            cell.ljust(width) if i == 0 else cell.rjust(width) for cell, width in zip(row[1:5], widths[1:])
-        ]
-        lines.append(("  " + "  ".join(cells) + "  " + row[5]).rstrip())
+    lines = [head, "", *format_table(rows, align="<>>>>", indent="  ")]
     if any(fn.count for fn in by_function.values()):
         lines += ["", "recompiles inside the block:", *recompile_table(by_function)]
     if limit_hits:

@@ -27,6 +27,7 @@ torch: ``compare`` must run on a machine without it.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import gc
 import json
@@ -37,12 +38,12 @@ import stat
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from .errors import ReportError
+from .text import clip_middle
 
 SCHEMA = "pytest-cudagraph/1"
 
@@ -180,7 +181,7 @@ def _run_facts(run: Mapping[str, Any], totals: Mapping[str, Any]) -> dict[str, A
     if isinstance(facts.get("selection"), Mapping):
         facts["selection"] = dict(facts["selection"])
     try:
-        _check(facts, _RUN_SPEC, ("run",))
+        _check(facts, _RUN_RULE, ("run",))
     except _Malformed as problem:
         raise TypeError(f"build_report got {problem.describe()}; pass the types the report schema documents") from None
     return facts
@@ -438,9 +439,29 @@ def load_report(path: str | os.PathLike) -> dict[str, Any]:
     """
     path = Path(path)
     text = _read_regular_file(path)
-    if not text.strip():
+    if not text or text.isspace():
         raise ReportError(f"report {path} is empty; write it again with --cudagraph-report")
-    return validate_report(_parse_json(text, path), str(path), text=text)
+    with collector_paused():
+        return validate_report(_parse_json(text, path), str(path), text=text)
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off inside the block (and on again after it, if it was on).
+
+    A 10,000-test report is some 75,000 new mappings and lists (300,000 objects in
+    all) and not one reference cycle: the collections that parsing and checking it
+    trigger walk them all and find nothing (measured with two such reports in
+    memory: up to half the parse, and about 70 ms of a ``compare``).  Reference
+    counting still frees every object.
+    """
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 _FILE_KINDS = (
@@ -506,10 +527,6 @@ _NON_FINITE = {"NaN": "nan", "Infinity": "inf", "-Infinity": "-inf"}
 
 
 def _parse_json(text: str, path: Path) -> Any:
-    # A 10,000-test report is about a million new objects and not one reference cycle: the collections
-    # they trigger find nothing, and (measured with two such reports in memory) took up to half the parse.
-    collecting = gc.isenabled()
-    gc.disable()
     try:
         return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_NON_FINITE.__getitem__)
     except _DuplicateKey as exc:
@@ -527,9 +544,6 @@ def _parse_json(text: str, path: Path) -> Any:
             f"report {path} holds an integer too long to read, which no report field holds; "
             f"write it again with --cudagraph-report"
         ) from None
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def validate_report(data: Any, name: str = "report", *, text: str | None = None) -> dict[str, Any]:
@@ -568,7 +582,7 @@ def validate_report(data: Any, name: str = "report", *, text: str | None = None)
     try:
         if text is None or _SURROGATE_ESCAPE.search(text):
             _check_text(data)
-        _check(data, _REPORT_SPEC, ())
+        _check(data, _REPORT_RULE, ())
     except _Malformed as problem:
         raise ReportError(
             f"report {name} has {problem.describe()}; write it again with --cudagraph-report, or correct that field"
@@ -595,11 +609,7 @@ class _Malformed(Exception):
 
 def _short(value: Any, limit: int = 60) -> str:
     """``repr(value)`` cut in the middle to ``limit`` characters (a node id can be 3000 long)."""
-    text = repr(value)
-    if len(text) <= limit:
-        return text
-    keep = limit - 3
-    return text[: keep // 2] + "..." + text[len(text) - (keep - keep // 2) :]
+    return clip_middle(repr(value), limit)
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -616,67 +626,150 @@ def _field_path(path: tuple[Any, ...]) -> str:
     return text or "the top level"
 
 
-@dataclass(frozen=True)
-class _Kind:
-    """What a field holds: ``accepts`` tells, ``description`` words it for the error ("a list of strings")."""
-
-    description: str
-    accepts: Callable[[Any], bool]
-
-
-@dataclass(frozen=True)
-class _Each:
-    """A list (with ``mapping``: a mapping's values) whose every item follows ``rule``."""
-
-    rule: Any
-    mapping: bool = False
-
-
-@dataclass(frozen=True)
-class _AnyOf:
-    """A field that follows one of ``rules`` (an older plugin wrote another shape)."""
-
-    rules: tuple[Any, ...]
-
-
-# A JSON object this plugin does not describe (``extra``, a newer plugin's section): any content,
-# but every number must fit a float and the nesting stay under MAX_DEPTH.
-_FREE = object()
-# Deeper than this, a report is not one this plugin wrote (its deepest field is 7 levels down).
-MAX_DEPTH = 64
+# How the validator reads the schema.  Every rule carries a table of what a field may hold
+# that needs at most a look at the value itself (``plain``), so the loop over a mapping's
+# fields passes a valid scalar, or an empty list or mapping, without a call: a report has
+# 10,000 records and most of their fields are such.  A rule whose values are lists or
+# mappings of scalars (``each``) has their items checked in one loop (_all_accepted).
+# Anything else, and any field that fails, goes to _check, which also words the error.
+_NONE = type(None)
+_JSON_SCALARS = frozenset((str, int, float, bool, _NONE))
+_NOTHING: frozenset[type] = frozenset()
 # compare and show do their arithmetic in floats: a larger integer is no measurement
 _FLOAT_MAX = int(sys.float_info.max)
+_isfinite = math.isfinite
+
+
+class _Rule:
+    """The tables every rule carries (see above).
+
+    - ``plain``: types a field may hold with at most a look at its value: an integer
+      must fit a float, a float be finite, a string be one of ``words`` when that is
+      set, a list or mapping be empty;
+    - ``each``: list or dict when the rule's values are containers of scalars of
+      ``types`` (strings among them one of ``words``), which _all_accepted checks in one loop.
+    """
+
+    __slots__ = ("each", "plain", "types", "words")
+
+    def __init__(
+        self,
+        plain: frozenset[type],
+        each: type | None = None,
+        types: frozenset[type] = _NOTHING,
+        words: frozenset[str] | None = None,
+    ):
+        self.plain, self.each, self.types, self.words = plain, each, types, words
+
+
+class _Kind(_Rule):
+    """A field's kind: a scalar of ``types``, or (``each``) a list or mapping of them; ``description`` words it."""
+
+    __slots__ = ("description",)
+
+    def __init__(
+        self, description: str, types: frozenset[type], words: frozenset[str] | None = None, each: type | None = None
+    ):
+        super().__init__(frozenset((each,)) if each else types, each, types, words)
+        self.description = description
+
+
+class _Each(_Rule):
+    """A list (with ``mapping``: a mapping's values) whose every item follows ``rule``."""
+
+    __slots__ = ("mapping", "rule")
+
+    def __init__(self, rule: _Rule | dict[str, Any], mapping: bool = False):
+        rule = _as_rule(rule)
+        container = dict if mapping else list
+        scalar = type(rule) is _Kind and rule.each is None
+        items = (container, rule.types, rule.words) if scalar else (None, _NOTHING, None)
+        super().__init__(frozenset((container,)), *items)
+        self.rule, self.mapping = rule, mapping
+
+
+class _AnyOf(_Rule):
+    """A field that follows one of ``rules`` (an older plugin wrote another shape)."""
+
+    __slots__ = ("rules",)
+
+    def __init__(self, rules: tuple[_Rule | dict[str, Any], ...]):
+        rules = tuple(map(_as_rule, rules))
+        plain = frozenset().union(*(rule.plain for rule in rules))
+        if any(rule.words is not None for rule in rules):  # which strings pass depends on the alternative
+            plain -= {str}
+        super().__init__(plain)
+        self.rules = rules
+
+
+class _Spec(_Rule):
+    """A mapping of known fields (a spec: field -> rule); a field it does not name is _FREE."""
+
+    __slots__ = ("fields",)
+
+    def __init__(self, fields: dict[str, Any]):
+        super().__init__(frozenset((dict,)))
+        self.fields = {key: _as_rule(rule) for key, rule in fields.items()}
+
+
+def _as_rule(rule: _Rule | dict[str, Any]) -> _Rule:
+    """A spec written as a plain dict (as the schema below is) becomes a _Spec."""
+    return _Spec(rule) if type(rule) is dict else rule
+
+
+# A JSON value this plugin does not describe (``extra``, a newer plugin's section): any content,
+# but every number must fit a float and the nesting stay under MAX_DEPTH.
+_FREE = _Rule(_JSON_SCALARS | {dict, list})
+# Deeper than this, a report is not one this plugin wrote (its deepest field is 7 levels down).
+MAX_DEPTH = 64
 
 
 def _fits_float(value: Any) -> bool:
     """False for an integer beyond a float's range and for a float that is not finite (1e400 reads as inf)."""
     if type(value) is int:
         return -_FLOAT_MAX <= value <= _FLOAT_MAX
-    return type(value) is not float or math.isfinite(value)
+    return type(value) is not float or _isfinite(value)
 
 
-def _is_int(value: Any) -> bool:
-    return type(value) is int and -_FLOAT_MAX <= value <= _FLOAT_MAX
+def _accepts(kind: _Kind, value: Any) -> bool:
+    if kind.each is None:
+        return (
+            type(value) in kind.types
+            and _fits_float(value)
+            and (type(value) is not str or kind.words is None or value in kind.words)
+        )
+    return type(value) is kind.each and _all_accepted(kind, value.values() if kind.each is dict else value)
 
 
-def _is_number(value: Any) -> bool:
-    kind = type(value)
-    return (kind is int and -_FLOAT_MAX <= value <= _FLOAT_MAX) or (kind is float and math.isfinite(value))
+def _all_accepted(rule: _Rule, items: Any) -> bool:
+    """Every item (of a list, or a mapping's values) is a scalar of ``rule.types``, read from the tables."""
+    types, words = rule.types, rule.words
+    for item in items:
+        kind = type(item)
+        if kind not in types:
+            return False
+        if kind is int:
+            if not -_FLOAT_MAX <= item <= _FLOAT_MAX:
+                return False
+        elif kind is float:
+            if not _isfinite(item):
+                return False
+        elif kind is str and words is not None and item not in words:
+            return False
+    return True
 
 
-def _is_measure(value: Any) -> bool:
-    return value is None or _is_number(value) or value in ("nan", "inf", "-inf")
-
-
-_COUNT = _Kind("an integer", _is_int)
+_COUNT = _Kind("an integer", frozenset((int,)))
 # bytes, seconds, errors: a number, what json_safe writes for NaN and infinities, or null when not measured
-_MEASURE = _Kind('a number, "nan", "inf" or null', _is_measure)
-_TEXT = _Kind("a string", lambda v: type(v) is str)
-_FLAG = _Kind("true or false", lambda v: type(v) is bool)
-_TEXTS = _Kind("a list of strings", lambda v: type(v) is list and all(type(x) is str for x in v))
-_SIZES = _Kind("a list of integers", lambda v: type(v) is list and all(_is_int(x) for x in v))
-_COUNTS = _Kind("a mapping of integers", lambda v: type(v) is dict and all(_is_int(x) for x in v.values()))
-_SCALAR = _Kind("a string, number, boolean or null", lambda v: v is None or type(v) in (str, bool) or _is_number(v))
+_MEASURE = _Kind(
+    'a number, "nan", "inf" or null', frozenset((int, float, str, _NONE)), frozenset(("nan", "inf", "-inf"))
+)
+_TEXT = _Kind("a string", frozenset((str,)))
+_FLAG = _Kind("true or false", frozenset((bool,)))
+_TEXTS = _Kind("a list of strings", frozenset((str,)), each=list)
+_SIZES = _Kind("a list of integers", frozenset((int,)), each=list)
+_COUNTS = _Kind("a mapping of integers", frozenset((int,)), each=dict)
+_SCALAR = _Kind("a string, number, boolean or null", _JSON_SCALARS)
 
 _RECOMPILES = {
     "count": _COUNT,
@@ -762,36 +855,51 @@ _REPORT_SPEC = {
     "tests": _Each(_RECORD, mapping=True),
     "summary": _SUMMARY,
 }
+# the tables _check reads
+_REPORT_RULE = _Spec(_REPORT_SPEC)
+_RUN_RULE = _Spec(_RUN_SPEC)
 
 
-def _check(value: Any, rule: Any, path: tuple[Any, ...]) -> None:
+def _check(value: Any, rule: _Rule, path: tuple[Any, ...]) -> None:
     """Raise _Malformed at the first field of ``value`` that does not follow ``rule``.
 
-    ``rule``: a _Kind, an _Each, an _AnyOf, _FREE, or a spec (a dict of field -> rule;
-    fields it does not name are checked as _FREE).
+    ``rule``: a _Kind, a _Spec, an _Each, an _AnyOf or _FREE.
     """
-    if isinstance(rule, _Kind):
-        if not rule.accepts(value):
-            raise _malformed(path, value, rule.description)
-    elif isinstance(rule, dict):
+    if type(rule) is _Spec:
         if type(value) is not dict:
             raise _malformed(path, value, "a mapping")
+        fields = rule.fields
         for key, item in value.items():
-            sub = rule.get(key, _FREE)
-            # most fields are scalars: checked here, without a call per field (a report has 10,000 records)
-            if type(sub) is _Kind:
-                if not sub.accepts(item):
-                    raise _malformed((*path, key), item, sub.description)
-            elif sub is not _FREE or isinstance(item, (dict, list)) or not _fits_float(item):
-                _check(item, sub, (*path, key))
+            sub = fields.get(key, _FREE)
+            kind = type(item)
+            if kind in sub.plain:  # the table says this type may be here: a look at the value is left
+                if kind is int:
+                    if -_FLOAT_MAX <= item <= _FLOAT_MAX:
+                        continue
+                elif kind is float:
+                    if _isfinite(item):
+                        continue
+                elif kind is str:
+                    if sub.words is None or item in sub.words:
+                        continue
+                elif (kind is not dict and kind is not list) or not item:  # true, false, null; [] and {}
+                    continue
+            if kind is sub.each and _all_accepted(sub, item.values() if kind is dict else item):
+                continue
+            _check(item, sub, (*path, key))  # a nested rule, or a field that is wrong: raises with its path
+    elif type(rule) is _Kind:
+        if not _accepts(rule, value):
+            raise _malformed(path, value, rule.description)
     elif rule is _FREE:
         if isinstance(value, (dict, list)):
             _check_free(value, path)
         elif not _fits_float(value):
             raise _malformed(path, value, "a number")
-    elif isinstance(rule, _Each):
+    elif type(rule) is _Each:
         if type(value) is not (dict if rule.mapping else list):
             raise _malformed(path, value, "a mapping" if rule.mapping else "a list")
+        if rule.each is not None and _all_accepted(rule, value.values() if rule.mapping else value):
+            return
         for key, item in value.items() if rule.mapping else enumerate(value):
             _check(item, rule.rule, (*path, key))
     else:
@@ -824,9 +932,16 @@ def _check_free(value: dict | list, path: tuple[Any, ...]) -> None:
         if len(where) >= MAX_DEPTH:
             raise _Malformed(where, "...", f"which is nested deeper than {MAX_DEPTH} levels")
         for key, item in container.items() if type(container) is dict else enumerate(container):
-            if isinstance(item, (dict, list)):
+            kind = type(item)
+            if kind is int:
+                if not -_FLOAT_MAX <= item <= _FLOAT_MAX:
+                    raise _Malformed((*where, key), item, "a number too large for a float")
+            elif kind is float:
+                if not _isfinite(item):
+                    raise _Malformed((*where, key), item, "a number too large for a float")
+            elif isinstance(item, (dict, list)):
                 stack.append((item, (*where, key)))
-            elif not _fits_float(item):
+            elif not _fits_float(item):  # a subclass of int or float (a live record, not parsed JSON)
                 raise _Malformed((*where, key), item, "a number too large for a float")
 
 

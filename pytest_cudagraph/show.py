@@ -27,7 +27,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .report import as_int, limit_hit_count
-from .summary import HEADER, clip_nodeid, mib, pool_figures, pool_text, summary_row
+from .summary import HEADER, pool_figures, pool_text, summary_row
+from .text import clip_nodeid, format_bytes, number
 
 _CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 24px auto;
@@ -80,16 +81,6 @@ def _section(record: Mapping[str, Any], name: str) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _number(value: Any) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    return number if number == number and number not in (float("inf"), float("-inf")) else None
-
-
 # ----------------------------------------------------------------------------
 # the chart
 # ----------------------------------------------------------------------------
@@ -102,13 +93,13 @@ def graph_bytes_by_size(graphs: Mapping[str, Any]) -> list[tuple[int, float]] | 
         return None
     pairs = []
     for size, value in raw.items():
-        number = _number(value)
+        figure = number(value, finite=True)
         try:
             size_int = int(size)
         except (TypeError, ValueError):
             continue
-        if number is not None:
-            pairs.append((size_int, number))
+        if figure is not None:
+            pairs.append((size_int, figure))
     return sorted(pairs) or None
 
 
@@ -123,9 +114,9 @@ def pool_chart_svg(graphs: Mapping[str, Any], title: str = "") -> str:
             '<p class="note">No per-size chart: this record has no <code>graphs.graph_bytes</code> '
             "(per-size high-water marks).</p>"
         )
-    pool = _number(graphs.get("pool_bytes"))
-    largest = _number(graphs.get("largest_graph_bytes"))
-    workspace = _number(graphs.get("cublas_workspace_bytes"))
+    pool = number(graphs.get("pool_bytes"), finite=True)
+    largest = number(graphs.get("largest_graph_bytes"), finite=True)
+    workspace = number(graphs.get("cublas_workspace_bytes"), finite=True)
     # The first capture puts the cuBLAS workspace into the pool; the per-size marks do
     # not hold it, so a well-shared pool sits near "largest + workspace", not "largest".
     bound = largest + workspace if largest is not None and workspace else None
@@ -147,11 +138,12 @@ def pool_chart_svg(graphs: Mapping[str, Any], title: str = "") -> str:
         bar_w = max(x_of(value) - _LABEL_W, 0.5)
         css = "bar largest" if size == largest_size else "bar"
         parts.append(f'<text x="{_LABEL_W - 6}" y="{y + 12}" text-anchor="end">size {size}</text>')
+        shown = _e(format_bytes(value, compact=True))
         parts.append(
             f'<rect class="{css}" data-size="{size}" x="{_LABEL_W}" y="{y + 2}" width="{bar_w:.1f}" '
-            f'height="{_ROW_H - 5}"><title>size {size}: {_e(mib(value))} ({int(value)} bytes)</title></rect>'
+            f'height="{_ROW_H - 5}"><title>size {size}: {shown} ({int(value)} bytes)</title></rect>'
         )
-        parts.append(f'<text x="{_LABEL_W + bar_w + 6:.1f}" y="{y + 12}">{_e(mib(value))}</text>')
+        parts.append(f'<text x="{_LABEL_W + bar_w + 6:.1f}" y="{y + 12}">{shown}</text>')
     for value, css, label in (
         (largest, "largest-line", "largest"),
         (bound, "bound-line", "largest + cuBLAS workspace"),
@@ -162,13 +154,13 @@ def pool_chart_svg(graphs: Mapping[str, Any], title: str = "") -> str:
         x = x_of(value)
         parts.append(
             f'<line class="{css}" x1="{x:.1f}" y1="{_TOP - 4}" x2="{x:.1f}" y2="{height - _BOTTOM}">'
-            f"<title>{label}: {_e(mib(value))} ({int(value)} bytes)</title></line>"
+            f"<title>{label}: {_e(format_bytes(value, compact=True))} ({int(value)} bytes)</title></line>"
         )
     # labels of the two lines sit above the bars; when the lines are close, keep them apart
     labels = [(v, t) for v, t in ((largest, "largest"), (bound, "+cuBLAS"), (pool, "pool")) if v is not None]
     last_end = -1e9
     for value, text in sorted(labels, key=lambda p: p[0]):
-        label = f"{text} {mib(value)}"
+        label = f"{text} {format_bytes(value, compact=True)}"
         # pushed right past the previous label, but never past the chart's right edge
         x = min(max(x_of(value), last_end + 4), width - 7 * len(label))
         parts.append(f'<text x="{x:.1f}" y="{_TOP - 8}" text-anchor="start">{_e(label)}</text>')
@@ -254,16 +246,17 @@ def _overview_html(tests: Mapping[str, Mapping[str, Any]], anchors: Mapping[str,
 
 def _graphs_html(graphs: Mapping[str, Any]) -> str:
     parts = ["<h3>CUDA graphs</h3>"]
-    pool, largest = _number(graphs.get("pool_bytes")), _number(graphs.get("largest_graph_bytes"))
+    pool = number(graphs.get("pool_bytes"), finite=True)
+    largest = number(graphs.get("largest_graph_bytes"), finite=True)
     rows: list[tuple[str, Any]] = [
         ("captured", graphs.get("captured")),
         ("sizes", ", ".join(map(str, graphs.get("sizes") or [])) or "-"),
-        ("pool", mib(pool) if pool is not None else "-"),
-        ("largest graph", mib(largest) if largest is not None else "-"),
+        ("pool", format_bytes(pool, compact=True)),
+        ("largest graph", format_bytes(largest, compact=True)),
     ]
-    workspace = _number(graphs.get("cublas_workspace_bytes"))
+    workspace = number(graphs.get("cublas_workspace_bytes"), finite=True)
     if workspace:
-        rows.append(("cuBLAS workspace (in the pool)", mib(workspace)))
+        rows.append(("cuBLAS workspace (in the pool)", format_bytes(workspace, compact=True)))
     figures = pool_figures(graphs)
     if figures.ratio is not None and figures.set_count > 1:
         # the merged maxima may come from different sets: only one set's own figures make a ratio

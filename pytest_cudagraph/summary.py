@@ -10,7 +10,7 @@ Example (``pytest --cudagraph --cudagraph-report=run.json``)::
     report written to /ci/run.json
 
 Failed tests and recompile-limit hits come first.  A node id longer than
-NODEID_WIDTH is clipped in the middle (the report keeps it whole), and a test
+text.NODEID_WIDTH is clipped in the middle (the report keeps it whole), and a test
 with several GraphSets shows the set whose pool ratio is worst.  Nothing here
 imports torch.
 """
@@ -24,59 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from .report import as_int, limit_hit_count, summarize
+from .text import clip_nodeid, format_bytes, format_table
 
 HEADER = ["test", "outcome", "graphs", "pool / largest", "recompiles", "fxgraph", "aot", "triton"]
 
 # Beyond this many rows the table elides the middle; the report holds every test.
 DEFAULT_MAX_ROWS = 40
-# A parametrize id can be thousands of characters long; one such id must not widen every row.
-NODEID_WIDTH = 100
 # outcomes listed first: a test that failed, errored, or whose xdist worker died under it
 ATTENTION_OUTCOMES = ("failed", "error", "crashed")
-
-
-def clip_nodeid(nodeid: str, width: int = NODEID_WIDTH) -> str:
-    """``nodeid`` cut to ``width`` characters with "..." in the middle of what identifies it least.
-
-    The function name and the end of the parametrize id stay visible (the end is
-    where ids differ: ``test_decode[...-bs16]``), then the start of the path::
-
-        tests/test_model.py::test_decode[xxxx(3000)xxxx-bs16]  ->  tests/test_model.py::test_decode[xxx...xxx-bs16]
-    """
-    if len(nodeid) <= width:
-        return nodeid
-    # the parametrize id opens at the first "[" after the path (names have none; the id may hold "::")
-    name_end = nodeid.find("[", max(nodeid.find("::"), 0))
-    base, param = (nodeid[:name_end], nodeid[name_end:]) if name_end > 0 else (nodeid, "")
-    function = base[base.rfind("::") + 2 :] if "::" in base else ""
-    # the parameter id gets what the path and name leave over, but never less than a third of the width
-    param_text = _middle(param, max(width - len(base), width // 3), head_share=0.3)
-    room = width - len(param_text)
-    if len(base) <= room:
-        return base + param_text
-    if function and len(function) + 10 <= room:  # "tests/...py::f": where the function lives, shortened
-        path = base[: len(base) - len(function) - 2]
-        return _middle(path, room - len(function) - 2, head_share=0.4) + "::" + function + param_text
-    return _middle(nodeid, width, head_share=0.3)
-
-
-def _middle(text: str, width: int, head_share: float = 0.5) -> str:
-    """``text`` cut to ``width`` with "...": ``head_share`` of what is kept from the start, the rest from the end."""
-    if len(text) <= width:
-        return text
-    keep = max(width - 3, 2)
-    head = min(max(int(keep * head_share), 1), keep - 1)
-    return text[:head] + "..." + text[len(text) - (keep - head) :]
-
-
-def mib(value: Any) -> str:
-    """Bytes as MiB with one decimal (``62914560`` -> ``"60.0M"``); ``-`` when unknown."""
-    if value is None or isinstance(value, bool):
-        return "-"
-    try:
-        return f"{float(value) / 2**20:.1f}M"
-    except (TypeError, ValueError, OverflowError):
-        return str(value)
 
 
 def _section(record: Mapping[str, Any], name: str) -> Mapping[str, Any]:
@@ -176,11 +131,11 @@ def pool_text(figures: PoolFigures) -> str:
     """``60.0M / 42.0M  1.43x``: pool / largest graph, the cuBLAS workspace, the ratio, and which set."""
     if figures.pool is None and figures.largest is None:
         return "-"
-    text = f"{mib(figures.pool)} / {mib(figures.largest)}"
+    text = f"{format_bytes(figures.pool, compact=True)} / {format_bytes(figures.largest, compact=True)}"
     if figures.ratio is None:
         return text
     # a shared pool should cost about the largest graph alone: a ratio well above 1 is the smell
-    suffix = f" (+{mib(figures.workspace)} cuBLAS)" if figures.workspace else ""
+    suffix = f" (+{format_bytes(figures.workspace, compact=True)} cuBLAS)" if figures.workspace else ""
     which = f" (set {figures.set_index + 1} of {figures.set_count})" if figures.set_count > 1 else ""
     return f"{text}{suffix}  {figures.ratio:.2f}x{which}"
 
@@ -210,12 +165,6 @@ def summary_row(nodeid: str, record: Mapping[str, Any]) -> list[str]:
         _layer_cell(record, "aot_autograd"),
         _layer_cell(record, "triton"),
     ]
-
-
-def format_table(rows: list[list[str]]) -> list[str]:
-    """Left-aligned columns separated by two spaces; the first row is the header."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
 
 
 def totals_line(records: Mapping[str, Mapping[str, Any]]) -> str:

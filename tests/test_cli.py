@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import io
 import json
 import subprocess
 import sys
@@ -10,6 +12,7 @@ import textwrap
 import pytest
 from sample_reports import ENV_2_13, MiB, modified, sample_report
 
+from pytest_cudagraph.cli import main
 from pytest_cudagraph.report import write_report
 
 DECODE = "tests/test_model.py::test_decode_graphs"
@@ -129,8 +132,20 @@ def test_show_prints_the_table_and_writes_html(reports, tmp_path):
     lines = result.stdout.splitlines()
     assert lines[0].split()[:3] == ["test", "outcome", "graphs"]
     decode = next(line for line in lines if line.startswith(DECODE))
-    assert decode.split() == [DECODE, "passed", "4", "(1-8)", "60.0M", "/", "42.0M", "1.43x", "0", "1h/0m", "1h/0m",
-                              "0c/3l"]
+    assert decode.split() == [
+        DECODE,
+        "passed",
+        "4",
+        "(1-8)",
+        "60.0M",
+        "/",
+        "42.0M",
+        "1.43x",
+        "0",
+        "1h/0m",
+        "1h/0m",
+        "0c/3l",
+    ]
     out = tmp_path / "page.html"
     result = run_cli("show", base, "--html", out)
     assert result.returncode == 0 and result.stdout == f"wrote {out}\n"
@@ -158,3 +173,14 @@ def test_numerics_limits_are_options(tmp_path):
     assert run_cli("compare", base, new).returncode == 0  # 2.4e-7 -> 1e-6 is within doubled plus 1e-6
     strict = run_cli("compare", base, new, "--numerics-floor", "0", "--numerics-growth", "50")
     assert strict.returncode == 1 and "REGRESSED (numerics)" in strict.stdout
+
+
+@pytest.mark.parametrize("which", ["compare", "show", "missing"])
+def test_the_command_gives_the_garbage_collector_back(reports, which):
+    """compare and show run with the cyclic collector paused (two reports are millions of objects), then resume it."""
+    base, new, _ = reports
+    args = {"compare": ["compare", base, new], "show": ["show", base], "missing": ["show", base.parent / "nope.json"]}
+    assert gc.isenabled()
+    code = main([str(a) for a in args[which]], stdout=io.StringIO(), stderr=io.StringIO())
+    assert code == {"compare": 1, "show": 0, "missing": 2}[which]
+    assert gc.isenabled()

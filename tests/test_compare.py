@@ -159,10 +159,15 @@ def test_missing_sections_on_either_side_are_compared_as_absent():
 
 def test_unknown_sections_and_keys_appear_in_the_table():
     base = build_report(ENV_2_13, {"a::t": {"outcome": "passed", "reduce_overhead": {"trees": 1}, "extra": {"k": 1}}})
-    new = build_report(ENV_2_13, {"a::t": {"outcome": "passed", "reduce_overhead": {"trees": 2}, "extra": {"k": 1},
-                                           "future": {"x": "y"}}})
+    new = build_report(
+        ENV_2_13,
+        {"a::t": {"outcome": "passed", "reduce_overhead": {"trees": 2}, "extra": {"k": 1}, "future": {"x": "y"}}},
+    )
     (test,) = compare_reports(base, new).tests
-    assert {(c.metric, c.base, c.new) for c in test.changes} == {("reduce_overhead.trees", 1, 2), ("future.x", None, "y")}
+    assert {(c.metric, c.base, c.new) for c in test.changes} == {
+        ("reduce_overhead.trees", 1, 2),
+        ("future.x", None, "y"),
+    }
 
 
 def test_timings_are_left_out_unless_asked_for():
@@ -210,15 +215,21 @@ records = st.fixed_dictionaries(
     {"outcome": st.sampled_from(["passed", "failed", "skipped", "error", "xfailed"])},
     optional={
         "recompiles": st.fixed_dictionaries(
-            {"count": counts, "reasons": st.lists(st.text(max_size=20), max_size=3),
-             "limit_hits": st.lists(st.text(max_size=20), max_size=2)}
+            {
+                "count": counts,
+                "reasons": st.lists(st.text(max_size=20), max_size=3),
+                "limit_hits": st.lists(st.text(max_size=20), max_size=2),
+            }
         ),
         "caches": st.fixed_dictionaries(
             {"fxgraph": st.fixed_dictionaries({"hit": counts, "miss": counts, "bypass": counts})}
         ),
         "graphs": st.fixed_dictionaries(
-            {"captured": counts, "pool_bytes": st.integers(0, 2**40),
-             "max_abs_err": st.floats(min_value=0, max_value=1e3)}
+            {
+                "captured": counts,
+                "pool_bytes": st.integers(0, 2**40),
+                "max_abs_err": st.floats(min_value=0, max_value=1e3),
+            }
         ),
     },
 )
@@ -250,7 +261,9 @@ def test_a_field_added_empty_by_a_newer_plugin_is_not_a_change():
     assert not comparison.tests[0].changed
     newer["recompiles"]["graph_breaks"]["count"] = 2
     comparison = compare_reports(build_report(ENV_2_13, {"a::t": older}), build_report(ENV_2_13, {"a::t": newer}))
-    assert [(c.metric, c.base, c.new) for c in comparison.tests[0].changes] == [("recompiles.graph_breaks.count", None, 2)]
+    assert [(c.metric, c.base, c.new) for c in comparison.tests[0].changes] == [
+        ("recompiles.graph_breaks.count", None, 2)
+    ]
 
 
 def test_a_nan_replay_error_written_by_the_plugin_regresses(tmp_path):
@@ -261,7 +274,9 @@ def test_a_nan_replay_error_written_by_the_plugin_regresses(tmp_path):
     from pytest_cudagraph.report import load_report, write_report
 
     base = sample_report()
-    merged = merge_graph_sets([dict(base["tests"][DECODE]["graphs"]), dict(base["tests"][DECODE]["graphs"], max_abs_err=math.nan)])
+    merged = merge_graph_sets(
+        [dict(base["tests"][DECODE]["graphs"]), dict(base["tests"][DECODE]["graphs"], max_abs_err=math.nan)]
+    )
     assert math.isnan(merged["max_abs_err"])
     new = modified(base, DECODE, "graphs", merged)
     write_report(tmp_path / "new.json", new)

@@ -8,12 +8,12 @@ from html.parser import HTMLParser
 
 from sample_reports import ENV_2_13, MiB, graph_record, graph_set_record
 
-from pytest_cudagraph import summary as summary_module
 from pytest_cudagraph.cli import main
 from pytest_cudagraph.record import merge_graph_sets
 from pytest_cudagraph.report import build_report, load_report, write_report
 from pytest_cudagraph.show import render_html
 from pytest_cudagraph.summary import summary_row, terminal_summary_lines
+from pytest_cudagraph.text import NODEID_WIDTH, clip_nodeid
 
 LONG_ID = "tests/test_model.py::test_decode[" + "config-" * 430 + "bs16]"  # 3000+ characters
 WIDE = 200  # no line of a table may get near a 3000-character id
@@ -29,18 +29,18 @@ def long_id_records() -> dict:
 
 
 def test_a_long_id_is_clipped_in_the_middle_keeping_the_function_and_the_param_end():
-    clipped = summary_module.clip_nodeid(LONG_ID)
-    assert len(clipped) == summary_module.NODEID_WIDTH
+    clipped = clip_nodeid(LONG_ID)
+    assert len(clipped) == NODEID_WIDTH
     assert clipped.startswith("tests/test_model.py::test_decode[config-config-")
     assert clipped.endswith("config-bs16]") and "..." in clipped
     short = "tests/test_model.py::test_decode[bs16]"
-    assert summary_module.clip_nodeid(short) == short
+    assert clip_nodeid(short) == short
 
 
 def test_a_long_path_keeps_the_function_name_whole():
     nodeid = "tests/" + "nested/" * 40 + "test_model.py::TestDecode::test_graphs[" + "p" * 200 + "-end]"
-    clipped = summary_module.clip_nodeid(nodeid)
-    assert len(clipped) == summary_module.NODEID_WIDTH
+    clipped = clip_nodeid(nodeid)
+    assert len(clipped) == NODEID_WIDTH
     assert "::test_graphs[" in clipped and clipped.endswith("-end]") and clipped.startswith("tests/nested/")
 
 
@@ -61,8 +61,8 @@ def test_show_text_and_html_stay_narrow_and_the_report_keeps_the_id_whole(tmp_pa
     page = render_html(load_report(path))
     cells = LinkAndHeadingText()
     cells.feed(page)
-    assert cells.link_texts and max(map(len, cells.link_texts)) <= summary_module.NODEID_WIDTH
-    assert cells.heading_texts and max(map(len, cells.heading_texts)) <= summary_module.NODEID_WIDTH + 20
+    assert cells.link_texts and max(map(len, cells.link_texts)) <= NODEID_WIDTH
+    assert cells.heading_texts and max(map(len, cells.heading_texts)) <= NODEID_WIDTH + 20
     assert LONG_ID in cells.titles  # the whole id is one hover away, and once on the page
     assert page.count(f'<p class="mono full-id">{LONG_ID}</p>') == 1
 

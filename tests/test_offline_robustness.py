@@ -103,6 +103,47 @@ MALFORMED = [
         with_field(DECODE, "caches.fxgraph.miss", "one"),
         f"has {RECORD}.caches.fxgraph.miss = 'one', which is not an integer; ",
     ),
+    # each way the schema tables let a field through (see report._Rule) refuses what it must
+    (
+        "one size's bytes beyond a float",
+        with_field(DECODE, "graphs.graph_bytes", {"1": 5, "8": 10**309}),
+        f"has {RECORD}.graphs.graph_bytes['8'] = ",
+    ),
+    (
+        "one size's bytes a word no measure is",
+        with_field(DECODE, "graphs.graph_bytes", {"1": 5, "8": "lots"}),
+        f"has {RECORD}.graphs.graph_bytes['8'] = 'lots', which is not a number, \"nan\", \"inf\" or null; ",
+    ),
+    (
+        "a size that is no integer",
+        with_field(DECODE, "graphs.sizes", [1, 2.5]),
+        f"has {RECORD}.graphs.sizes = [1, 2.5], which is not a list of integers; ",
+    ),
+    (
+        "a measure that is a word",
+        with_field(DECODE, "graphs.pool_bytes", "big"),
+        f'has {RECORD}.graphs.pool_bytes = \'big\', which is not a number, "nan", "inf" or null; ',
+    ),
+    (
+        "true as a count",
+        with_field(DECODE, "caches.fxgraph.hit", True),
+        f"has {RECORD}.caches.fxgraph.hit = True, which is not an integer; ",
+    ),
+    (
+        "limit hits neither a list nor a count",
+        with_field(DYNAMIC, "recompiles.limit_hits", {}),
+        f"has tests[{DYNAMIC!r}].recompiles.limit_hits = {{}}, which is not a list of strings; ",
+    ),
+    (
+        "an unknown field of a known section beyond a float",
+        with_field(DECODE, "graphs.future_bytes", 10**309),
+        f"has {RECORD}.graphs.future_bytes = ",
+    ),
+    (
+        "a placement that is a list",
+        with_field(DECODE, "placement", {"device": [0]}),
+        f"has {RECORD}.placement.device = [0], which is not a string, number, boolean or null; ",
+    ),
     (
         "a NaN literal as a count",
         with_field(DECODE, "graphs.captured", 0).replace('"captured": 0', '"captured": NaN'),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import stat
@@ -15,6 +16,7 @@ from pytest_cudagraph.errors import ReportError
 from pytest_cudagraph.report import (
     SCHEMA,
     build_report,
+    dumps_report,
     encode_worker_records,
     load_report,
     merge_worker_records,
@@ -75,7 +77,10 @@ def test_write_report_writes_strict_json_and_keeps_nan_as_text(tmp_path):
     data = _strict_loads(path.read_text())
     graphs = data["tests"]["tests/test_model.py::test_decode_graphs"]["graphs"]
     assert graphs["max_abs_err"] == "nan"
-    assert data["tests"]["tests/test_model.py::test_decode_graphs"]["extra"] == {"shape": [2, 3], "where": str(tmp_path)}
+    assert data["tests"]["tests/test_model.py::test_decode_graphs"]["extra"] == {
+        "shape": [2, 3],
+        "where": str(tmp_path),
+    }
     assert load_report(path)["schema"] == SCHEMA
 
 
@@ -163,6 +168,23 @@ def test_load_report_keeps_unknown_sections_and_keys(tmp_path):
     loaded = load_report(write_report(tmp_path / "r.json", report))
     assert loaded["tests"]["tests/test_gpu_only"]["reduce_overhead"] == {"cudagraph_trees": 2}
     assert loaded["future_top_level"] == {"anything": True}
+
+
+@pytest.mark.parametrize("collecting", [True, False])
+@pytest.mark.parametrize("content", [None, '{"schema": "pytest-cudagraph/1", "env": {}, "tests": {"a": 1}}', "{"])
+def test_load_report_leaves_the_garbage_collector_as_it_found_it(tmp_path, collecting, content):
+    """Parsing and checking run with the cyclic collector paused; a loaded or refused report gives it back."""
+    path = tmp_path / "r.json"
+    path.write_text(dumps_report(sample_report()) if content is None else content)
+    (gc.enable if collecting else gc.disable)()
+    try:
+        try:
+            load_report(path)
+        except ReportError:
+            assert content is not None
+        assert gc.isenabled() is collecting
+    finally:
+        gc.enable()
 
 
 records_strategy = st.dictionaries(

@@ -117,8 +117,13 @@ def test_records_without_graph_bytes_get_a_note_instead_of_a_chart():
 def test_several_graph_sets_get_a_chart_each():
     one, two = graph_record()["graphs"], copy.deepcopy(graph_record()["graphs"])
     two.update(sizes=[16, 32], captured=2, graph_bytes={"16": 50 * MiB, "32": 70 * MiB}, pool_bytes=80 * MiB)
-    merged = {"sizes": [1, 2, 4, 8, 16, 32], "captured": 6, "pool_bytes": 80 * MiB,
-              "largest_graph_bytes": 70 * MiB, "sets": [one, two]}
+    merged = {
+        "sizes": [1, 2, 4, 8, 16, 32],
+        "captured": 6,
+        "pool_bytes": 80 * MiB,
+        "largest_graph_bytes": 70 * MiB,
+        "sets": [one, two],
+    }
     checker = parse(render_html(build_report(ENV_2_13, {"a::t": {"outcome": "passed", "graphs": merged}})))
     assert [[b["data-size"] for b in bars] for bars in checker.charts] == [["1", "2", "4", "8"], ["16", "32"]]
 
@@ -130,10 +135,19 @@ def test_everything_from_the_report_is_escaped():
         {
             f"tests/test_x.py::test_{evil}": {
                 "outcome": "failed<b>",
-                "recompiles": {"count": 1, "reasons": [f"guard {evil} failed"], "limit_hits": [evil],
-                               "by_function": {evil: {"count": 1, "reasons": [evil]}}},
-                "graphs": {"sizes": [1], "captured": 1, "pool_bytes": 2 * MiB, "largest_graph_bytes": 2 * MiB,
-                           "graph_bytes": {"1": 2 * MiB}},
+                "recompiles": {
+                    "count": 1,
+                    "reasons": [f"guard {evil} failed"],
+                    "limit_hits": [evil],
+                    "by_function": {evil: {"count": 1, "reasons": [evil]}},
+                },
+                "graphs": {
+                    "sizes": [1],
+                    "captured": 1,
+                    "pool_bytes": 2 * MiB,
+                    "largest_graph_bytes": 2 * MiB,
+                    "graph_bytes": {"1": 2 * MiB},
+                },
                 "extra": {evil: evil},
             }
         },
@@ -147,8 +161,13 @@ def test_everything_from_the_report_is_escaped():
 
 
 def test_missing_sections_and_odd_values_still_render():
-    report = build_report({}, {"a::t": {"outcome": "passed", "graphs": {"graph_bytes": {"8": None, "x": 3}}},
-                               "b::t": {"outcome": "skipped", "caches": "garbled", "recompiles": {"limit_hits": 2}}})
+    report = build_report(
+        {},
+        {
+            "a::t": {"outcome": "passed", "graphs": {"graph_bytes": {"8": None, "x": 3}}},
+            "b::t": {"outcome": "skipped", "caches": "garbled", "recompiles": {"limit_hits": 2}},
+        },
+    )
     checker = parse(render_html(report))
     assert "The report has no environment block." in "".join(checker.text)
     assert checker.charts == []  # no usable (size, bytes) pair

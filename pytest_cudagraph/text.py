@@ -1,0 +1,157 @@
+"""Text for people: tables, byte sizes, report numbers and clipped ids, one helper per job.
+
+The terminal summary, ``compare``, ``show`` and the library's failure messages all
+print through these, so a pool reads the same everywhere::
+
+    format_table([["test", "pool"], ["t::a", format_bytes(62914560, compact=True)]])
+        -> ["test  pool", "t::a  60.0M"]
+    format_bytes(62914560)        -> "60.0 MiB"     (1536 -> "1.5 KiB", 12 -> "12 B", None -> "-")
+    number("nan")                 -> nan            (None when absent or not a number)
+    clip("a  long\\nreason", 10)   -> "a long ..."
+    clip_nodeid(a_3000_char_id)   -> "tests/test_model.py::test_decode[xxx...xxx-bs16]"
+
+Pure string work: no torch, no pytest, no other module of the package.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["KIB", "MIB", "NODEID_WIDTH", "clip", "clip_middle", "clip_nodeid", "format_bytes", "format_table", "number"]
+
+KIB = 1024
+MIB = 1024 * 1024
+# A parametrize id can be thousands of characters long; one such id must not widen every row.
+NODEID_WIDTH = 100
+
+
+# ----------------------------------------------------------------------------
+# tables
+# ----------------------------------------------------------------------------
+
+
+def format_table(rows: Sequence[Sequence[str]], *, align: str = "", indent: str = "") -> list[str]:
+    """Columns two spaces apart, one line per row, no trailing spaces; the first row is usually the header.
+
+    ``align`` holds one character per column, ``<`` (left, the default for columns it
+    does not reach) or ``>`` (right, for figures); ``indent`` starts every line::
+
+        format_table([["size", "pool"], ["8", "60.0 MiB"]], align=">>")  ->  ["size      pool", "   8  60.0 MiB"]
+    """
+    if not rows:
+        return []
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    right = [i < len(align) and align[i] == ">" for i in range(len(widths))]
+    return [
+        (indent + "  ".join(cell.rjust(w) if r else cell.ljust(w) for cell, w, r in zip(row, widths, right))).rstrip()
+        for row in rows
+    ]
+
+
+# ----------------------------------------------------------------------------
+# numbers and bytes
+# ----------------------------------------------------------------------------
+
+
+def number(value: Any, *, finite: bool = False) -> float | None:
+    """A number from a report or a record as a float; None when it is absent or no number.
+
+    The one NaN rule: NaN is a measurement (a replay error that went NaN, written as
+    the string ``"nan"``), never an absence, so ``"nan"`` and ``float("nan")`` give
+    NaN and ``"inf"`` gives infinity; an integer beyond a float's range gives an
+    infinity of its sign.  ``finite=True`` is for arithmetic that needs a finite
+    value (a chart's scale): NaN and infinities give None.  Booleans are no numbers.
+    """
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        try:
+            result = float(value)
+        except OverflowError:  # load_report refuses such an int; a live record may still hold one
+            result = math.inf if value > 0 else -math.inf
+    elif isinstance(value, str):
+        try:
+            result = float(value)
+        except ValueError:
+            return None
+    else:
+        return None
+    return None if finite and not math.isfinite(result) else result
+
+
+def format_bytes(value: Any, *, compact: bool = False) -> str:
+    """Bytes for people: ``62914560`` -> ``"60.0 MiB"``, ``1536`` -> ``"1.5 KiB"``, ``12`` -> ``"12 B"``.
+
+    MiB from 1 MiB up (a pool of 5 GiB reads ``5120.0 MiB``, comparable with the
+    figures beside it), KiB below it, so a small figure never shows as ``0.0``.
+    ``compact=True`` is for the narrow columns of the terminal summary: ``60.0M``,
+    ``1.5K``, ``12B``.  ``-`` when unknown; NaN and infinities as ``nan``, ``inf``
+    (see ``number``); a value that is no number as it is.
+    """
+    amount = number(value)
+    if amount is None:
+        return "-" if value is None or isinstance(value, bool) else str(value)
+    if not math.isfinite(amount):
+        return str(amount)
+    space, suffix = ("", "") if compact else (" ", "iB")
+    if abs(amount) >= MIB:
+        return f"{amount / MIB:.1f}{space}M{suffix}"
+    if abs(amount) >= KIB:
+        return f"{amount / KIB:.1f}{space}K{suffix}"
+    return f"{amount:.0f}{space}B"
+
+
+# ----------------------------------------------------------------------------
+# clipping
+# ----------------------------------------------------------------------------
+
+
+def clip(text: Any, width: int = 160, *, first_line: bool = False) -> str:
+    """``text`` on one line, at most ``width`` characters, ending in "..." when cut.
+
+    Whitespace runs (newlines included) become one space; with ``first_line`` only
+    the first line is kept, as it is (a message's headline, a guard-failure reason).
+    """
+    text = str(text)
+    if first_line:
+        lines = text.strip().splitlines()
+        text = lines[0] if lines else ""
+    else:
+        text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def clip_middle(text: str, width: int, head_share: float = 0.5) -> str:
+    """``text`` cut to ``width`` with "..." in the middle: ``head_share`` of what is kept from the start."""
+    if len(text) <= width:
+        return text
+    keep = max(width - 3, 2)
+    head = min(max(int(keep * head_share), 1), keep - 1)
+    return text[:head] + "..." + text[len(text) - (keep - head) :]
+
+
+def clip_nodeid(nodeid: str, width: int = NODEID_WIDTH) -> str:
+    """``nodeid`` cut to ``width`` characters with "..." in the middle of what identifies it least.
+
+    The function name and the end of the parametrize id stay visible (the end is
+    where ids differ: ``test_decode[...-bs16]``), then the start of the path::
+
+        tests/test_model.py::test_decode[xxxx(3000)xxxx-bs16]  ->  tests/test_model.py::test_decode[xxx...xxx-bs16]
+    """
+    if len(nodeid) <= width:
+        return nodeid
+    # the parametrize id opens at the first "[" after the path (names have none; the id may hold "::")
+    name_end = nodeid.find("[", max(nodeid.find("::"), 0))
+    base, param = (nodeid[:name_end], nodeid[name_end:]) if name_end > 0 else (nodeid, "")
+    function = base[base.rfind("::") + 2 :] if "::" in base else ""
+    # the parameter id gets what the path and name leave over, but never less than a third of the width
+    param_text = clip_middle(param, max(width - len(base), width // 3), head_share=0.3)
+    room = width - len(param_text)
+    if len(base) <= room:
+        return base + param_text
+    if function and len(function) + 10 <= room:  # "tests/...py::f": where the function lives, shortened
+        path = base[: len(base) - len(function) - 2]
+        return clip_middle(path, room - len(function) - 2, head_share=0.4) + "::" + function + param_text
+    return clip_middle(nodeid, width, head_share=0.3)
