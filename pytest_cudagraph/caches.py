@@ -71,6 +71,7 @@ from .cacheroot import INDUCTOR_ENV, TRITON_ENV, CacheRoot, ensure_private_dir
 from .counters import CounterSnapshot, counter_snapshot, delta_between, triton_compiled_and_loaded, triton_kernel_dirs
 from .envvars import environment_set
 from .errors import InvariantViolation, MisuseError, UsageProblem
+from .expect import ExpectBlock, checked_deltas
 from .text import format_table
 
 # Names the warm pass of a ``compile_cache``-marked test in a fresh pytest reads
@@ -81,6 +82,19 @@ CHILD_PASS_ENV = "PYTEST_CUDAGRAPH_CACHE_PASS"
 DEFAULT_SEED = 1234
 
 LAYERS = ("fxgraph", "aot_autograd", "triton")
+# the figures CacheProbe.expect() checks, in the order its failure lists them
+EXPECT_CACHE_FIGURES = tuple(
+    f"{layer}_{counter}" for layer in ("fxgraph", "aot_autograd") for counter in ("hit", "miss", "bypass", "saved")
+) + ("triton_compiled", "triton_loaded")
+
+
+def cache_figures(stats: CacheStats) -> dict[str, int]:
+    """``{"fxgraph_hit": ..., "triton_compiled": ...}``: the figures of :data:`EXPECT_CACHE_FIGURES` in ``stats``."""
+    return {
+        name: int(getattr(stats, layer).get(counter, 0))
+        for name in EXPECT_CACHE_FIGURES
+        for layer, counter in [name.rsplit("_", 1)]
+    }
 
 
 # ----------------------------------------------------------------------------
@@ -437,6 +451,43 @@ class CacheProbe:
 
     def _stats_since(self, before: _Reading) -> CacheStats:
         return self._stats_between(before, self._read())
+
+    def expect(self, **deltas: int) -> ExpectBlock:
+        """Check how much each named cache figure changes inside the ``with`` block.
+
+        The figures (:data:`EXPECT_CACHE_FIGURES`) are ``<layer>_<counter>``:
+        ``fxgraph_hit``, ``fxgraph_miss``, ``fxgraph_bypass``, ``fxgraph_saved``, the
+        same four of ``aot_autograd``, ``triton_compiled`` and ``triton_loaded``.  Each
+        keyword gives the exact change expected; figures not named are not checked.
+        A failure (InvariantViolation) shows each named figure before and after the
+        block, the expected and the actual change, and the bypass reasons seen.
+
+        Example::
+
+            with cache_probe() as probe:
+                step(x)                                          # cold: misses and saves
+                torch._dynamo.reset()
+                with probe.expect(fxgraph_hit=1, fxgraph_miss=0, fxgraph_saved=0):
+                    step(x)                                      # warm: one hit, nothing saved
+        """
+        __tracebackhide__ = True
+        checked = checked_deltas("CacheProbe.expect()", deltas, EXPECT_CACHE_FIGURES, "expect(fxgraph_hit=1)")
+
+        def explain(reasons_before: int) -> list[str]:
+            reasons = list(dict.fromkeys(reason for _, reason in self._reasons[reasons_before:]))
+            return ["", "bypass reasons inside the block:", *[f"  - {r}" for r in reasons]] if reasons else []
+
+        return ExpectBlock(
+            "CacheProbe.expect()",
+            checked,
+            EXPECT_CACHE_FIGURES,
+            read=lambda: cache_figures(self.stats()),
+            active=lambda: self._stack is not None,
+            needs="an active probe: use it inside `with cache_probe() as probe:` or with the compile_cache fixture",
+            start=lambda: len(self._reasons),
+            explain=explain,
+            enters_as=self,
+        )
 
     def stats(self) -> CacheStats:
         """Counters of every layer since the probe started (cumulative over all passes)."""

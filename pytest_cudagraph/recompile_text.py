@@ -91,34 +91,14 @@ def compile_refused(function: str, reasons: Sequence[str], torch_said: str, when
     return "\n".join(lines)
 
 
-def figures_differ(
-    expected: Mapping[str, int],
-    before: Mapping[str, int],
-    after: Mapping[str, int],
-    order: Sequence[str],
-    by_function: Mapping[str, Any],
-    limit_hits: Sequence[str],
-    reasons: Sequence[str],
-) -> str:
-    """The failure of ``expect(**deltas)``: before, after, expected and actual change per figure, then what happened."""
-    names = [name for name in order if name in expected]
-    wrong = [name for name in names if after[name] - before[name] != expected[name]]
-    head = (
-        f"RecompileWatch.expect(): {len(wrong)} of {len(names)} figure{'s' if len(names) != 1 else ''} "
-        f"changed otherwise than expected inside the block ({', '.join(wrong)})."
-    )
-    rows = [("figure", "before", "after", "expected change", "change", "")]
-    for name in names:
-        was, now = before[name], after[name]
-        mark = "<- differs" if name in wrong else ""
-        rows.append((name, str(was), str(now), f"{expected[name]:+d}", f"{now - was:+d}", mark))
-    lines = [head, "", *format_table(rows, align="<>>>>", indent="  ")]
+def happened_inside(by_function: Mapping[str, Any], limit_hits: Sequence[str], reasons: Sequence[str]) -> list[str]:
+    """What an ``expect()`` block saw, below its table: the recompiles, the limit hits, what to try."""
+    lines: list[str] = []
     if any(fn.count for fn in by_function.values()):
         lines += ["", "recompiles inside the block:", *recompile_table(by_function)]
     if limit_hits:
         lines += ["", "recompile limit hits inside the block:", *[f"  - {hit}" for hit in limit_hits]]
-    lines += _what_to_try([*reasons, *limit_hits])
-    return "\n".join(lines)
+    return lines + _what_to_try([*reasons, *limit_hits])
 
 
 def _what_to_try(reasons: list[str]) -> list[str]:

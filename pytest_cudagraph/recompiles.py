@@ -41,7 +41,8 @@ from .dynamo_log import (
     recompiled_function,
 )
 from .errors import InvariantViolation, MisuseError
-from .recompile_text import compile_refused, figures_differ, too_many_recompiles
+from .expect import ExpectBlock, checked_deltas
+from .recompile_text import compile_refused, happened_inside, too_many_recompiles
 from .record import current_record
 
 __all__ = [
@@ -267,7 +268,7 @@ class RecompileWatch:
         """
         return _NoCompileBlock(self)
 
-    def expect(self, **deltas: int) -> _ExpectBlock:
+    def expect(self, **deltas: int) -> ExpectBlock:
         """Check how much each named figure changes inside the ``with`` block.
 
         The figures (see :data:`EXPECT_FIGURES`): ``count`` (recompiles),
@@ -290,24 +291,28 @@ class RecompileWatch:
                     f(torch.ones(8))                        # cached
         """
         __tracebackhide__ = True
-        unknown = sorted(set(deltas) - set(EXPECT_FIGURES))
-        if unknown:
-            raise MisuseError(
-                f"RecompileWatch.expect() got unknown figure(s) {', '.join(map(repr, unknown))}; "
-                f"use the known figures {', '.join(EXPECT_FIGURES)}"
-            )
-        if not deltas:
-            raise MisuseError(
-                f"RecompileWatch.expect() was given no figure, so it would check nothing; "
-                f"give expected changes such as expect(count=1), out of {', '.join(EXPECT_FIGURES)}"
-            )
-        for name, delta in deltas.items():
-            if isinstance(delta, bool) or not isinstance(delta, int) or delta < 0:
-                raise MisuseError(
-                    f"RecompileWatch.expect({name}={delta!r}): the expected change is not a non-negative int; "
-                    f"give the exact change of {name} inside the block, such as {name}=0"
-                )
-        return _ExpectBlock(self, dict(deltas))
+        checked = checked_deltas("RecompileWatch.expect()", deltas, EXPECT_FIGURES, "expect(count=1)")
+
+        def start() -> tuple[int, int]:
+            return len(self._events), len(self._orphan_limit_hits)
+
+        def explain(start_state: tuple[int, int]) -> list[str]:
+            events = self._events[start_state[0] :]
+            hits = [e.limit_hit for e in events if e.limit_hit is not None]
+            hits += self._orphan_limit_hits[start_state[1] :]
+            return happened_inside(_by_function(events), hits, [r for e in events for r in e.reasons])
+
+        return ExpectBlock(
+            "RecompileWatch.expect()",
+            checked,
+            EXPECT_FIGURES,
+            read=self.figures,
+            active=lambda: self._active,
+            needs="an active watch: use it inside `with watch_recompiles() as w:`",
+            start=start,
+            explain=explain,
+            enters_as=self,
+        )
 
     def figures(self) -> dict[str, int]:
         """The figures ``expect`` checks, now: ``{name: value}`` for each of :data:`EXPECT_FIGURES`."""
@@ -461,51 +466,6 @@ class _NoCompileBlock:
 
 # the figures RecompileWatch.expect() checks, in the order its failure lists them
 EXPECT_FIGURES = ("count", "reasons", "limit_hits", "graph_breaks")
-
-
-class _ExpectBlock:
-    """``with watch.expect(count=1):`` -- the named figures must change by exactly that much inside."""
-
-    def __init__(self, watch: RecompileWatch, deltas: dict[str, int]):
-        self.watch = watch
-        self.deltas = deltas
-        self._before: dict[str, int] = {}
-        self._events_before = 0
-        self._orphans_before = 0
-
-    def __enter__(self) -> RecompileWatch:
-        __tracebackhide__ = True
-        if not self.watch._active:
-            raise MisuseError(
-                "RecompileWatch.expect() needs an active watch: use it inside `with watch_recompiles() as w:`"
-            )
-        self._before = self.watch.figures()
-        self._events_before = len(self.watch._events)
-        self._orphans_before = len(self.watch._orphan_limit_hits)
-        return self.watch
-
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
-        __tracebackhide__ = True
-        if exc is not None:
-            return False  # the body's own error says more than figures it did not finish
-        after = self.watch.figures()
-        if any(after[name] - self._before[name] != delta for name, delta in self.deltas.items()):
-            raise InvariantViolation(self._message(after))
-        return False
-
-    def _message(self, after: dict[str, int]) -> str:
-        events = self.watch._events[self._events_before :]
-        hits = [e.limit_hit for e in events if e.limit_hit is not None]
-        hits += self.watch._orphan_limit_hits[self._orphans_before :]
-        return figures_differ(
-            self.deltas,
-            self._before,
-            after,
-            EXPECT_FIGURES,
-            _by_function(events),
-            hits,
-            [r for e in events for r in e.reasons],
-        )
 
 
 def _by_function(events: list[_Event]) -> dict[str, FunctionRecompiles]:

@@ -16,7 +16,7 @@ Pure string work: no torch, no pytest, no other module of the package.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = ["KIB", "MIB", "NODEID_WIDTH", "clip", "clip_middle", "clip_nodeid", "format_bytes", "format_table", "number"]
@@ -155,3 +155,25 @@ def clip_nodeid(nodeid: str, width: int = NODEID_WIDTH) -> str:
         path = base[: len(base) - len(function) - 2]
         return clip_middle(path, room - len(function) - 2, head_share=0.4) + "::" + function + param_text
     return clip_middle(nodeid, width, head_share=0.3)
+
+
+def expected_changes(
+    what: str, expected: Mapping[str, int], before: Mapping[str, int], after: Mapping[str, int], order: Sequence[str]
+) -> list[str]:
+    """The head and table of an ``expect(**deltas)`` failure: per figure, before, after, expected and actual change.
+
+    ``what`` names the checker (``"RecompileWatch.expect()"``); only the figures in
+    ``expected`` are shown, in ``order``, the ones that differ marked.
+    """
+    names = [name for name in order if name in expected]
+    wrong = [name for name in names if after[name] - before[name] != expected[name]]
+    head = (
+        f"{what}: {len(wrong)} of {len(names)} figure{'s' if len(names) != 1 else ''} "
+        f"changed otherwise than expected inside the block ({', '.join(wrong)})."
+    )
+    rows = [("figure", "before", "after", "expected change", "change", "")]
+    for name in names:
+        was, now = before[name], after[name]
+        mark = "<- differs" if name in wrong else ""
+        rows.append((name, str(was), str(now), f"{expected[name]:+d}", f"{now - was:+d}", mark))
+    return [head, "", *format_table(rows, align="<>>>>", indent="  ")]

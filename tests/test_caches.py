@@ -293,3 +293,55 @@ def test_bitwise_compare_sees_signed_zero_and_matches_nan():
     assert cold_warm_differences("y", nan, nan.clone()) == []
     assert cold_warm_differences("y", torch.tensor([0.0]), torch.tensor([-0.0]))
     assert cold_warm_differences("y", torch.ones(2), torch.ones(3))[0].startswith("y: shape/dtype (2,)")
+
+
+def _transpose(a):
+    return a.t()  # a pure view: no C++ to compile
+
+
+def test_expect_checks_each_named_figure_over_a_block():
+    x = torch.arange(6.0).reshape(2, 3)
+    with cache_probe() as probe:
+        with probe.expect(fxgraph_miss=1, fxgraph_saved=1, fxgraph_hit=0) as inside:
+            torch.compile(_transpose)(x)
+        assert inside is probe
+        compat.reset_dynamo()  # drop the in-memory entry: the next call must come from the disk cache
+        with probe.expect(fxgraph_hit=1, fxgraph_miss=0, fxgraph_saved=0, triton_compiled=0):
+            torch.compile(_transpose)(x)
+
+
+def test_expect_names_the_figures_that_differ_with_before_and_after():
+    x = torch.arange(6.0).reshape(2, 3)
+    with cache_probe() as probe:
+        with pytest.raises(InvariantViolation) as failure:
+            with probe.expect(fxgraph_hit=1, fxgraph_saved=1):
+                torch.compile(_transpose)(x)  # cold: a miss, not a hit
+    message = str(failure.value)
+    assert message.startswith(
+        "CacheProbe.expect(): 1 of 2 figures changed otherwise than expected inside the block (fxgraph_hit)."
+    )
+    lines = message.splitlines()
+    assert lines[2].split() == ["figure", "before", "after", "expected", "change", "change"]
+    assert lines[3].split() == ["fxgraph_hit", "0", "0", "+1", "+0", "<-", "differs"]
+    assert lines[4].split() == ["fxgraph_saved", "0", "1", "+1", "+1"]
+
+
+@pytest.mark.parametrize(
+    ("deltas", "match"),
+    [
+        ({"fx_hit": 1}, "unknown figure.*'fx_hit'.*fxgraph_hit"),
+        ({}, "was given no figure"),
+        ({"fxgraph_hit": -1}, r"CacheProbe.expect\(fxgraph_hit=-1\): the expected change is not a non-negative int"),
+    ],
+)
+def test_expect_refuses_figures_it_cannot_check(deltas, match):
+    with cache_probe() as probe:
+        with pytest.raises(MisuseError, match=match):
+            probe.expect(**deltas)
+
+
+def test_expect_needs_an_active_probe():
+    probe = cache_probe()
+    with pytest.raises(MisuseError, match="needs an active probe"):
+        with probe.expect(fxgraph_hit=1):
+            pass
