@@ -11,6 +11,7 @@ torch: the library is loaded on the first call.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -30,7 +31,21 @@ def _require_cuda() -> None:
         pytest.skip(_compat.no_cuda_skip_reason())
 
 
-class CudagraphsFixture:
+@dataclass(eq=False)
+class _TestDefaults:
+    """What a handle takes from its test: the record, and the marker's or ini's sizes and tolerances."""
+
+    record: TestRecord | None = None
+    sizes: Sequence[int] | None = None
+    rtol: float | None = None
+    atol: float | None = None
+
+    def __post_init__(self) -> None:
+        self.sizes = tuple(self.sizes) if self.sizes else None
+
+
+@dataclass(eq=False)
+class CudagraphsFixture(_TestDefaults):
     """The ``cudagraphs`` fixture: ``capture_graphs`` with the test's defaults and record.
 
     Defaults for ``sizes``, ``rtol`` and ``atol`` come from the test's
@@ -39,19 +54,8 @@ class CudagraphsFixture:
     result added to the test's report record.
     """
 
-    def __init__(
-        self,
-        record: TestRecord | None = None,
-        sizes: Sequence[int] | None = None,
-        rtol: float | None = None,
-        atol: float | None = None,
-    ):
-        self.record = record
-        self.sizes = tuple(sizes) if sizes else None
-        self.rtol = rtol
-        self.atol = atol
-        self.graph_sets: list[GraphSet] = []
-        self._tree_watches: list[TreeWatch] = []
+    graph_sets: list[GraphSet] = field(default_factory=list)
+    _tree_watches: list[TreeWatch] = field(default_factory=list, repr=False)
 
     def capture(
         self,
@@ -100,7 +104,8 @@ class CudagraphsFixture:
             raise errors[0]
 
 
-class PiecewiseFixture:
+@dataclass(eq=False)
+class PiecewiseFixture(_TestDefaults):
     """The ``piecewise`` fixture: ``piecewise(module, splitting_ops, capture_sizes=None, **options)``.
 
     Sizes and tolerances default to the test's ``cudagraph`` marker and the ini
@@ -109,18 +114,7 @@ class PiecewiseFixture:
     runs its split pieces uncaptured, so nothing here skips.
     """
 
-    def __init__(
-        self,
-        record: TestRecord | None,
-        sizes: Sequence[int] | None = None,
-        rtol: float | None = None,
-        atol: float | None = None,
-    ):
-        self.record = record
-        self.sizes = tuple(sizes) if sizes else None
-        self.rtol = rtol
-        self.atol = atol
-        self.modules: list[PiecewiseModule] = []
+    modules: list[PiecewiseModule] = field(default_factory=list)
 
     def __call__(
         self, module: Any, splitting_ops: Iterable[Any], capture_sizes: Any = None, **options: Any
