@@ -36,7 +36,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import _compat
 from .errors import UsageProblem
 
 AUTO = "auto"
@@ -179,5 +178,7 @@ def module_group_scheduler(config: Any, log: Any, directory: Path) -> Any:
             groups.update(read_groups(directory))
             read = True
         return groups.get(nodeid, nodeid)
+
+    from . import _compat  # here, not at import: the plugin loads this module in every run
 
     return _compat.xdist_scope_scheduling(config, log, scope_of)

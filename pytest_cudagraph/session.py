@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import _compat
 from .cacheroot import CacheRoot, ensure_private_dir
 from .devices import parse_device_spec
 from .envvars import EnvironmentPatch
@@ -166,6 +165,8 @@ class RunState:
     def default_root_path(self) -> Path:
         """A fresh directory for this run under pytest's base temp directory (a private temp one if unusable)."""
         try:
+            from . import _compat  # not at import: the plugin loads this module in every run
+
             basetemp = _compat.run_basetemp(self.config)
         except OSError:  # basetemp unusable (read-only tmp, not ours): fall back below
             basetemp = None

@@ -16,8 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .. import _compat
-
 if TYPE_CHECKING:
     from ..capture import GraphSet
     from ..piecewise import PiecewiseModule
@@ -27,6 +25,8 @@ if TYPE_CHECKING:
 
 def _require_cuda() -> None:
     """Skip the running test, with the one no-GPU reason, when torch sees no CUDA device."""
+    from .. import _compat  # not at import: pytest loads the plugin in every run
+
     if not _compat.cuda_available():
         pytest.skip(_compat.no_cuda_skip_reason())
 

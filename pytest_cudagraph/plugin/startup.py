@@ -28,19 +28,21 @@ def xdist_workers(config: pytest.Config) -> int:
 
 def check_options(config: pytest.Config, state: RunState) -> None:
     """Raise UsageProblem for the first bad option value; change nothing."""
-    from ..errors import ReportError
-    from ..report import check_report_path_writable, load_report
-
     options = state.options
     if options.cache_dir is not None and (options.cache_dir.exists() or options.cache_dir.is_symlink()):
         from ..cacheroot import check_secure_dir
 
         check_secure_dir(options.cache_dir, "--cudagraph-cache-dir")
     if options.report_path is not None:
+        from ..report import check_report_path_writable
+
         problem = check_report_path_writable(options.report_path)
         if problem:
             raise UsageProblem(problem)
     if options.baseline_path is not None:
+        from ..errors import ReportError
+        from ..report import load_report
+
         try:
             state.baseline = load_report(options.baseline_path)
         except ReportError as exc:
