@@ -525,6 +525,7 @@ class CacheProbe:
     # -- directories --------------------------------------------------------
     def new_pass_directory(self, label: str) -> Path:
         """A fresh, empty, private subdirectory of the probe's directory, for one pair of passes to share."""
+        self._require_active("new_pass_directory")
         self._subdirs += 1
         path = self.cache_dir / f"{label}-{self._subdirs}"
         path.mkdir(mode=0o700)
@@ -547,6 +548,7 @@ class CacheProbe:
         The tensors given to ``record()`` during the call are the pass's own; the
         pass is kept among the probe's passes.
         """
+        self._require_active("run_pass")
         with self._use_directory(directory):
             compat.clear_in_memory_compile_caches()
             saved_recorded, self._recorded = self._recorded, {}

@@ -5,8 +5,10 @@ A test that sets ``torch._inductor.config.fx_graph_cache = False``, calls
 forgets to undo it changes every test that runs after it in the same process, so
 a suite's verdicts would depend on test order and on how xdist splits it.  For
 every test that uses a marker or fixture of the plugin, the plugin takes a
-snapshot of that state before the test's fixtures are set up and puts it back
-after they are torn down, whatever the test body did:
+snapshot of that state once the fixtures of wider scope are set up (at the test's
+first function-scoped fixture) and puts it back once its function-scoped fixtures
+are torn down, whatever the test body did; what a session or module fixture set
+stays (plugin/state_isolation.py):
 
 - Dynamo's and Inductor's configs (only the keys that changed are set back);
 - the compile stance (``torch.compiler.set_stance``);

@@ -36,6 +36,8 @@ class RunProgress:
     # -x/--maxfail (0: no limit) and the failed reports so far, counted as pytest counts them
     maxfail: int = 0
     failures: int = 0
+    # collect reports that failed (a module that does not import, a bad marker argument)
+    collection_errors: int = 0
     # one line per crashed xdist worker
     worker_crashes: list[str] = field(default_factory=list)
 
@@ -59,7 +61,11 @@ class RunProgress:
 
     def incomplete_reasons(self, exitstatus: int) -> list[str]:
         reasons = []
-        if self.interrupted or exitstatus == _EXIT_INTERRUPTED:
+        if self.collection_errors:
+            # pytest stops with its "interrupted" status after errors during collection: say which
+            errors = self.collection_errors
+            reasons.append(f"{errors} error{'s' if errors != 1 else ''} during collection")
+        elif self.interrupted or exitstatus == _EXIT_INTERRUPTED:
             reasons.append(f"interrupted ({self.interrupted or 'KeyboardInterrupt'})")
         if exitstatus == _EXIT_INTERNAL_ERROR:
             reasons.append("pytest stopped on an internal error")
@@ -70,7 +76,9 @@ class RunProgress:
             reasons.append(message or f"crashed while running {nodeid}")
         missing = self.not_run()
         if self.maxfail and self.failures >= self.maxfail and missing:
-            reasons.append(f"stopped early by -x/--maxfail after {self.failures} failures")
+            reasons.append(
+                f"stopped early by -x/--maxfail after {self.failures} failure{'s' if self.failures != 1 else ''}"
+            )
         if missing and not reasons:
             reasons.append(f"{len(missing)} selected tests never finished")
         return reasons

@@ -124,6 +124,10 @@ def summarize(tests: Mapping[str, Mapping[str, Any]], run: Mapping[str, Any] | N
     return totals
 
 
+def _is_count(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _totals(tests: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     outcomes: dict[str, int] = {}
     recompiles = limit_hits = graph_breaks = captured = 0
@@ -146,11 +150,12 @@ def _totals(tests: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
             captured += as_int(piecewise.get("graphs_captured"))
         caches = record.get("caches")
         for layer, counts in caches.items() if isinstance(caches, Mapping) else ():
-            if not isinstance(counts, Mapping):
+            # only the counter layers add up; "disabled" and "bypass_reasons" are words, not counts
+            if not isinstance(counts, Mapping) or not any(_is_count(value) for value in counts.values()):
                 continue
             total = cache_totals.setdefault(layer, {})
             for key, value in counts.items():
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                if _is_count(value):
                     total[key] = total.get(key, 0) + as_int(value)
     return {
         "tests": len(tests),

@@ -7,11 +7,15 @@ cold/warm once per mode (module-scoped) and inspected by several tests.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import os
 
 import pytest
 import torch
+import torch._functorch.config  # LAYER_FLAGS: torch 2.6 loads it only on first compile (2.8+ with Inductor's config)
+import torch._inductor.config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -159,22 +163,48 @@ LAYER_FLAGS = {
 }
 
 
+@contextlib.contextmanager
+def _config_entry_kept(module, flag):
+    """Put back a config entry's own override (unset included) after the block.
+
+    ``ConfigModule.patch`` puts back the prior *value* by assignment on exit (2.6-2.14),
+    leaving the flag "set in code"; this keeps that from reaching later tests.
+    """
+    entry = module._config[flag]
+    is_var = isinstance(entry.user_override, contextvars.ContextVar)  # a ContextVar from 2.8, plain in 2.6
+    before = entry.user_override.get() if is_var else entry.user_override
+    try:
+        yield
+    finally:
+        if is_var:
+            entry.user_override.set(before)
+        else:
+            entry.user_override = before
+
+
 @pytest.mark.parametrize("layer", sorted(LAYER_FLAGS))
 def test_a_layer_turned_off_in_code_stays_off_and_is_reported_as_disabled(layer, inputs):
     module, flag = LAYER_FLAGS[layer]
-    with module.patch(**{flag: False}):
-        with cache_probe() as probe:
-            assert getattr(module, flag) is False, "the probe turned back on a layer the user turned off"
-            stats = probe.stats()
-            # no compile happens: the warm start cannot be shown, and that is said first
-            with pytest.raises(InvariantViolation, match=rf"{module.__name__}\.{flag} is False \(set in code\)"):
-                probe.cold_warm(train_step, *inputs)
-            assert probe.stats().fxgraph["miss"] == 0
-    expected = f"{module.__name__}.{flag} is False (set in code)"
-    assert stats.disabled == {layer: expected}
-    assert stats.to_json()["disabled"] == {layer: expected}
-    assert CacheStats.from_json(stats.to_json()).disabled == {layer: expected}
-    assert layer not in compat.cache_layers_off_by_user(), "nothing is left off once the user's patch is undone"
+    on_by_default = getattr(module, flag)
+    with _config_entry_kept(module, flag):
+        with module.patch(**{flag: False}):
+            with cache_probe() as probe:
+                assert getattr(module, flag) is False, "the probe turned back on a layer the user turned off"
+                stats = probe.stats()
+                # no compile happens: the warm start cannot be shown, and that is said first
+                with pytest.raises(InvariantViolation, match=rf"{module.__name__}\.{flag} is False \(set in code\)"):
+                    probe.cold_warm(train_step, *inputs)
+                assert probe.stats().fxgraph["miss"] == 0
+        expected = f"{module.__name__}.{flag} is False (set in code)"
+        assert stats.disabled == {layer: expected}
+        assert stats.to_json()["disabled"] == {layer: expected}
+        assert CacheStats.from_json(stats.to_json()).disabled == {layer: expected}
+        if on_by_default:
+            assert layer not in compat.cache_layers_off_by_user(), "nothing is left off once the user's patch is undone"
+        else:
+            # torch 2.6: AOTAutograd's cache is off by default, and the user's own patch puts
+            # that False back by assignment, so torch itself now holds it as set in code
+            assert compat.cache_layers_off_by_user() == {layer: expected}
 
 
 def test_a_layer_off_during_the_passes_is_named_as_the_users_choice_not_as_a_miss():

@@ -69,6 +69,16 @@ def test_summary_accepts_missing_sections_unknown_keys_and_counted_limit_hits():
     assert summary["caches"] == {"fxgraph": {"hit": 2, "miss": 1}}
 
 
+def test_summary_caches_add_up_counters_only_not_the_disabled_and_bypass_words():
+    caches = {
+        "fxgraph": {"hit": 1, "miss": 0},
+        "disabled": {"aot_autograd": "off by your choice (TORCHINDUCTOR_AUTOGRAD_CACHE=0)"},
+        "bypass_reasons": {"fxgraph": ["a custom pass without a uuid"]},
+    }
+    summary = summarize({"t": {"outcome": "passed", "caches": caches}})
+    assert summary["caches"] == {"fxgraph": {"hit": 1, "miss": 0}}
+
+
 def test_write_report_writes_strict_json_and_keeps_nan_as_text(tmp_path):
     report = sample_report()
     report["tests"]["tests/test_model.py::test_decode_graphs"]["graphs"]["max_abs_err"] = float("nan")

@@ -136,7 +136,7 @@ def test_stopping_early_with_maxfail_is_incomplete(suite, workers):
     assert summary["complete"] is False, summary
     assert summary["not_run_count"] >= 1
     if not workers:
-        assert summary["incomplete_reasons"] == ["stopped early by -x/--maxfail after 1 failures"]
+        assert summary["incomplete_reasons"] == ["stopped early by -x/--maxfail after 1 failure"]
 
 
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["in-process", "xdist"])
@@ -157,3 +157,18 @@ def test_a_collection_only_run_leaves_the_last_report_as_it_was(suite):
     assert result.returncode == 0, result.stdout
     assert (suite.path / "new.json").read_bytes() == before
     assert "the report at" in result.stdout and "was left as it was" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("workers", "exit_code"),
+    # pytest stops after a collection error; xdist runs the tests that did collect
+    [([], pytest.ExitCode.INTERRUPTED), (["-n", "2"], pytest.ExitCode.TESTS_FAILED)],
+    ids=["in-process", "xdist"],
+)
+def test_a_collection_error_is_named_as_such_not_as_an_interrupt(suite, workers, exit_code):
+    suite.makepyfile(test_broken="import this_module_does_not_exist\n")
+    result = run(suite, *workers, "--cudagraph-report=new.json")
+    assert result.returncode == exit_code, result.stdout
+    summary = report_of(suite)["summary"]
+    assert summary["complete"] is False
+    assert summary["incomplete_reasons"] == ["1 error during collection"]

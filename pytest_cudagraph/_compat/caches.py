@@ -149,6 +149,10 @@ def enable_default_off_caches() -> contextlib.AbstractContextManager:
     code (``config.patch(enable_autograd_cache=False)``, ``fx_graph_cache = False``),
     stays off: a probe measures the configuration the user runs, and reports the
     layer as off by the user (``cache_layers_off_by_user()``) instead of hiding it.
+
+    A layer turned on here gets the companion settings torch derives from its flag
+    at import (``_DEFAULT_OFF_COMPANIONS``), where nobody set them: the
+    configuration ``TORCHINDUCTOR_AUTOGRAD_CACHE=1`` would have given.
     """
     import importlib
 
@@ -156,8 +160,61 @@ def enable_default_off_caches() -> contextlib.AbstractContextManager:
     for _layer, module_name, flag, env_names in _CACHE_LAYER_FLAGS:
         module = importlib.import_module(module_name)
         if hasattr(module, flag) and not getattr(module, flag) and _who_set_flag(module, flag, env_names) is None:
-            stack.enter_context(module.patch(**{flag: True}))
+            stack.enter_context(_set_leaving_unset(module, flag, True))
+            for companion, value in _DEFAULT_OFF_COMPANIONS.get((module_name, flag), ()):
+                if (
+                    hasattr(module, companion)
+                    and getattr(module, companion) != value
+                    and _who_set_flag(module, companion, ()) is None
+                ):
+                    stack.enter_context(_set_leaving_unset(module, companion, value))
     return stack
+
+
+# (config module, cache flag) -> ((setting, value with the cache on), ...): settings whose
+# default torch derives from a default-off cache flag when its config module is imported.
+# 2.6: ``view_replay_for_aliased_outputs = not is_fbcode() and not enable_autograd_cache``
+# ("View replay is currently not compatible with AOTAutogradCache, since FunctionalTensors
+# are not serializable"); left on, every graph with an output aliasing an input (``a.t()``)
+# bypasses the cache ("Cannot cache a graph with functional tensor").  From 2.8 the cache
+# is on by default (and 2.14 has no such bypass), so nothing here applies there.
+_DEFAULT_OFF_COMPANIONS: dict[tuple[str, str], tuple[tuple[str, Any], ...]] = {
+    ("torch._functorch.config", "enable_autograd_cache"): (("view_replay_for_aliased_outputs", False),),
+}
+
+
+@contextlib.contextmanager
+def _set_leaving_unset(module: Any, flag: str, value: Any) -> Iterator[None]:
+    """``module.patch(flag=value)`` for the block, then the entry as it was, unset state included.
+
+    ``ConfigModule.patch`` puts back the prior *value* on exit, by assignment
+    (2.6-2.14), so a flag nobody had set is left "set in code" afterwards: in 2.6,
+    where AOTAutograd's cache is off by default, every later probe would report it
+    as the user's choice and refuse.  So the entry's own ``user_override`` (a plain
+    attribute in 2.6, a ``ContextVar`` from the 2.8-era rewrite) is put back after
+    the prior value was assigned (which marks the config's hash dirty).  An entry
+    this torch lays out otherwise gets plain ``patch`` semantics.
+    """
+    import contextvars
+
+    entry = getattr(module, "_config", {}).get(flag)
+    if entry is None or not hasattr(entry, "user_override"):
+        with module.patch(**{flag: value}):
+            yield
+        return
+    override = entry.user_override
+    is_var = isinstance(override, contextvars.ContextVar)
+    prior_override = override.get() if is_var else override
+    prior_value = getattr(module, flag)
+    setattr(module, flag, value)
+    try:
+        yield
+    finally:
+        setattr(module, flag, prior_value)
+        if is_var:
+            entry.user_override.set(prior_override)
+        else:
+            entry.user_override = prior_override
 
 
 # --------------------------------------------------------------------------

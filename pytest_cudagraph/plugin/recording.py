@@ -163,6 +163,11 @@ class RunRecorder:
         """When -k, -m or a plugin deselects tests (without xdist; workers send their count)."""
         self.progress.add_deselected(len(items))
 
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """After each collector, here or (failed ones) from a worker: count collection errors."""
+        if report.failed:
+            self.progress.collection_errors += 1
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """After each phase of each test, here or on a worker: keep the record, count what finished."""
         if report.failed and not hasattr(report, "wasxfail"):
