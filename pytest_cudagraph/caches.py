@@ -69,15 +69,11 @@ from typing import Any
 from . import _compat as compat
 from .cacheroot import INDUCTOR_ENV, TRITON_ENV, CacheRoot, ensure_private_dir
 from .counters import CounterSnapshot, counter_snapshot, delta_between, triton_compiled_and_loaded, triton_kernel_dirs
-from .envvars import environment_set
+from .envvars import CHILD_PASS_ENV, environment_set
 from .errors import InvariantViolation, MisuseError, UsageProblem
 from .expect import ExpectBlock, checked_deltas
 from .text import format_table
 
-# Names the warm pass of a ``compile_cache``-marked test in a fresh pytest reads
-# (plugin/compile_cache_marker.py sets it only in the environment of the child it
-# starts); never passed on to a child of a child.
-CHILD_PASS_ENV = "PYTEST_CUDAGRAPH_CACHE_PASS"
 # Every pass of a cold/warm pair starts from these seeds (Python, torch, CUDA).
 DEFAULT_SEED = 1234
 

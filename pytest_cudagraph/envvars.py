@@ -59,6 +59,13 @@ def environment_set(changes: Mapping[str, str | None]) -> Iterator[None]:
         patch.restore()
 
 
+# Names the warm pass of a ``compile_cache``-marked test in a fresh pytest reads
+# (plugin/compile_cache_marker.py sets it only in the environment of the child it
+# starts); never passed on to a child of a child.  Here, in a module the plugin
+# loads in every run, so that a child pytest knows it is one without importing torch.
+CHILD_PASS_ENV = "PYTEST_CUDAGRAPH_CACHE_PASS"
+
+
 def environment_snapshot(prefixes: tuple[str, ...]) -> dict[str, str]:
     """Every variable whose name starts with one of ``prefixes``, with its value."""
     return {name: value for name, value in os.environ.items() if name.startswith(prefixes)}

@@ -62,10 +62,11 @@ class RunProgress:
     def incomplete_reasons(self, exitstatus: int) -> list[str]:
         reasons = []
         if self.collection_errors:
-            # pytest stops with its "interrupted" status after errors during collection: say which
             errors = self.collection_errors
             reasons.append(f"{errors} error{'s' if errors != 1 else ''} during collection")
-        elif self.interrupted or exitstatus == _EXIT_INTERRUPTED:
+        # pytest stops with its "interrupted" status after errors during collection too:
+        # that status alone names an interrupt only where collection went well
+        if self.interrupted or (exitstatus == _EXIT_INTERRUPTED and not self.collection_errors):
             reasons.append(f"interrupted ({self.interrupted or 'KeyboardInterrupt'})")
         if exitstatus == _EXIT_INTERNAL_ERROR:
             reasons.append("pytest stopped on an internal error")

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import errno
 import gc
 import json
 import math
@@ -310,8 +311,17 @@ def _link_target(path: Path) -> Path:
 def _write_into(path: Path, text: str) -> None:
     # O_APPEND: a descriptor's file (stdout redirected to a file) keeps what was written before;
     # devices and FIFOs ignore it.  No O_CREAT: the path exists, and a race must not make a new file.
+    # O_NONBLOCK for the open only: a FIFO nobody reads would block the end of the run for ever;
+    # it fails with ENXIO instead, and the write itself then blocks as a pipe's writer should.
     flags = os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(path, flags)
+    try:
+        fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise OSError(errno.ENXIO, "no process is reading this FIFO", str(path)) from None
+        raise
+    if hasattr(os, "set_blocking"):
+        os.set_blocking(fd, True)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(text)
 
@@ -339,6 +349,14 @@ def _replace_atomically(target: Path, text: str) -> None:
 
 
 def _umask() -> int:
+    """The process umask, read without changing it where the OS tells it (Linux), so no other thread sees 022."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
@@ -356,14 +374,18 @@ _HOST = _host_tag()
 # A temporary file older than this, whose writer cannot be asked (another host, a name without a pid),
 # is a leftover: no report takes an hour to write.
 STALE_TEMP_AGE_S = 3600.0
+# A dead pid on this host is a leftover only after this: two containers sharing a hostname
+# and a directory have separate pid spaces, so a pid "not alive" here may be alive there.
+DEAD_WRITER_AGE_S = 60.0
 
 
 def _remove_stale_temp_files(directory: Path, name: str) -> None:
     """Remove ``.<name>.<pid>@<host>.XXXXXXXX.tmp`` files of dead writers (a SIGKILL skips every cleanup).
 
     A temporary file of a writer that is still running is never touched: on this
-    host its pid is asked; names of another host, and names without a pid (older
-    versions), go only when older than STALE_TEMP_AGE_S.
+    host its pid is asked once the file is older than DEAD_WRITER_AGE_S; names of
+    another host, and names without a pid (older versions), go only when older than
+    STALE_TEMP_AGE_S.
     """
     pattern = re.compile(rf"\.{re.escape(name)}\.(?:(\d+)@([A-Za-z0-9-]+)\.)?[a-z0-9_]{{8}}\.tmp")
     try:
@@ -376,10 +398,11 @@ def _remove_stale_temp_files(directory: Path, name: str) -> None:
             continue
         pid, host = match.groups()
         try:
+            age = time.time() - entry.stat(follow_symlinks=False).st_mtime
             if pid is not None and host == _HOST:
-                stale = not _process_alive(int(pid))
+                stale = age > DEAD_WRITER_AGE_S and not _process_alive(int(pid))
             else:
-                stale = time.time() - entry.stat(follow_symlinks=False).st_mtime > STALE_TEMP_AGE_S
+                stale = age > STALE_TEMP_AGE_S
             if stale and entry.is_file(follow_symlinks=False):
                 os.unlink(entry.path)
         except OSError:

@@ -9,6 +9,7 @@ with a timeout.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -67,6 +68,26 @@ def test_a_fifo_is_written_into_and_stays_a_fifo(tmp_path):
         os.close(reader)
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode), "the FIFO was replaced by a regular file"
     assert json.loads(received) == json.loads(dumps_report(sample_report()))
+
+
+def test_a_fifo_nobody_reads_fails_at_once_instead_of_hanging_the_run(tmp_path):
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    result = run_python(  # in a child with a timeout: the code before the fix blocked here for ever
+        f"""
+        from pathlib import Path
+        from pytest_cudagraph.report import write_report
+        from sample_reports import sample_report
+        try:
+            write_report(Path({str(fifo)!r}), sample_report())
+        except OSError as exc:
+            print(exc.errno, exc.strerror)
+        """,
+        capture_output=True,
+        text=True,
+    )
+    assert result.stdout.strip() == f"{errno.ENXIO} no process is reading this FIFO", result.stderr
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
 
 
 def test_a_link_to_dev_null_stays_a_link_and_dev_null_a_device(tmp_path):
@@ -224,6 +245,10 @@ def test_a_writer_killed_mid_write_leaves_a_temp_file_the_next_write_removes(tmp
     assert result.returncode == -signal.SIGKILL
     leftovers = [p.name for p in tmp_path.iterdir() if p.name != "run.json"]
     assert len(leftovers) == 1 and leftovers[0].startswith(".run.json.") and leftovers[0].endswith(".tmp")
+    write_report(path, sample_report())  # too young to be judged: its pid may live in another container
+    assert len([p for p in tmp_path.iterdir()]) == 2
+    two_minutes_ago = time.time() - 120
+    os.utime(tmp_path / leftovers[0], (two_minutes_ago, two_minutes_ago))
     write_report(path, sample_report())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]
 
@@ -241,7 +266,8 @@ def test_only_temp_files_of_dead_writers_and_old_nameless_ones_are_removed(tmp_p
     }
     for name in files.values():
         (tmp_path / name).write_text("x")
-    os.utime(tmp_path / files["old, no pid"], (two_hours_ago, two_hours_ago))
+    for kind in ("old, no pid", "dead writer", "live writer", "another report's"):
+        os.utime(tmp_path / files[kind], (two_hours_ago, two_hours_ago))
     write_report(path, sample_report())
     left = {kind for kind, name in files.items() if (tmp_path / name).exists()}
     assert left == {"live writer", "new, no pid", "another report's", "not a temp file"}

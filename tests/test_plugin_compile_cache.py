@@ -253,3 +253,36 @@ def test_a_layer_the_user_turned_off_fails_the_marker_naming_that_choice(pyteste
     )
     text = result.stdout.str()
     assert "no hit" not in text and "Traceback" not in text
+
+
+CHILD_REPORT_BODY = """
+import pytest
+import torch
+
+
+@pytest.mark.compile_cache(mode="subprocess")
+def test_warm_pass_in_a_child(compile_cache):
+    compile_cache.record("t", torch.compile(lambda a: a.t())(torch.arange(6.0).reshape(2, 3)))
+"""
+
+COUNT_REPORTS = """
+import os
+
+
+def pytest_cudagraph_update_env(config, env):
+    # called once per report built: a child pytest that built one would add a line
+    with open(os.path.join(str(config.rootpath), "reports-built.txt"), "a") as fh:
+        fh.write(f"{os.getpid()}\\n")
+"""
+
+
+def test_the_warm_pass_child_never_writes_the_runs_report_from_addopts(pytester: pytest.Pytester):
+    pytester.makepyfile(test_child=CHILD_REPORT_BODY)
+    pytester.makeconftest(COUNT_REPORTS)
+    pytester.makeini("[pytest]\naddopts = --cudagraph-report=run.json -p no:cacheprovider\n")
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(passed=1)
+    assert len((pytester.path / "reports-built.txt").read_text().split()) == 1  # the parent's alone
+    passes = _report(pytester.path / "run.json")["tests"]["test_child.py::test_warm_pass_in_a_child"]
+    marker = passes["extra"]["compile_cache"]
+    assert marker["cold"]["process"] == "this interpreter" and marker["warm"]["process"] != "this interpreter"

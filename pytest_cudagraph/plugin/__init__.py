@@ -21,11 +21,14 @@ explicitly in ``pytest_configure``:
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from pathlib import Path
 
 import pytest
 
 from ..devices import GROUP_CHOICES
+from ..envvars import CHILD_PASS_ENV
 from ..errors import ReportError, UsageProblem
 from ..markers import MARKER_DOCS
 from ..session import RunState, read_options
@@ -112,7 +115,12 @@ def pytest_configure(config: pytest.Config) -> None:
     for doc in MARKER_DOCS.values():
         config.addinivalue_line("markers", doc)
     try:
-        state = RunState(options=read_options(config), rootdir=Path(str(config.rootpath)), config=config)
+        options = read_options(config)
+        if os.environ.get(CHILD_PASS_ENV):
+            # a child pytest running one warm pass for its parent: the parent's addopts must not
+            # make it write (or compare) the run's report, which is the parent's to write
+            options = dataclasses.replace(options, report_path=None, baseline_path=None)
+        state = RunState(options=options, rootdir=Path(str(config.rootpath)), config=config)
         workerinput = getattr(config, "workerinput", None)
         if workerinput is not None and workerinput.get(WORKER_ROOT):
             state.shared_root_hint = Path(workerinput[WORKER_ROOT])

@@ -37,6 +37,7 @@ from ..caches import (
     write_pass_output,
 )
 from ..errors import MisuseError
+from .items import report_nodeid
 
 
 def run_marked_test(item: pytest.Function, marker: Any, cache_root: CacheRoot, record: Any) -> None:
@@ -54,7 +55,7 @@ def run_marked_test(item: pytest.Function, marker: Any, cache_root: CacheRoot, r
     fixture_probe = item.funcargs.get("compile_cache")
     if not isinstance(fixture_probe, CacheProbe):
         fixture_probe = None
-    spec = _child_pass_spec(item.nodeid)
+    spec = _child_pass_spec(report_nodeid(item))
     if spec is not None:
         _run_child_test_pass(spec, body, fixture_probe)
         return
@@ -114,11 +115,14 @@ def _test_pass_in_child(item: pytest.Function, probe: CacheProbe, directory: Pat
     out_path = directory / "warm-pass.out.pt"
     env = child_environment(directory)
     env[CHILD_PASS_ENV] = json.dumps(
-        {"nodeid": item.nodeid, "cache_dir": str(directory), "out": str(out_path), "seed": seed, "pass": "warm"}
+        {"nodeid": report_nodeid(item), "cache_dir": str(directory), "out": str(out_path), "seed": seed, "pass": "warm"}
     )
     rootdir = Path(str(item.config.rootpath))
-    cmd = _child_pytest_command(item.config, item.nodeid, rootdir, basetemp=directory / "child-basetemp")
-    return probe.run_child_pass(cmd, out_path=out_path, what=item.nodeid, env=env, cwd=str(rootdir))
+    # the node id as collected: xdist's --dist loadgroup suffixes item.nodeid with "@group",
+    # which no fresh pytest can select
+    nodeid = report_nodeid(item)
+    cmd = _child_pytest_command(item.config, nodeid, rootdir, basetemp=directory / "child-basetemp")
+    return probe.run_child_pass(cmd, out_path=out_path, what=nodeid, env=env, cwd=str(rootdir))
 
 
 def _child_pytest_command(config: pytest.Config, nodeid: str, rootdir: Path, basetemp: Path) -> list[str]:

@@ -145,13 +145,16 @@ class RunRecorder:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process at once
         raise KeyboardInterrupt("SIGTERM")
 
-    def pytest_unconfigure(self) -> None:
-        """At the very end: give SIGTERM back its previous handler."""
+    def _restore_sigterm(self) -> None:
         import signal
 
         if self._previous_sigterm is not None:
             signal.signal(signal.SIGTERM, self._previous_sigterm)
             self._previous_sigterm = None
+
+    def pytest_unconfigure(self) -> None:
+        """At the very end (also after a usage error stopped the run): give SIGTERM back its previous handler."""
+        self._restore_sigterm()
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """After collection without xdist: the tests selected to run, and none deselected unless said before."""
@@ -180,6 +183,10 @@ class RunRecorder:
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """At the end of the run: write the report and compare it with the baseline."""
+        # From here a SIGTERM (a CI cancel sends a second one) ends the process as it
+        # would without the plugin: raised inside this hook, pytest would print a
+        # traceback and skip its own clean-up; the report is written atomically anyway.
+        self._restore_sigterm()
         write_report_and_compare(session, self.state, self.progress, int(exitstatus))
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

@@ -33,6 +33,8 @@ def check_options(config: pytest.Config, state: RunState) -> None:
         from ..cacheroot import check_secure_dir
 
         check_secure_dir(options.cache_dir, "--cudagraph-cache-dir")
+    if is_worker(config):
+        return  # the rest is the controller's: it checked the report, baseline and devices once for the run
     if options.report_path is not None:
         from ..report import check_report_path_writable
 
@@ -47,7 +49,7 @@ def check_options(config: pytest.Config, state: RunState) -> None:
             state.baseline = load_report(options.baseline_path)
         except ReportError as exc:
             raise UsageProblem(f"--cudagraph-baseline: {exc}") from None
-    if options.require_gpu and not is_worker(config):
+    if options.require_gpu:
         _check_a_gpu_is_visible()
     _check_device_options(config, state)
 
@@ -66,8 +68,6 @@ def _check_a_gpu_is_visible() -> None:
 
 def _check_device_options(config: pytest.Config, state: RunState) -> None:
     """--cudagraph-group against --dist, and --cudagraph-devices resolved against the visible devices."""
-    if is_worker(config):
-        return
     options = state.options
     distributed = xdist_workers(config) > 0
     if options.group == "module" and distributed:
