@@ -9,7 +9,6 @@ is a delta between two snapshots, never an absolute value.  ``triton_kernel_dirs
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,20 +38,21 @@ def active_triton_cache_dirs() -> list[Path]:
 @dataclass(frozen=True)
 class CounterSnapshot:
     values: Mapping[tuple[str, str], int] = field(default_factory=dict)
-    # None where Triton is not loaded (CPU runs): no kernel can have been compiled
+    # None where no Triton cache directory was known: kernels are then not counted by directory
     kernel_dirs: frozenset[str] | None = None
 
 
 def counter_snapshot(empty: bool = False) -> CounterSnapshot:
     """The current values of every counter in COUNTER_MAP (zeros with ``empty=True``).
 
-    Triton's kernel directories are listed only when Triton is already imported, so
-    a CPU run never imports it and never walks a cache directory.
+    Triton's kernel directories are listed wherever the environment names a Triton
+    cache directory (a walk of directories, no Triton import), also when torch was not
+    loaded yet: kernels already on disk must never count as compiled by the test.
     """
+    dirs = triton_kernel_dirs(active_triton_cache_dirs()) if active_triton_cache_dirs() else None
     if empty:
-        return CounterSnapshot({}, frozenset() if "triton" in sys.modules else None)
+        return CounterSnapshot({}, dirs)
     values = _compat.counter_values(src for keys in COUNTER_MAP.values() for src in keys.values())
-    dirs = triton_kernel_dirs(active_triton_cache_dirs()) if "triton" in sys.modules else None
     return CounterSnapshot(values, dirs)
 
 
@@ -90,8 +90,9 @@ def delta_between(before: CounterSnapshot, after: CounterSnapshot) -> CounterDel
     layers = {}
     for layer, keys in COUNTER_MAP.items():
         layers[layer] = {key: after.values.get(src, 0) - before.values.get(src, 0) for key, src in keys.items()}
-    if after.kernel_dirs is not None:
-        new_dirs = len(after.kernel_dirs - (before.kernel_dirs or frozenset()))
+    if after.kernel_dirs is not None and before.kernel_dirs is not None:
+        # without a listing at the start, a directory now is not known to be new
+        new_dirs = len(after.kernel_dirs - before.kernel_dirs)
         compiled, loaded = triton_compiled_and_loaded(new_dirs, layers["triton"])
         layers["triton"] = {"compiled": compiled, "loaded": loaded, "new_kernel_dirs": new_dirs, **layers["triton"]}
     return CounterDelta(**layers)

@@ -8,11 +8,14 @@ plugin closes whatever is still open (which records it) and names it in the test
 record under ``extra.closed_by_plugin``.
 
 Objects created while a fixture of a wider scope is set up are not tracked: a
-module-scoped GraphSet is meant to outlive the test that first needed it.
+module-scoped GraphSet is meant to outlive the test that first needed it.  The
+registry holds weak references: an object the test dropped is collected (and its
+pool freed) as before; only what is still alive and open at the end is closed.
 """
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Protocol
 
 
@@ -22,7 +25,7 @@ class Closable(Protocol):
     def close(self) -> None: ...
 
 
-_opened: list[Closable] = []
+_opened: list[weakref.ref[Closable]] = []
 _tracking = False
 _suspended = 0
 
@@ -37,7 +40,9 @@ def start_test() -> None:
 def track(obj: Closable) -> None:
     """Register an object that owns graphs or pools; a no-op outside a test."""
     if _tracking and not _suspended:
-        _opened.append(obj)
+        # drop what is gone or closed, so a loop creating thousands keeps the list short
+        _opened[:] = [ref for ref in _opened if (alive := ref()) is not None and not alive.closed]
+        _opened.append(weakref.ref(obj))
 
 
 class suspended:
@@ -60,7 +65,7 @@ def close_left_open() -> tuple[list[str], list[str]]:
     """
     global _tracking
     _tracking = False
-    left_open = [obj for obj in _opened if not obj.closed]
+    left_open = [obj for obj in (ref() for ref in _opened) if obj is not None and not obj.closed]
     _opened.clear()
     closed, errors = [], []
     for obj in left_open:

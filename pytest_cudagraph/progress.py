@@ -61,12 +61,16 @@ class RunProgress:
 
     def incomplete_reasons(self, exitstatus: int) -> list[str]:
         reasons = []
+        missing = self.not_run()
+        stopped_by_maxfail = bool(self.maxfail) and self.failures >= self.maxfail
         if self.collection_errors:
             errors = self.collection_errors
             reasons.append(f"{errors} error{'s' if errors != 1 else ''} during collection")
-        # pytest stops with its "interrupted" status after errors during collection too:
-        # that status alone names an interrupt only where collection went well
-        if self.interrupted or (exitstatus == _EXIT_INTERRUPTED and not self.collection_errors):
+        # pytest's "interrupted" status also follows collection errors, and xdist's stop
+        # after -x/--maxfail: alone it names an interrupt only where neither happened
+        if self.interrupted or (
+            exitstatus == _EXIT_INTERRUPTED and not self.collection_errors and not stopped_by_maxfail
+        ):
             reasons.append(f"interrupted ({self.interrupted or 'KeyboardInterrupt'})")
         if exitstatus == _EXIT_INTERNAL_ERROR:
             reasons.append("pytest stopped on an internal error")
@@ -75,8 +79,7 @@ class RunProgress:
         reasons.extend(self.worker_crashes)
         for nodeid, message in self.crashed.items():
             reasons.append(message or f"crashed while running {nodeid}")
-        missing = self.not_run()
-        if self.maxfail and self.failures >= self.maxfail and missing:
+        if stopped_by_maxfail and (missing or exitstatus == _EXIT_INTERRUPTED):
             reasons.append(
                 f"stopped early by -x/--maxfail after {self.failures} failure{'s' if self.failures != 1 else ''}"
             )

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
-import pytest
-
 from pytest_cudagraph.counters import (
     CounterSnapshot,
     active_triton_cache_dirs,
@@ -68,9 +64,27 @@ def test_new_kernel_dirs_are_compiles_unless_the_bundler_emitted_them(tmp_path):
     assert (triton["compiled"], triton["new_kernel_dirs"]) == (1, 1)
 
 
-def test_without_triton_loaded_no_directory_is_scanned():
-    if "triton" in sys.modules:
-        pytest.skip("Triton is imported in this process (GPU run)")
+def _kernel(path, name):
+    path.mkdir(parents=True)
+    (path / f"__grp__{name}.json").write_text("{}")
+    (path / f"{name}.cubin").write_bytes(b"")
+
+
+def test_kernels_already_on_disk_never_count_as_compiled_by_a_test(monkeypatch, tmp_path):
+    """A warm persistent cache holds thousands of kernels; a test that first loads torch compiled none of them."""
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    _kernel(tmp_path / "WARMKERNEL", "triton_poi_fused_sin_0")
+    before = counter_snapshot(empty=True)  # torch first imported by the test: counters start at zero
+    assert before.kernel_dirs == frozenset({str(tmp_path / "WARMKERNEL")})
+    _kernel(tmp_path / "NEWKERNEL", "triton_poi_fused_cos_1")
+    triton = delta_between(before, counter_snapshot()).triton
+    assert (triton["compiled"], triton["new_kernel_dirs"]) == (1, 1)
+
+
+def test_without_a_triton_cache_directory_nothing_is_counted_by_directory(monkeypatch):
+    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
     assert counter_snapshot().kernel_dirs is None
     assert "compiled" not in delta_between(counter_snapshot(), counter_snapshot()).triton
 

@@ -71,8 +71,9 @@ def test_objects_a_test_left_open_are_closed_recorded_and_named(pytester: pytest
     closed_by_test = tests["test_left_open.py::test_piecewise_closed_by_the_test"]
     assert closed_by_test["piecewise"]["pieces"] == 3
     assert "closed_by_plugin" not in closed_by_test.get("extra", {})
-    # a module-scoped object is not the first test's to close
+    # a module-scoped object is not the first test's to close: test_module_scoped_one_is_still_open
+    # passed (6 passed above), and neither test using it has a record naming it closed
     for name in ("test_uses_a_module_scoped_one", "test_module_scoped_one_is_still_open"):
-        assert "closed_by_plugin" not in tests.get(f"test_left_open.py::{name}", {}).get("extra", {})
+        assert "closed_by_plugin" not in json.dumps(tests.get(f"test_left_open.py::{name}"))
     plain = tests["test_left_open.py::test_plain_watch_without_any_plugin_feature"]
     assert plain["recompiles"]["count"] == 1
