@@ -30,7 +30,7 @@ def checked_deltas(what: str, deltas: Mapping[str, Any], known: Sequence[str], e
     for name, delta in deltas.items():
         if isinstance(delta, bool) or not isinstance(delta, int) or delta < 0:
             raise MisuseError(
-                f"{what[:-1]}{name}={delta!r}): the expected change is not a non-negative int; "
+                f"{what.removesuffix('()')}({name}={delta!r}): the expected change is not a non-negative int; "
                 f"give the exact change of {name} inside the block, such as {name}=0"
             )
     return dict(deltas)

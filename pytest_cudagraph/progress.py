@@ -16,8 +16,8 @@ from typing import Any
 _EXIT_INTERRUPTED = 2
 _EXIT_INTERNAL_ERROR = 3
 _EXIT_USAGE_ERROR = 4
-# not_run ids kept in the report; the count is always exact
-NOT_RUN_LISTED = 100
+# not_run ids kept in the report (report.build_report cuts there too); the count is always exact
+NOT_RUN_LIMIT = 100
 
 
 @dataclass
@@ -94,7 +94,7 @@ class RunProgress:
         fields: dict[str, Any] = {
             "complete": not reasons,
             "incomplete_reasons": reasons,
-            "not_run": missing[:NOT_RUN_LISTED],
+            "not_run": missing[:NOT_RUN_LIMIT],
             "not_run_count": len(missing),
         }
         if self.deselected is not None:

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ReportError
+from .progress import NOT_RUN_LIMIT
 from .text import clip_middle
 
 SCHEMA = "pytest-cudagraph/1"
@@ -56,7 +57,6 @@ SECTIONS = ("recompiles", "caches", "graphs", "piecewise", "reduce_overhead", "e
 # record of the run".
 RUN_FIELDS = ("complete", "incomplete_reasons", "not_run", "not_run_count", "deselected", "selection")
 # The report lists at most this many ids of selected tests that never finished; the count is exact.
-NOT_RUN_LIMIT = 100
 # pytest exit statuses that mean the run did not get through its tests (for reports without "complete")
 INCOMPLETE_EXIT_STATUSES = {2: "interrupted", 3: "internal error", 4: "usage error"}
 
@@ -1004,8 +1004,8 @@ def encode_worker_records(records: Mapping[str, Mapping[str, Any]]) -> str:
 def merge_worker_records(into: dict[str, dict[str, Any]], payload: str | Mapping[str, Any] | None) -> int:
     """Add one worker's records to the controller's; return how many arrived.
 
-    A test that ran on two workers (``--dist each``, a rerun after a crash) keeps the
-    record that arrived last.
+    These are the records of tests refused at collection, the same on every worker:
+    one copy is kept.
     """
     if not payload:
         return 0
@@ -1013,3 +1013,29 @@ def merge_worker_records(into: dict[str, dict[str, Any]], payload: str | Mapping
     for nodeid, record in records.items():
         into[nodeid] = record
     return len(records)
+
+
+# worst first: the outcome a test run on several workers (--dist each) is reported with
+_OUTCOME_SEVERITY = ("crashed", "error", "failed", "xpassed", "passed", "xfailed", "skipped")
+
+
+def merge_runs_of_one_test(
+    earlier: Mapping[str, Any], later: Mapping[str, Any], earlier_worker: str, later_worker: str
+) -> dict[str, Any]:
+    """One record for a test that ran on several xdist workers (``--dist each``).
+
+    The record of the worst outcome is kept whole (a failure on one GPU is never
+    hidden by a pass on another), and ``extra.runs`` lists every worker's outcome.
+    """
+    runs = list(
+        (earlier.get("extra") or {}).get("runs") or [{"worker": earlier_worker, "outcome": earlier.get("outcome")}]
+    )
+    runs.append({"worker": later_worker, "outcome": later.get("outcome")})
+
+    def severity(record: Mapping[str, Any]) -> int:
+        outcome = record.get("outcome")
+        return _OUTCOME_SEVERITY.index(outcome) if outcome in _OUTCOME_SEVERITY else len(_OUTCOME_SEVERITY)
+
+    kept = dict(later if severity(later) < severity(earlier) else earlier)
+    kept["extra"] = {**(kept.get("extra") or {}), "runs": runs}
+    return kept

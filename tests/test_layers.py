@@ -115,6 +115,8 @@ def test_dependencies_point_down(module: str, path: Path) -> None:
         target_layer = _layer(target)
         if layer in ("library", "offline", "gateway") and target_layer == "plugin":
             wrong.append(f"{path.name}:{line} imports the plugin layer ({target})")
+        if layer == "gateway" and target_layer not in ("gateway",) and target != "errors":
+            wrong.append(f"{path.name}:{line} imports {target} (the gateway is the bottom layer; errors aside)")
         if layer == "offline" and target_layer in ("library", "gateway"):
             wrong.append(f"{path.name}:{line} imports {target} (offline tools never import the library)")
     uses_torch = [f"{path.name}:{line}" for line, name in _imports(path, module) if name.split(".")[0] == "torch"]

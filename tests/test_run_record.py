@@ -172,3 +172,26 @@ def test_a_collection_error_is_named_as_such_not_as_an_interrupt(suite, workers,
     summary = report_of(suite)["summary"]
     assert summary["complete"] is False
     assert summary["incomplete_reasons"] == ["1 error during collection"]
+
+
+EACH = """
+import os
+import pytest
+
+
+@pytest.mark.max_recompiles(0)
+def test_fails_on_one_worker_only():
+    assert os.environ["PYTEST_XDIST_WORKER"] != "gw1", "broken on gw1 on purpose"
+"""
+
+
+def test_dist_each_keeps_the_worst_run_and_lists_every_workers_outcome(pytester):
+    pytester.makepyfile(test_each=EACH)
+    result = run(pytester, "-n", "2", "--dist", "each", "--cudagraph-report=new.json")
+    assert result.returncode == pytest.ExitCode.TESTS_FAILED, result.stdout
+    record = report_of(pytester)["tests"]["test_each.py::test_fails_on_one_worker_only"]
+    assert record["outcome"] == "failed"  # whichever worker reported last
+    assert sorted((run["worker"], run["outcome"]) for run in record["extra"]["runs"]) == [
+        ("gw0", "passed"),
+        ("gw1", "failed"),
+    ]

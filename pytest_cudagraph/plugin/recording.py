@@ -129,6 +129,9 @@ class RunRecorder:
         self.state = state
         self.progress = progress
         self._previous_sigterm: Any = None
+        # --dist each runs every test on every worker: keep the worst run, not the last
+        self.each = False
+        self._first_worker: dict[str, str] = {}
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """At the start: SIGTERM (a CI job cancelled) ends the run as Ctrl-C does, so the report is written."""
@@ -177,9 +180,20 @@ class RunRecorder:
             self.progress.failures += 1
         carried = getattr(report, REPORT_RECORD_ATTR, None)
         if carried:
-            self.state.records[carried["nodeid"]] = carried["record"]
+            self._keep(carried["nodeid"], carried["record"], getattr(report, "node", None))
         if report.when == "teardown":
             self.progress.finish(report.nodeid)
+
+    def _keep(self, nodeid: str, record: dict[str, Any], node: Any) -> None:
+        """Store a finished test's record; under ``--dist each`` the worst of its runs, with every run listed."""
+        worker = str(getattr(getattr(node, "gateway", None), "id", "main"))
+        earlier = self.state.records.get(nodeid)
+        if earlier is not None and self.each:
+            from ..report import merge_runs_of_one_test
+
+            record = merge_runs_of_one_test(earlier, record, self._first_worker.get(nodeid, "?"), worker)
+        self._first_worker.setdefault(nodeid, worker)
+        self.state.records[nodeid] = record
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """At the end of the run: write the report and compare it with the baseline."""
@@ -274,7 +288,16 @@ def register(config: pytest.Config, state: RunState) -> None:
     progress = config.stash[PROGRESS_KEY] = RunProgress(
         selection=_selection(config), maxfail=int(config.getoption("maxfail", 0) or 0)
     )
-    config.pluginmanager.register(RunRecorder(state, progress), "cudagraph-run-recorder")
+    recorder = RunRecorder(state, progress)
+    recorder.each = _option(config, "dist") == "each"
+    config.pluginmanager.register(recorder, "cudagraph-run-recorder")
+
+
+def _option(config: pytest.Config, name: str) -> Any:
+    try:
+        return config.getoption(name)
+    except ValueError:  # the plugin that adds it (xdist) is not installed
+        return None
 
 
 def _selection(config: pytest.Config) -> dict[str, str]:

@@ -40,15 +40,20 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
-    """After every fixture is torn down: close and record plain-API objects the test left open."""
+    """After the test's teardown: close what a test without a snapshot (plain API only) left open."""
     try:
         return (yield)
     finally:
-        closed, errors = open_objects.close_left_open()
-        if closed:
-            record_of(item).note("closed_by_plugin", closed)
-        if errors:
-            record_of(item).note("close_errors", errors)
+        _close_left_open(item)
+
+
+def _close_left_open(item: pytest.Item) -> None:
+    """Close and record the plain-API objects the test left open (a no-op once done)."""
+    closed, errors = open_objects.close_left_open()
+    if closed:
+        record_of(item).note("closed_by_plugin", closed)
+    if errors:
+        record_of(item).note("close_errors", errors)
 
 
 def _snapshot_before_test(item: Any) -> None:
@@ -65,3 +70,6 @@ def _snapshot_before_test(item: Any) -> None:
             record_of(item).note("restored_after_test", leaked)
 
     item.addfinalizer(restore)
+    # finalizers run last-in first-out: objects left open are closed after the
+    # function-scoped fixtures, while the test's state is still in place, then restored
+    item.addfinalizer(lambda: _close_left_open(item))

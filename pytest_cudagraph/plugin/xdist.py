@@ -16,6 +16,7 @@ import pytest
 from ..progress import RunProgress
 from ..session import RunState
 from .collection import WORKER_GROUPS
+from .items import is_worker
 from .startup import WORKER_DEVICES
 
 WORKER_ROOT = "cudagraph_cache_root"
@@ -114,7 +115,7 @@ class XdistWorker:
 
 def register(config: pytest.Config, state: RunState, progress: RunProgress | None) -> None:
     """Wire the controller's or the worker's side, where xdist is in use."""
-    if getattr(config, "workerinput", None) is not None:
+    if is_worker(config):
         config.pluginmanager.register(XdistWorker(state), "cudagraph-xdist-worker")
     elif progress is not None and config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistController(state, progress), "cudagraph-xdist-controller")
