@@ -368,7 +368,7 @@ class Comparison:
                 lines.append(f"    ... and {run.not_run_count - len(run.not_run)} more (the report lists the first)")
         if self.vanished_tests:
             lines.append(
-                f"  absent from it: {len(self.vanished_tests)} tests of {base_label} (listed under vanished tests)"
+                f"  absent from it: {_tests(len(self.vanished_tests))} of {base_label} (listed under vanished tests)"
             )
         return lines
 
@@ -426,7 +426,7 @@ def compare_reports(
             Regression(
                 "",
                 "vanished",
-                f"{len(vanished)} tests of the base report did not run (first: {vanished[0]}); "
+                f"{_tests(len(vanished))} of the base report did not run (first: {vanished[0]}); "
                 f"run the same selection, or drop 'vanished' from --fail-on",
             )
         )
@@ -458,7 +458,7 @@ def _incomplete_regression(run: RunCompleteness, vanished: tuple[str, ...]) -> R
             f"{run.not_run_count} selected tests never finished (first: {run.not_run[0] if run.not_run else '?'})"
         )
     if vanished:
-        missing.append(f"{len(vanished)} tests of the base report are absent")
+        missing.append(f"{_tests(len(vanished))} of the base report are absent")
     return Regression(
         "",
         INCOMPLETE_RULE,
@@ -705,3 +705,7 @@ def _delta_text(metric: str, base: Any, new: Any) -> str:
     if float(b).is_integer() and float(n).is_integer():
         return f"{int(n - b):+d}"
     return f"{n - b:+.3g}"
+
+
+def _tests(count: int) -> str:
+    return f"{count} test{'s' if count != 1 else ''}"
