@@ -10,7 +10,7 @@ first function-scoped fixture) and puts it back once its function-scoped fixture
 are torn down, whatever the test body did; what a session or module fixture set
 stays (plugin/state_isolation.py):
 
-- Dynamo's and Inductor's configs (only the keys that changed are set back);
+- Dynamo's, Inductor's and functorch's configs (only the keys that changed are set back);
 - the compile stance (``torch.compiler.set_stance``);
 - the compile-cache environment variables (``TORCHINDUCTOR_*``, ``TRITON_*``,
   ``TORCHDYNAMO_*``, ``TORCH_COMPILE_*``);

@@ -17,6 +17,7 @@ import os
 import pytest
 import torch
 import torch._dynamo
+import torch._functorch.config
 import torch._inductor.config
 from torch._dynamo import eval_frame
 
@@ -33,6 +34,7 @@ def current_state():
         "dynamo.assume_static_by_default": torch._dynamo.config.assume_static_by_default,
         "inductor.fx_graph_cache": torch._inductor.config.fx_graph_cache,
         "inductor.max_autotune": torch._inductor.config.max_autotune,
+        "functorch.enable_autograd_cache": torch._functorch.config.enable_autograd_cache,
         "stance": eval_frame._stance,
         "env": {k: v for k, v in os.environ.items() if k.startswith(("TORCHINDUCTOR_", "TRITON_"))},
         "default_dtype": torch.get_default_dtype(),
@@ -64,6 +66,8 @@ CHANGES = {
     "dynamo_config": "torch._dynamo.config.suppress_errors = True\n"
     "    torch._dynamo.config.assume_static_by_default = False",
     "inductor_config": "torch._inductor.config.fx_graph_cache = False\n    torch._inductor.config.max_autotune = True",
+    "functorch_config": "torch._functorch.config.enable_autograd_cache = "
+    "not torch._functorch.config.enable_autograd_cache",
     "stance": 'torch.compiler.set_stance("force_eager")',
     "environment": 'os.environ["TORCHINDUCTOR_CACHE_DIR"] = "/nonexistent/inductor"\n'
     '    os.environ["TRITON_CACHE_DIR"] = "/nonexistent/triton"\n'

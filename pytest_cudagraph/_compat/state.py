@@ -1,6 +1,6 @@
 """Global torch state a plugin test must leave as it found it (isolation.py).
 
-Dynamo's and Inductor's configs, the compile stance, the default device and
+Dynamo's, Inductor's and functorch's configs, the compile stance, the default device and
 Dynamo's per-code caches; everything imports torch lazily.
 """
 
@@ -9,12 +9,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-# The config modules a test may change and the plugin puts back (ConfigModule, 2.6-2.14).
-_ISOLATED_CONFIG_MODULES = ("torch._dynamo.config", "torch._inductor.config")
+# The config modules a test may change and the plugin puts back (ConfigModule, 2.6-2.14);
+# functorch's holds the AOTAutograd cache switch, which a leak would make a later test's
+# compile_cache marker blame on that test's user.
+_ISOLATED_CONFIG_MODULES = ("torch._dynamo.config", "torch._inductor.config", "torch._functorch.config")
 
 
 def compile_config_snapshot() -> dict[str, dict[str, Any]]:
-    """Copies of Dynamo's and Inductor's configs: ``{"torch._dynamo.config": {key: value}, ...}``.
+    """Copies of Dynamo's, Inductor's and functorch's configs: ``{"torch._dynamo.config": {key: value}, ...}``.
 
     ``ConfigModule.get_config_copy()`` (2.6-2.14) returns every entry's current value.
     """
