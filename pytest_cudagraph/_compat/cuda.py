@@ -60,14 +60,17 @@ def abandon_capture_pool(device: int, pool_id: tuple[int, int], end_allocation: 
     ``capture_begin`` registers the pool for allocation and takes a reference on it;
     when ``capture_end`` raises before ``endAllocateToPool`` the pool stays
     "recording" forever (the next capture into it fails with "already recording to
-    mempool_id") and it is never freed.  ``_cuda_endAllocateToPool`` and
-    ``_cuda_releasePool`` are the bindings ``torch.cuda.MemPool`` uses (2.6+).
+    mempool_id") and it is never freed.  These are the bindings ``torch.cuda.use_mem_pool``
+    uses: ``_cuda_releasePool`` (2.6+), and the allocator's ``endAllocateToPool(device,
+    mempool_id)`` bound as ``_cuda_endAllocateToPool`` from the 2.8-era rewrite (read in
+    2.14) and as ``_cuda_endAllocateCurrentStreamToPool`` in 2.6 (same arguments).
     """
     import torch
 
     if end_allocation:
+        end = getattr(torch._C, "_cuda_endAllocateToPool", None) or torch._C._cuda_endAllocateCurrentStreamToPool
         try:
-            torch._C._cuda_endAllocateToPool(device, tuple(pool_id))
+            end(device, tuple(pool_id))
         except RuntimeError:
             pass  # capture_end got far enough to end it itself
     release = getattr(torch._C, "_cuda_releasePool", None)
