@@ -14,7 +14,7 @@ layer did while it was active:
   (3.4+), as calls of its compilation listener that missed Triton's own cache.
 
 A layer the user turned off (``TORCHINDUCTOR_AUTOGRAD_CACHE=0``,
-``torch._functorch.config.patch(enable_autograd_cache=False)``) stays off under a
+functorch's ``config.patch(enable_autograd_cache=False)``) stays off under a
 probe and is reported in ``stats().disabled``, not as misses; only a layer this
 torch leaves off by default (AOTAutograd's in 2.6) is turned on for the probe.
 
@@ -462,7 +462,7 @@ class CacheProbe:
 
             with cache_probe() as probe:
                 step(x)                                          # cold: misses and saves
-                torch._dynamo.reset()
+                torch.compiler.reset()
                 with probe.expect(fxgraph_hit=1, fxgraph_miss=0, fxgraph_saved=0):
                     step(x)                                      # warm: one hit, nothing saved
         """
@@ -880,7 +880,7 @@ def _hints(result: ColdWarm) -> list[str]:
     if any("custom" in r.lower() for r in reasons):
         hints.append(
             "a custom Inductor pass (post_grad_custom_*_pass, joint_custom_*_pass, pre_grad_custom_pass) is not a "
-            "torch._inductor.custom_graph_pass.CustomGraphPass with a stable uuid(), so no graph using it can be "
+            f"{compat.CUSTOM_GRAPH_PASS_CLASS} with a stable uuid(), so no graph using it can be "
             "cached; subclass CustomGraphPass and return a uuid() that changes only when the pass changes"
         )
     elif reasons:
@@ -902,7 +902,7 @@ def _hints(result: ColdWarm) -> list[str]:
     if missed and not reasons and "fxgraph" not in off:
         hint = (
             "the warm pass computed other cache keys than the cold pass: a config that differs between passes "
-            "(torch._inductor.config / torch._functorch.config patched in one pass only, or an environment variable), "
+            f"({' / '.join(compat.CACHE_KEY_CONFIG_MODULES)} patched in one pass only, or an environment variable), "
             "or inputs of another shape, dtype or device"
         )
         if result.mode == "subprocess":

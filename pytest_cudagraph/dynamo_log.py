@@ -4,7 +4,7 @@ Dynamo logs one "Recompiling function ..." record per recompile on the
 ``recompiles`` artifact logger, synchronously, right after it appended that
 recompile's reasons to its guard-failure table, and a WARNING when a function hits
 the recompile limit.  :class:`DynamoLogTap` turns on just that artifact (never
-``torch._logging.set_logs``, which would replace the user's TORCH_LOGS), keeps its
+torch's ``set_logs``, which would replace the user's TORCH_LOGS), keeps its
 echo off the user's stderr unless they asked for it, hands each record to the
 watch, and puts every logger back as it was.  The functions below read the parts
 of a record the watch needs.

@@ -1,6 +1,6 @@
 """Global torch state that a test using the plugin must leave as it found it.
 
-A test that sets ``torch._inductor.config.fx_graph_cache = False``, calls
+A test that sets Inductor's ``config.fx_graph_cache = False``, calls
 ``torch.compiler.set_stance("force_eager")`` or ``torch.set_default_dtype`` and
 forgets to undo it changes every test that runs after it in the same process, so
 a suite's verdicts would depend on test order and on how xdist splits it.  For
@@ -66,7 +66,7 @@ class TorchStateSnapshot:
         )
 
     def restore(self) -> list[str]:
-        """Put everything back; returns what was changed (``"torch._inductor.config.x"``, ...)."""
+        """Put everything back; returns what was changed (``"<config module>.<key>"``, ``"compile stance"``, ...)."""
         import torch
 
         restored = _compat.restore_compile_config(self.configs)

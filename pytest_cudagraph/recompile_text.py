@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ._compat import MARK_DYNAMIC_CALL
 from .text import clip, format_table
 
 MAX_REASONS_SHOWN = 12
@@ -50,7 +51,7 @@ def too_many_recompiles(
     limit_hits: Sequence[str],
     graph_breaks: Any,
     reasons: Sequence[str],
-    limit_name: str,
+    limit_setting: str,
     context: str | None = None,
 ) -> str:
     """The failure of ``assert_at_most(n)``: the count against ``n``, the table, limit hits, graph breaks, hints."""
@@ -67,8 +68,7 @@ def too_many_recompiles(
     if limit_hits:
         lines += [
             "",
-            "recompile limit hits (Dynamo fell back to eager silently; the limit is "
-            f"torch._dynamo.config.{limit_name}):",
+            f"recompile limit hits (Dynamo fell back to eager silently; the limit is {limit_setting}):",
         ]
         lines += [f"  - {hit}" for hit in limit_hits]
     if graph_breaks.count:
@@ -109,7 +109,7 @@ def _what_to_try(reasons: list[str]) -> list[str]:
 HINTS = (
     (
         re.compile(r"size mismatch|rank mismatch|stride mismatch|\.size\(\)|\.stride\(\)"),
-        "a size changed: mark the varying dimension with torch._dynamo.mark_dynamic(x, dim) before the "
+        f"a size changed: mark the varying dimension with {MARK_DYNAMIC_CALL} before the "
         "first call, or compile with dynamic=True",
     ),
     (re.compile(r"dtype mismatch"), "a dtype changed: cast inputs to one dtype, or expect one compile per dtype"),

@@ -4,19 +4,17 @@ A recompile is a compile of a code object that Dynamo has compiled before: one o
 its guards failed (a new shape or dtype, a changed Python scalar, global, closure
 value, module attribute, or grad mode), so Dynamo traced it again.  Each one costs
 a full compile, and past ``config.recompile_limit`` Dynamo gives up and runs the
-function eagerly, *silently*: only a WARNING on ``torch._dynamo.convert_frame``
+function eagerly, *silently*: only a WARNING on Dynamo's ``convert_frame`` logger
 shows it.  :func:`watch_recompiles` counts both, per function.
 
-How it listens (and why it survives ``torch._dynamo.reset()`` in the test body):
+How it listens (and why it survives a Dynamo reset in the test body):
 
 * Dynamo logs one "Recompiling function ..." record per recompile on the
   ``recompiles`` artifact logger, synchronously, right after it appended that
-  recompile's reasons to ``torch._dynamo.utils.guard_failures``.  The watch turns
-  on just that artifact (never ``torch._logging.set_logs``, which would replace
-  the user's TORCH_LOGS), silences its echo unless the user asked for it, and
-  reads the new reasons at each record.  ``reset()`` clears ``guard_failures`` but
+  recompile's reasons to its guard-failure table; the watch reads the new reasons
+  at each record (dynamo_log.py taps the logger).  A reset clears the table but
   not the logging state, and nothing is read only at the end.
-* A handler on ``torch._dynamo.convert_frame`` catches the recompile-limit WARNING;
+* The recompile-limit WARNING of Dynamo's ``convert_frame`` logger is caught too;
   the recompile attempt it follows is booked as a limit hit, not as a recompile
   (nothing was compiled: Dynamo ran the function eagerly).
 * Graph breaks are a separate figure: the delta of ``counters["graph_break"]``.
@@ -419,7 +417,7 @@ class RecompileWatch:
             self.limit_hits,
             self.graph_breaks,
             self.reasons,
-            compat.recompile_limit_name(),
+            compat.recompile_limit_setting(),
             context,
         )
 

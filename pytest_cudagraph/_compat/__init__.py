@@ -32,6 +32,8 @@ The modules, by subject (every name is re-exported here, so
 from __future__ import annotations
 
 from .caches import (
+    CACHE_KEY_CONFIG_MODULES,
+    CUSTOM_GRAPH_PASS_CLASS,
     applied_compile_config,
     cache_bypass_loggers,
     cache_counter_names,
@@ -63,6 +65,7 @@ from .dtypes import (
     default_tolerance_table,
 )
 from .dynamo import (
+    MARK_DYNAMIC_CALL,
     RECOMPILE_LOG_ARTIFACTS,
     backend_compiler_failed_type,
     counter_value,
@@ -81,6 +84,7 @@ from .dynamo import (
     recompile_limit,
     recompile_limit_logger_names,
     recompile_limit_name,
+    recompile_limit_setting,
     recompile_log_names,
     register_dynamo_loggers,
     reset_dynamo,
@@ -126,6 +130,8 @@ from .state import (
 )
 
 __all__ = [
+    "CACHE_KEY_CONFIG_MODULES",
+    "CUSTOM_GRAPH_PASS_CLASS",
     "RECOMPILE_LOG_ARTIFACTS",
     "abandon_capture_pool",
     "applied_compile_config",
@@ -183,7 +189,9 @@ __all__ = [
     "pyfunc_argnames",
     "recompile_limit",
     "recompile_limit_logger_names",
+    "MARK_DYNAMIC_CALL",
     "recompile_limit_name",
+    "recompile_limit_setting",
     "recompile_log_names",
     "register_dynamo_loggers",
     "reset_dynamo",

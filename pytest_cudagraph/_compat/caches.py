@@ -21,6 +21,12 @@ from .cuda import cuda_available
 # --------------------------------------------------------------------------
 
 
+# Names a user acts on, for messages: the class a custom Inductor pass must subclass to
+# be cacheable, and the config modules whose values go into the cache keys (2.6-2.14).
+CUSTOM_GRAPH_PASS_CLASS = "torch._inductor.custom_graph_pass.CustomGraphPass"
+CACHE_KEY_CONFIG_MODULES = ("torch._inductor.config", "torch._functorch.config")
+
+
 def force_disable_caches_owner() -> Any:
     """The config module holding ``force_disable_caches``.
 

@@ -69,6 +69,15 @@ def recompile_limit_name() -> str:
     return "recompile_limit" if hasattr(dynamo_config, "recompile_limit") else "cache_size_limit"
 
 
+def recompile_limit_setting() -> str:
+    """The recompile limit as a user sets it, for messages: ``torch._dynamo.config.recompile_limit``."""
+    return f"torch._dynamo.config.{recompile_limit_name()}"
+
+
+# the call a message advises for a dimension that varies (Dynamo has no public alias of it)
+MARK_DYNAMIC_CALL = "torch._dynamo.mark_dynamic(x, dim)"
+
+
 def recompile_limit() -> int:
     import torch._dynamo.config as dynamo_config
 
