@@ -82,15 +82,7 @@ class BatchPadding:
         """The static input buffers for ``size`` (allocated once), holding ``args`` zero-padded."""
         staged = self.staging.get(size)
         if staged is None:
-            staged = []
-            for a in args:
-                if isinstance(a, torch.Tensor):
-                    shape = list(a.shape)
-                    shape[self.batch_dim] = size
-                    staged.append(torch.zeros(shape, dtype=a.dtype, device=a.device))
-                else:
-                    staged.append(a)
-            self.staging[size] = staged
+            staged = self.staging[size] = self.zeros_like(args, size)
         for buffer, a in zip(staged, args):
             if isinstance(a, torch.Tensor):
                 rows = a.shape[self.batch_dim]
