@@ -360,6 +360,8 @@ class CacheProbe:
         self._start: _Reading | None = None
         self._recorded: dict[str, Any] = {}
         self._passes: list[PassResult] = []
+        # every cold_warm() and portable() pair, in order, for the report
+        self._pairs: list[ColdWarm] = []
         self._subdirs = 0
         self._last_pair_dir: Path | None = None
 
@@ -494,6 +496,11 @@ class CacheProbe:
             self._require_active("stats")
         return self._stats_since(self._start)
 
+    @property
+    def pairs(self) -> tuple[ColdWarm, ...]:
+        """Every ``cold_warm()`` and ``portable()`` pair this probe ran, in order."""
+        return tuple(self._pairs)
+
     def result(self) -> ProbeResult:
         """The frozen result for the report: whole-probe stats and the passes run.
 
@@ -597,7 +604,9 @@ class CacheProbe:
             warm = self.run_pass("warm", lambda: call_fn(*args), seed, pair_dir)
         else:
             warm = self._callable_pass_in_child(target, args, seed, pair_dir)
-        return ColdWarm(cold=cold, warm=warm, mode=mode, cache_dir=str(pair_dir))
+        pair = ColdWarm(cold=cold, warm=warm, mode=mode, cache_dir=str(pair_dir))
+        self._pairs.append(pair)
+        return pair
 
     def portable(self, fn: Callable[..., Any], *args: Any, seed: int = DEFAULT_SEED) -> ColdWarm:
         """Move the probe's cache into an empty directory (mega-cache artifacts) and run warm there.
@@ -629,7 +638,9 @@ class CacheProbe:
             compat.clear_in_memory_compile_caches()
             compat.load_cache_artifacts(blob)
         moved = self.run_pass("moved", lambda: fn(*args), seed, moved_dir)
-        return ColdWarm(cold=source, warm=moved, mode="portable", cache_dir=str(moved_dir))
+        pair = ColdWarm(cold=source, warm=moved, mode="portable", cache_dir=str(moved_dir))
+        self._pairs.append(pair)
+        return pair
 
     # -- subprocess passes --------------------------------------------------
     def _callable_pass_in_child(self, target: str, args: tuple, seed: int, directory: Path) -> PassResult:

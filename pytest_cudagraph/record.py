@@ -32,6 +32,8 @@ class TestRecord:
         self._extra: dict[str, Any] = {}
         # where the test ran when workers are pinned to GPUs: {"worker": ..., "cuda_visible_devices": ...}
         self.placement: dict[str, str] | None = None
+        # why the test failed, as pytest's one-line crash summary: {"when": "call", "message": "..."}
+        self.failure: dict[str, str] | None = None
 
     # -- adding results -------------------------------------------------
     def set(self, section: str, result: JsonResult) -> None:
@@ -66,6 +68,8 @@ class TestRecord:
             out["piecewise"] = merge_piecewise([p.to_json() for p in self._piecewise])
         if self.placement:
             out["placement"] = dict(self.placement)
+        if self.failure:
+            out["failure"] = dict(self.failure)
         if self._extra:
             out["extra"] = dict(self._extra)
         return out

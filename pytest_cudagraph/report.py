@@ -860,6 +860,7 @@ _RECORD = {
     "piecewise": {**_PIECEWISE_SET, "sets": _Each(_PIECEWISE_SET)},
     "reduce_overhead": _REDUCE_OVERHEAD,
     "placement": _Each(_SCALAR, mapping=True),
+    "failure": {"when": _TEXT, "message": _TEXT},
     "extra": _FREE,
 }
 _RUN_SPEC = {

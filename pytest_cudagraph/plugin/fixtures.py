@@ -70,6 +70,9 @@ def compile_cache(request: pytest.FixtureRequest) -> Iterator[Any]:
     # the compile_cache marker's figures, when the test has one, are the more precise
     if record.get("caches") is None:
         record.set("caches", probe.result())
+    if probe.pairs:
+        # the passes of each pair, so that the report shows the warm pass, not cold + warm added up
+        record.note("cold_warm", [pair.to_json() for pair in probe.pairs])
 
 
 @pytest.fixture

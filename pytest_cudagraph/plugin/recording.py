@@ -21,6 +21,7 @@ from ..markers import MarkerArgumentError, parse_item_markers
 from ..progress import RunProgress
 from ..record import TestRecord, set_current_record
 from ..session import RunState
+from ..text import clip_middle
 from .items import (
     CACHE_SNAPSHOT_KEY,
     MARKERS_KEY,
@@ -34,6 +35,19 @@ from .items import (
 )
 
 REPORT_RECORD_ATTR = "cudagraph_record"
+# The first failed phase's message, for the record (the report page shows failed tests with it).
+FAILURE_KEY = pytest.StashKey[dict]()
+# A failure message longer than this is clipped in the middle; the terminal output keeps it whole.
+FAILURE_MESSAGE_LIMIT = 4000
+
+
+def failure_message(report: pytest.TestReport) -> str:
+    """What the test failed with: pytest's crash line (the exception and its message), else the long text."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    message = getattr(crash, "message", None)
+    if not isinstance(message, str) or not message.strip():
+        message = report.longreprtext
+    return clip_middle(message.strip(), FAILURE_MESSAGE_LIMIT)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -78,6 +92,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     elif call.when == "call" and outcome is None:
         outcome = "passed"
     item.stash[OUTCOME_KEY] = (outcome, duration)
+    if report.failed and not hasattr(report, "wasxfail") and FAILURE_KEY not in item.stash:
+        item.stash[FAILURE_KEY] = {"when": call.when, "message": failure_message(report)}
     if call.when == "teardown":
         finished = finish_record(item, item.stash.get(RECORD_KEY, None))
         if finished is not None:
@@ -103,6 +119,7 @@ def finish_record(item: pytest.Item, record: TestRecord | None) -> dict[str, Any
     if record is None:
         return None
     record.outcome, record.duration_s = item.stash.get(OUTCOME_KEY, (None, 0.0))
+    record.failure = item.stash.get(FAILURE_KEY, None)
     state = item.config.stash[STATE_KEY]
     if state.pinned_device is not None:
         record.placement = {
@@ -110,7 +127,7 @@ def finish_record(item: pytest.Item, record: TestRecord | None) -> dict[str, Any
             "cuda_visible_devices": state.pinned_device,
         }
     entry = record.to_json()
-    if not uses_plugin(item) and not set(entry) - {"outcome", "duration_s"}:
+    if not uses_plugin(item) and not set(entry) - {"outcome", "duration_s", "failure"}:
         return None  # a test that used nothing of the plugin and measured nothing
     from ..report import json_safe
 

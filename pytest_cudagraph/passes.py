@@ -1,0 +1,133 @@
+"""Cold and warm passes as a report holds them, and their counters in a few characters.
+
+A test that ran the ``compile_cache`` marker or ``compile_cache.cold_warm()`` has
+two kinds of cache figures.  Its ``caches`` section counts the probe's whole life,
+cold and warm pass added up, so a perfect warm start reads ``1h/1m``: one hit (the
+warm pass) and one miss (the cold pass), which looks like a failure.  Its passes
+are kept under ``extra``: the marker's pair under ``compile_cache``, every
+``cold_warm()`` and ``portable()`` pair under ``cold_warm``.  The terminal table
+and the HTML page show those: the warm pass, and cold -> warm.
+
+Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .report import as_int
+
+# The counters a pass shows, per layer, with their one-letter names, in display order.
+# Triton's bundler and static-autotuner counters are kept in the report only.
+PASS_COUNTERS: dict[str, tuple[tuple[str, str], ...]] = {
+    "fxgraph": (("hit", "h"), ("miss", "m"), ("saved", "s"), ("bypass", "b")),
+    "aot_autograd": (("hit", "h"), ("miss", "m"), ("saved", "s"), ("bypass", "b")),
+    "triton": (("compiled", "c"), ("loaded", "l")),
+}
+LETTER_MEANING = {
+    "h": "hits",
+    "m": "misses",
+    "s": "saves",
+    "b": "bypasses",
+    "c": "Triton kernels compiled",
+    "l": "Triton kernels loaded",
+}
+
+
+@dataclass(frozen=True)
+class PassPair:
+    """One cold pass and the warm pass after it, each as ``{layer: {counter: n}}``."""
+
+    label: str
+    mode: str
+    cold: Mapping[str, Mapping[str, Any]]
+    warm: Mapping[str, Mapping[str, Any]]
+    cold_s: float | None
+    warm_s: float | None
+    warm_process: str
+
+
+def pass_pairs(record: Mapping[str, Any]) -> list[PassPair]:
+    """The record's cold/warm pairs: the marker's first, then each ``cold_warm()``/``portable()`` in order."""
+    extra = record.get("extra")
+    if not isinstance(extra, Mapping):
+        return []
+    pairs: list[PassPair] = []
+    marked = extra.get("compile_cache")
+    if isinstance(marked, Mapping):
+        mode = str(marked.get("mode", "?"))
+        pair = _pair(f"@pytest.mark.compile_cache(mode={mode!r})", marked)
+        if pair is not None:
+            pairs.append(pair)
+    called = extra.get("cold_warm")
+    if isinstance(called, list):
+        for number, entry in enumerate(called, start=1):
+            if isinstance(entry, Mapping):
+                mode = str(entry.get("mode", "?"))
+                name = "portable()" if mode == "portable" else f"cold_warm(mode={mode!r})"
+                pair = _pair(f"{name} #{number}" if len(called) > 1 else name, entry)
+                if pair is not None:
+                    pairs.append(pair)
+    return pairs
+
+
+def _pair(label: str, entry: Mapping[str, Any]) -> PassPair | None:
+    cold, warm = entry.get("cold"), entry.get("warm")
+    if not isinstance(cold, Mapping) or not isinstance(warm, Mapping):
+        return None
+    return PassPair(
+        label=label,
+        mode=str(entry.get("mode", "?")),
+        cold=_stats(cold),
+        warm=_stats(warm),
+        cold_s=_seconds(cold.get("duration_s")),
+        warm_s=_seconds(warm.get("duration_s")),
+        warm_process=str(warm.get("process", "")),
+    )
+
+
+def _stats(one_pass: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any]]:
+    stats = one_pass.get("stats")
+    if not isinstance(stats, Mapping):
+        return {}
+    return {layer: counts for layer, counts in stats.items() if isinstance(counts, Mapping)}
+
+
+def _seconds(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def added_up(passes: list[Mapping[str, Mapping[str, Any]]]) -> dict[str, dict[str, int]]:
+    """Several passes' counters added per layer and counter (a test with several pairs shows their sum)."""
+    total: dict[str, dict[str, int]] = {}
+    for stats in passes:
+        for layer, counts in stats.items():
+            into = total.setdefault(layer, {})
+            for counter, value in counts.items():
+                into[counter] = into.get(counter, 0) + as_int(value)
+    return total
+
+
+def counts_text(layer: str, counts: Mapping[str, Any] | None) -> str:
+    """A pass's counters of one layer, the non-zero ones only: ``1h``, ``1m 1s``; ``0`` when all are zero."""
+    if not isinstance(counts, Mapping):
+        return "-"
+    parts = [f"{as_int(counts.get(name))}{letter}" for name, letter in PASS_COUNTERS.get(layer, ())]
+    shown = [part for part in parts if not part.startswith("0")]
+    return " ".join(shown) or "0"
+
+
+def letters_in(text: str) -> set[str]:
+    """The counter letters a cell uses (for a legend that explains only what the table shows)."""
+    return {char for char in text if char in LETTER_MEANING}
+
+
+def cold_to_warm_text(layer: str, pairs: list[PassPair]) -> str:
+    """``1m 1s -> 1h``: the layer's counters in the cold pass(es), then in the warm pass(es)."""
+    if not pairs or not any(layer in pair.cold or layer in pair.warm for pair in pairs):
+        return "-"
+    cold = added_up([pair.cold for pair in pairs]).get(layer)
+    warm = added_up([pair.warm for pair in pairs]).get(layer)
+    return f"{counts_text(layer, cold)} -> {counts_text(layer, warm)}"
