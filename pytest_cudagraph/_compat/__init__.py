@@ -67,6 +67,7 @@ from .dtypes import (
 from .dynamo import (
     MARK_DYNAMIC_CALL,
     RECOMPILE_LOG_ARTIFACTS,
+    TORCH_TRACE_LOGGER,
     backend_compiler_failed_type,
     counter_value,
     counter_values,
@@ -117,6 +118,7 @@ from .inductor import (
 )
 from .pytest_xdist import (
     pyfunc_argnames,
+    pytest_log_handlers,
     run_basetemp,
     xdist_scope_scheduling,
 )
@@ -130,6 +132,8 @@ from .state import (
 )
 
 __all__ = [
+    "TORCH_TRACE_LOGGER",
+    "pytest_log_handlers",
     "CACHE_KEY_CONFIG_MODULES",
     "CUSTOM_GRAPH_PASS_CLASS",
     "RECOMPILE_LOG_ARTIFACTS",

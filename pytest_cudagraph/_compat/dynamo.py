@@ -16,6 +16,11 @@ from typing import Any
 # --------------------------------------------------------------------------
 
 
+# torch's structured-trace logger (torch._logging, 2.1+): it never propagates, and torch builds and
+# writes its records (compile events, graphs, guards, as JSON payloads) whenever it has a handler
+TORCH_TRACE_LOGGER = "torch.__trace"
+
+
 def register_dynamo_loggers() -> None:
     """Import ``torch._dynamo``, which registers its TORCH_LOGS artifact loggers (2.4+)."""
     import torch._dynamo  # noqa: F401

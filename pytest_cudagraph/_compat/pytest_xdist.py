@@ -1,4 +1,5 @@
-"""pytest's and pytest-xdist's internals: the run's base temp directory, a test's arguments, scope scheduling.
+"""pytest's and pytest-xdist's internals: the run's base temp directory, a test's arguments, scope scheduling,
+pytest's log-capture handlers.
 
 Read in pytest 8.0-9.2 and pytest-xdist 3.5-3.8.  Imports neither pytest nor xdist
 at import time (xdist is optional).
@@ -23,6 +24,18 @@ def run_basetemp(config: Any) -> Path | None:
     if factory is None:
         return None
     return Path(factory.getbasetemp())
+
+
+def pytest_log_handlers(logger: Any) -> list[Any]:
+    """The handlers of pytest's logging plugin attached to ``logger`` (capture, caplog, live log, log file).
+
+    pytest 9.2's ``catching_logs`` attaches its handler to the root logger and to
+    every logger that does not propagate, at the start of each phase of each test
+    and of the test loop; pytest 8.x and 9.0-9.1 attach to the root logger only.
+    The handlers are classes of ``_pytest.logging`` (``LogCaptureHandler``,
+    ``_LiveLoggingNullHandler``, ``_FileHandler``, ...) with no public base class.
+    """
+    return [handler for handler in logger.handlers if type(handler).__module__ == "_pytest.logging"]
 
 
 def pyfunc_argnames(item: Any) -> tuple[str, ...]:

@@ -16,7 +16,8 @@ explicitly in ``pytest_configure``:
 - ``handles``: the objects the ``cudagraphs`` and ``piecewise`` fixtures hand to a
   test (imported by ``fixtures``; no hooks);
 - ``state_isolation``: global torch state put back after each plugin test;
-- ``xdist``: the controller's and the workers' sides under ``-n``.
+- ``xdist``: the controller's and the workers' sides under ``-n``;
+- ``torch_trace``: torch's structured-trace records kept out of pytest's log capture.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from ..envvars import CHILD_PASS_ENV
 from ..errors import ReportError, UsageProblem
 from ..markers import MARKER_DOCS
 from ..session import RunState, read_options
-from . import collection, fixtures, marker_checks, recording, startup, state_isolation, xdist
+from . import collection, fixtures, marker_checks, recording, startup, state_isolation, torch_trace, xdist
 from .items import PROGRESS_KEY, STATE_KEY
 from .xdist import WORKER_ROOT
 
@@ -100,6 +101,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "(e.g. 'default,graph-breaks'); default: the default rules",
         default="",
     )
+    parser.addini(
+        torch_trace.INI_OPTION,
+        "keep torch's structured-trace records (logger torch.__trace) in pytest's log capture and caplog; "
+        "default false: they are kept out, so a failing test's captured log shows what matters",
+        type="bool",
+        default=False,
+    )
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -146,6 +154,8 @@ def pytest_configure(config: pytest.Config) -> None:
         ("cudagraph-state-isolation", state_isolation),
     ):
         manager.register(module, name)
+    if not config.getini(torch_trace.INI_OPTION):
+        manager.register(torch_trace, "cudagraph-torch-trace")
     recording.register(config, state)
     xdist.register(config, state, config.stash.get(PROGRESS_KEY, None))
 
