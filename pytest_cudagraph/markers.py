@@ -37,6 +37,39 @@ MARKER_DOCS = {
 }
 
 
+def misspelled_marker_message(name: str, registered: set[str]) -> str | None:
+    """The sentence for a mark that is not registered but is one edit away from one of this plugin's, else None.
+
+    Without ``--strict-markers`` pytest only warns about an unknown mark, and the
+    test passes with nothing checked: ``@pytest.mark.max_recompile(0)`` looks like
+    a recompile check and is none.
+    """
+    if name in registered or name in MARKER_DOCS:
+        return None
+    meant = next((ours for ours in MARKER_DOCS if _one_edit_apart(name, ours)), None)
+    if meant is None:
+        return None
+    return (
+        f"@pytest.mark.{name} is not a marker of pytest-cudagraph, so it checks nothing; "
+        f"did you mean @pytest.mark.{meant}? (pytest --strict-markers makes every unknown marker an error)"
+    )
+
+
+def _one_edit_apart(a: str, b: str) -> bool:
+    """True when one insertion, deletion, substitution or swap of neighbours turns ``a`` into ``b`` (a != b)."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        differ = [i for i in range(len(a)) if a[i] != b[i]]
+        if len(differ) == 1:
+            return True
+        first, second = (differ + [0, 0])[:2]
+        return len(differ) == 2 and second == first + 1 and a[first] == b[second] and a[second] == b[first]
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    index = next((i for i in range(len(short)) if short[i] != long[i]), len(short))
+    return short[index:] == long[index + 1 :]
+
+
 class MarkerArgumentError(CudagraphError, ValueError):
     """A marker was given an argument it cannot use; found at collection.
 

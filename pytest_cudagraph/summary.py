@@ -2,17 +2,21 @@
 
 Example (``pytest --cudagraph --cudagraph-report=run.json``)::
 
-    test                         outcome  graphs     pool / largest        recompiles  fxgraph  aot    triton
-    tests/test_mlp.py::test_rec  failed   -          -                     9 LIMIT     -        -      -
-    tests/test_mlp.py::test_mlp  passed   4 (1-8)    60.0M / 42.0M  1.43x  0           0h/1m    0h/1m  3c/0l
-    1 failed, 1 passed; 4 graphs captured; 9 recompiles (1 recompile-limit hits)
-    cache columns: h hits / m misses / b bypasses; triton: c compiled / l loaded (s/l: bundler files)
+    test                         outcome  graphs   pool / largest       recompiles  fxgraph      aot          triton
+    tests/test_mlp.py::test_rec  failed   -        -                    9 LIMIT     -            -            -
+    tests/test_mlp.py::test_mlp  passed   4 (1-8)  60.0M / 42.0M  1.43x  0           0h/1m        0h/1m        3c/0l
+    tests/test_mlp.py::test_warm passed   -        -                    0           1m 1s -> 1h  1m 1s -> 1h  3c -> 0
+    1 failed, 2 passed; 4 graphs captured; 9 recompiles (1 recompile-limit hit)
+    3 GPU tests skipped: no CUDA device (torch 2.13.0+cpu reports torch.cuda.is_available() == False)
+    fxgraph, aot: h hits, m misses, s saves, b bypasses; triton: c kernels compiled, l loaded; ...
     report written to /ci/run.json
 
-Failed tests and recompile-limit hits come first.  A node id longer than
-text.NODEID_WIDTH is clipped in the middle (the report keeps it whole), and a test
-with several GraphSets shows the set whose pool ratio is worst.  Nothing here
-imports torch.
+Failed tests and recompile-limit hits come first.  A test that ran a cold and a
+warm pass (the ``compile_cache`` marker, ``cold_warm()``) shows both, cold -> warm,
+instead of their sum.  The legend explains only what the table shows.  A node id
+longer than text.NODEID_WIDTH is clipped in the middle (the report keeps it
+whole), and a test with several GraphSets shows the set whose pool ratio is
+worst.  Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .passes import LETTER_MEANING, cold_to_warm_text, letters_in, pass_pairs
 from .report import as_int, limit_hit_count, summarize
-from .text import clip_nodeid, format_bytes, format_table
+from .text import clip_nodeid, count_noun, format_bytes, format_table
 
 HEADER = ["test", "outcome", "graphs", "pool / largest", "recompiles", "fxgraph", "aot", "triton"]
 
@@ -32,6 +37,11 @@ HEADER = ["test", "outcome", "graphs", "pool / largest", "recompiles", "fxgraph"
 DEFAULT_MAX_ROWS = 40
 # outcomes listed first: a test that failed, errored, or whose xdist worker died under it
 ATTENTION_OUTCOMES = ("failed", "error", "crashed")
+# The plugin's own reasons for skipping a GPU test (collection.py, handles.py): a run where
+# they skipped GPU tests says so in one line, so a CPU runner is never taken for a GPU pass.
+GPU_SKIP_REASONS = ("needs --cudagraph", "no CUDA device")
+LEGEND_WIDTH = 120
+CACHE_COLUMNS = {"fxgraph": "fxgraph", "aot_autograd": "aot", "triton": "triton"}
 
 
 def _section(record: Mapping[str, Any], name: str) -> Mapping[str, Any]:
@@ -40,6 +50,9 @@ def _section(record: Mapping[str, Any], name: str) -> Mapping[str, Any]:
 
 
 def _layer_cell(record: Mapping[str, Any], layer: str) -> str:
+    pairs = pass_pairs(record)
+    if pairs:  # cold and warm added up read like a failure: show each pass
+        return cold_to_warm_text(layer, pairs)
     counts = _section(record, "caches").get(layer)
     if not isinstance(counts, Mapping) or not counts:
         return "-"
@@ -123,7 +136,8 @@ def _graphs_cells(record: Mapping[str, Any]) -> tuple[str, str]:
         sizes = _sizes_text(graphs.get("sizes"))
         graph_text = f"{as_int(graphs.get('captured'))}" + (f" ({sizes})" if sizes else "")
     else:
-        graph_text = f"{as_int(piecewise.get('graphs_captured'))} pw/{as_int(piecewise.get('pieces'))}p"
+        pieces = count_noun(as_int(piecewise.get("pieces")), "piece")
+        graph_text = f"{as_int(piecewise.get('graphs_captured'))} ({pieces})"
     return graph_text, pool_text(pool_figures(graphs or piecewise))
 
 
@@ -169,11 +183,14 @@ def summary_row(nodeid: str, record: Mapping[str, Any]) -> list[str]:
 
 def totals_line(records: Mapping[str, Mapping[str, Any]]) -> str:
     totals = summarize(records)
-    outcomes = ", ".join(f"{n} {outcome}" for outcome, n in totals["outcomes"].items())
-    parts = [outcomes or "no tests", f"{totals['graphs_captured']} graphs captured"]
-    recompiles = f"{totals['recompiles']} recompiles"
+    # pytest's words: "1 error", "2 errors"; "2 passed", "2 failed"
+    outcomes = ", ".join(
+        count_noun(n, outcome) if outcome == "error" else f"{n} {outcome}" for outcome, n in totals["outcomes"].items()
+    )
+    parts = [outcomes or "no tests", f"{count_noun(totals['graphs_captured'], 'graph')} captured"]
+    recompiles = count_noun(totals["recompiles"], "recompile")
     if totals["recompile_limit_hits"]:
-        recompiles += f" ({totals['recompile_limit_hits']} recompile-limit hits)"
+        recompiles += f" ({count_noun(totals['recompile_limit_hits'], 'recompile-limit hit')})"
     parts.append(recompiles)
     return "; ".join(parts)
 
@@ -203,13 +220,50 @@ def terminal_summary_lines(
         if hidden:
             lines.append(f"... {hidden} more tests (use -v for all of them, or see the report)")
         lines.append(totals_line(records))
-        lines.append(
-            "cache columns: h hits / m misses / b bypasses; triton: c compiled / l loaded (s/l: bundler files)"
-        )
+        lines += gpu_skip_lines(records)
+        lines += legend_lines(rows)
     if report_error is not None:
         lines.append(report_error)
     elif report_path is not None:
         lines.append(f"report written to {report_path}")
+    return lines
+
+
+def gpu_skip_lines(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """``12 GPU tests skipped: no CUDA device (...)``, one line per reason the plugin skipped GPU tests for."""
+    counts: dict[str, int] = {}
+    for record in records.values():
+        reason = record.get("skip_reason")
+        if record.get("outcome") == "skipped" and isinstance(reason, str) and reason.startswith(GPU_SKIP_REASONS):
+            counts[reason] = counts.get(reason, 0) + 1
+    return [f"{count_noun(n, 'GPU test')} skipped: {reason}" for reason, n in sorted(counts.items())]
+
+
+def legend_lines(rows: list[list[str]]) -> list[str]:
+    """What the table's abbreviations mean: only those that appear in ``rows`` (rows as summary_row makes them)."""
+    column = {name: index for index, name in enumerate(HEADER)}
+    cache_cells = [row[column[name]] for row in rows for name in CACHE_COLUMNS.values()]
+    letters = set().union(*map(letters_in, cache_cells)) if cache_cells else set()
+    parts = []
+    caches = [f"{letter} {LETTER_MEANING[letter]}" for letter in LETTER_MEANING if letter in letters]
+    if caches:
+        parts.append("caches: " + ", ".join(caches))
+    if any("->" in cell for cell in cache_cells):
+        parts.append("a -> b: the cold pass, then the warm pass")
+    pools = [row[column["pool / largest"]] for row in rows]
+    if any(cell.endswith("x") or "x (set" in cell for cell in pools):
+        parts.append("pool / largest: the shared pool and the largest graph alone, 1.43x = (pool - cuBLAS) / largest")
+    recompile_cells = [row[column["recompiles"]] for row in rows]
+    if any("LIMIT" in cell for cell in recompile_cells):
+        parts.append("LIMIT: hit the recompile limit, so Dynamo ran frames eagerly")
+    if any("brk" in cell for cell in recompile_cells):
+        parts.append("+Nbrk: N graph breaks")
+    lines: list[str] = []
+    for part in parts:  # one line while it stays readable, then one more
+        if lines and len(lines[-1]) + len(part) + 2 <= LEGEND_WIDTH:
+            lines[-1] += "; " + part
+        else:
+            lines.append(part)
     return lines
 
 

@@ -19,12 +19,33 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["KIB", "MIB", "NODEID_WIDTH", "clip", "clip_middle", "clip_nodeid", "format_bytes", "format_table", "number"]
+__all__ = [
+    "KIB",
+    "MIB",
+    "NODEID_WIDTH",
+    "clip",
+    "clip_middle",
+    "clip_nodeid",
+    "count_noun",
+    "format_bytes",
+    "format_table",
+    "number",
+]
 
 KIB = 1024
 MIB = 1024 * 1024
 # A parametrize id can be thousands of characters long; one such id must not widen every row.
 NODEID_WIDTH = 100
+
+
+# ----------------------------------------------------------------------------
+# counts
+# ----------------------------------------------------------------------------
+
+
+def count_noun(count: int, singular: str, plural: str | None = None) -> str:
+    """``1 recompile``, ``2 recompiles``, ``1 recompile-limit hit``; ``plural`` where adding "s" is wrong."""
+    return f"{count} {singular if count == 1 else (plural or singular + 's')}"
 
 
 # ----------------------------------------------------------------------------

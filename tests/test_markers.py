@@ -6,8 +6,10 @@ from hypothesis import strategies as st
 
 from pytest_cudagraph.errors import CudagraphError
 from pytest_cudagraph.markers import (
+    MARKER_DOCS,
     CompileCacheMarker,
     MarkerArgumentError,
+    misspelled_marker_message,
     parse_capture_sizes,
     parse_compile_cache,
     parse_cudagraph,
@@ -103,3 +105,43 @@ def test_compile_cache_modes():
     assert parse_compile_cache((), {}).bitwise is True
     with pytest.raises(MarkerArgumentError, match="use mode='inprocess' or mode='subprocess'"):
         parse_compile_cache(("cold",), {})
+
+
+# ----------------------------------------------------------------------------
+# marks one edit away from the plugin's
+# ----------------------------------------------------------------------------
+
+OURS = sorted(MARKER_DOCS)
+
+
+def _one_edit_variants(name: str) -> set[str]:
+    letters = "abcdefghijklmnopqrstuvwxyz_"
+    deletions = {name[:i] + name[i + 1 :] for i in range(len(name))}
+    swaps = {name[:i] + name[i + 1] + name[i] + name[i + 2 :] for i in range(len(name) - 1)}
+    substitutions = {name[:i] + c + name[i + 1 :] for i in range(len(name)) for c in letters}
+    insertions = {name[:i] + c + name[i:] for i in range(len(name) + 1) for c in letters}
+    return (deletions | swaps | substitutions | insertions) - {name}
+
+
+@pytest.mark.parametrize("ours", OURS)
+def test_every_one_edit_misspelling_of_a_plugin_marker_is_named_with_the_fix(ours):
+    for variant in _one_edit_variants(ours):
+        if variant in MARKER_DOCS:
+            continue
+        message = misspelled_marker_message(variant, registered=set())
+        assert message is not None, variant
+        assert f"@pytest.mark.{variant} is not a marker of pytest-cudagraph" in message
+        assert "did you mean @pytest.mark." in message and "--strict-markers" in message
+
+
+@given(st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=20))
+def test_a_name_two_or_more_edits_from_every_plugin_marker_is_left_alone(name):
+    near = any(name == ours or name in _one_edit_variants(ours) for ours in OURS)
+    assert (misspelled_marker_message(name, registered=set()) is not None) == near
+
+
+def test_a_registered_mark_and_the_plugin_marks_themselves_are_never_flagged():
+    assert misspelled_marker_message("max_recompile", registered={"max_recompile"}) is None
+    for ours in OURS:
+        assert misspelled_marker_message(ours, registered=set()) is None
+    assert misspelled_marker_message("slow", registered=set()) is None

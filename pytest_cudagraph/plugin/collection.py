@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ..markers import MarkerArgumentError, parse_item_markers
+from ..markers import MarkerArgumentError, misspelled_marker_message, parse_item_markers
 from ..record import TestRecord
 from .items import (
     GATED_FIXTURES,
@@ -21,24 +21,73 @@ from .items import (
 WORKER_GROUPS = "cudagraph_groups_dir"
 
 
+# The marker problems of one module's (or class's) functions, reported together once it is collected.
+MARKER_PROBLEMS_KEY = pytest.StashKey[list]()
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: object):
-    """As each test function is collected: check its marker arguments, so a bad one is a collection error."""
+    """As each test function is collected: check its marks, so a bad one is a collection error.
+
+    A bad marker argument, or a mark one edit away from one of the plugin's.  The
+    problems are kept on the collector and reported together when it finishes
+    (pytest_make_collect_report): raising here would stop the module at its first.
+    """
     result = yield
     items = result if isinstance(result, list) else [result]
-    problem = None
+    registered = _registered_marks(collector.config)
     for item in items:
         if isinstance(item, pytest.Item):
             item.stash[NODEID_KEY] = item.nodeid
+            problems = [
+                message
+                for message in (misspelled_marker_message(mark.name, registered) for mark in item.iter_markers())
+                if message is not None
+            ]
             try:
                 item.stash[MARKERS_KEY] = parse_item_markers(item)
             except MarkerArgumentError as exc:
-                problem = problem or f"{item.nodeid}: {exc}"
-                _record_collection_error(item, str(exc))
-    if problem is not None:
-        # A CollectError prints its message alone, without a traceback.
-        raise collector.CollectError(problem)
+                problems.append(str(exc))
+            for problem in dict.fromkeys(problems):  # a class mark repeats on each method: once per test
+                collector.stash.setdefault(MARKER_PROBLEMS_KEY, []).append(f"{item.nodeid}: {problem}")
+                _record_collection_error(item, problem)
     return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector):
+    """When a module or class has been collected: every marker problem of its tests, as one collection error."""
+    report = yield
+    problems = collector.stash.get(MARKER_PROBLEMS_KEY, None)
+    if problems and report.passed:
+        problems = problems + _problems_of_classes(report.result)
+        report.outcome = "failed"
+        report.longrepr = "\n".join(problems)  # a plain string prints alone, without a traceback
+        report.result = []
+    return report
+
+
+def _problems_of_classes(children: list) -> list[str]:
+    """The marker problems of the test classes among a failing module's children.
+
+    pytest never collects the children of a collector whose report failed, so the
+    classes are collected here, for their problems only: every bad mark of the file
+    is reported at once.
+    """
+    problems: list[str] = []
+    for child in children:
+        if isinstance(child, pytest.Class):
+            try:
+                child.collect()
+            except Exception:  # pytest reports the class's own collection error once the marks are fixed
+                continue
+            problems += child.stash.get(MARKER_PROBLEMS_KEY, [])
+    return problems
+
+
+def _registered_marks(config: pytest.Config) -> set[str]:
+    """The names of the marks pytest knows: its own, the plugins', and the ini file's ``markers``."""
+    return {line.split(":")[0].split("(")[0].strip() for line in config.getini("markers")}
 
 
 def _record_collection_error(item: pytest.Item, message: str) -> None:

@@ -60,7 +60,14 @@ def recompiles(request: pytest.FixtureRequest) -> Iterator[Any]:
 
 @pytest.fixture
 def compile_cache(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """An isolated compile-cache directory with per-layer counter deltas and ``.cold_warm()``."""
+    """An isolated compile-cache directory: per-layer counters, ``.record()``, ``.cold_warm()``, ``.portable()``.
+
+    ``compile_cache.record(name, tensor)`` keeps a tensor of the running pass: under
+    ``@pytest.mark.compile_cache`` the warm pass must record the same tensors as the
+    cold one.  ``compile_cache.cold_warm(fn, *args)`` runs ``fn`` against an empty
+    cache, then warm, and returns the pair (``.check()`` it); ``.stats()`` gives the
+    hits, misses, saves and bypasses of each layer so far.
+    """
     from ..caches import cache_probe
 
     state = request.config.stash[STATE_KEY]
