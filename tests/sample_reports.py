@@ -142,3 +142,44 @@ def modified(report: dict[str, Any], nodeid: str, path: str, value: Any) -> dict
         target = target.setdefault(key, {})
     target[last] = value
     return out
+
+
+def _pass(fx: dict[str, int], aot: dict[str, int], triton: dict[str, int], seconds: float, process: str) -> dict:
+    return {
+        "stats": {"fxgraph": fx, "aot_autograd": aot, "triton": triton},
+        "recorded": {"out": {"shape": [16, 16], "dtype": "float32"}},
+        "duration_s": seconds,
+        "process": process,
+        "cache_dir": "/tmp/cache/probes/main-1-a/marked-1",
+    }
+
+
+def warm_start_record(mode: str = "subprocess") -> dict[str, Any]:
+    """A passing ``@pytest.mark.compile_cache`` test: the cold pass missed and saved, the warm pass only hit.
+
+    Its ``caches`` adds both passes up (1 hit, 1 miss, 1 save), as the probe counts them.
+    """
+    cold = _pass(
+        {"hit": 0, "miss": 1, "bypass": 0, "saved": 1},
+        {"hit": 0, "miss": 1, "bypass": 0, "saved": 1, "guard_miss": 0},
+        {"compiled": 2, "loaded": 0},
+        0.96,
+        "this interpreter",
+    )
+    warm = _pass(
+        {"hit": 1, "miss": 0, "bypass": 0, "saved": 0},
+        {"hit": 1, "miss": 0, "bypass": 0, "saved": 0, "guard_miss": 0},
+        {"compiled": 0, "loaded": 2},
+        10.2,
+        "a fresh interpreter (pid 2634)",
+    )
+    return {
+        "outcome": "passed",
+        "duration_s": 15.55,
+        "caches": {
+            "fxgraph": {"hit": 1, "miss": 1, "bypass": 0, "saved": 1},
+            "aot_autograd": {"hit": 1, "miss": 1, "bypass": 0, "saved": 1, "guard_miss": 0},
+            "triton": {"compiled": 2, "loaded": 2},
+        },
+        "extra": {"compile_cache": {"mode": mode, "cold": cold, "warm": warm}},
+    }

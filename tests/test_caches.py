@@ -63,6 +63,7 @@ def subprocess_run(inputs):
         return probe.cold_warm(train_step, *inputs, mode="subprocess")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", ["inprocess_run", "subprocess_run"])
 def test_cold_pass_compiles_and_saves_forward_and_backward(request, run):
     result = request.getfixturevalue(run)

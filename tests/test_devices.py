@@ -141,6 +141,7 @@ def test_group_module_runs_the_gpu_tests_of_each_module_on_one_worker(pytester: 
     assert sorted(tests) == sorted(workers)
 
 
+@pytest.mark.slow
 def test_group_module_leaves_no_scheduling_files_in_a_persistent_root(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_first=GPU_AND_CPU_TESTS)
     root = pytester.path / "root"
@@ -185,6 +186,7 @@ def test_bad_devices_stop_the_run_with_one_sentence(pytester: pytest.Pytester, v
     assert len(errors) == 1 and named in errors[0], result.stderr.str()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(_cuda_visible(), reason="checks what a machine without a CUDA device does")
 @pytest.mark.parametrize("devices", ["auto", "3"])
 def test_without_cuda_devices_pin_nothing_and_gpu_tests_skip_as_usual(pytester: pytest.Pytester, devices: str) -> None:

@@ -35,7 +35,14 @@ def test_docs_hold_test_modules():
     assert len(BLOCKS) >= 3, "the quickstart's examples should be runnable test modules"
 
 
-@pytest.mark.parametrize("page, filename, source", BLOCKS)
+# a block that compiles with Inductor cold and warm takes seconds: it runs with the slow tests
+BLOCK_PARAMS = [
+    pytest.param(*block, marks=pytest.mark.slow) if "@pytest.mark.compile_cache" in block[2] else block
+    for block in BLOCKS
+]
+
+
+@pytest.mark.parametrize("page, filename, source", BLOCK_PARAMS)
 def test_doc_block_runs(pytester, request, page, filename, source):
     pytester.makepyfile(**{filename[:-3]: source})
     gpu = ["--cudagraph"] if request.config.getoption("cudagraph") else []

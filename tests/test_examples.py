@@ -33,6 +33,7 @@ def test_broken_recompile_cases_fail_with_guard_reasons(pytester):
     assert "Traceback" not in out
 
 
+@pytest.mark.slow
 def test_broken_cache_cases_fail_naming_layer_and_reason(pytester):
     result, out = run_example(pytester, "test_compile_cache_broken.py")
     result.assert_outcomes(failed=3)

@@ -47,6 +47,7 @@ def _report(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
+@pytest.mark.slow
 def test_marker_cold_warm_in_both_modes_under_xdist(pytester: pytest.Pytester):
     pytester.makepyfile(test_fwd_bwd=FWD_BWD_BODY)
     report = pytester.path / "report.json"
@@ -81,6 +82,7 @@ def test_marker_cold_warm_in_both_modes_under_xdist(pytester: pytest.Pytester):
     assert _report(report)["summary"]["caches"]["fxgraph"]["hit"] == 4
 
 
+@pytest.mark.slow
 def test_bypass_and_changed_outputs_fail_the_marker_with_reasons(pytester: pytest.Pytester):
     pytester.makepyfile(
         test_bad="""
@@ -126,6 +128,7 @@ def test_bypass_and_changed_outputs_fail_the_marker_with_reasons(pytester: pytes
     assert "Traceback" not in text and "ERROR" not in text
 
 
+@pytest.mark.slow
 def test_disabled_caches_fail_the_marker_with_the_variable_named(pytester: pytest.Pytester, monkeypatch):
     pytester.makepyfile(
         """
@@ -180,6 +183,7 @@ def test_model():
 '''
 
 
+@pytest.mark.slow
 def test_persistent_cache_dir_survives_a_kill_and_the_next_run_only_hits(pytester: pytest.Pytester, monkeypatch):
     """Run A is SIGKILLed inside the backward compile; B completes from what A left; C only hits.
 
@@ -276,6 +280,7 @@ def pytest_cudagraph_update_env(config, env):
 """
 
 
+@pytest.mark.slow
 def test_the_warm_pass_child_never_writes_the_runs_report_from_addopts(pytester: pytest.Pytester):
     pytester.makepyfile(test_child=CHILD_REPORT_BODY)
     pytester.makeconftest(COUNT_REPORTS)

@@ -114,6 +114,7 @@ def test_report_env_hook_records_and_terminal_summary(pytester):
     assert same.returncode == 0, same.stderr
 
 
+@pytest.mark.slow
 def test_xdist_workers_send_every_record_once(pytester):
     pytester.makepyfile(test_model=TESTS)
     pytester.makepyfile(
@@ -170,6 +171,7 @@ def _baseline(pytester, recompile_count: int):
     return write_report(pytester.path / f"baseline-{recompile_count}.json", build_report(env, records))
 
 
+@pytest.mark.slow
 def test_baseline_regression_fails_a_green_session(pytester):
     pytester.makepyfile(test_model=TESTS)
     baseline = _baseline(pytester, recompile_count=0)
@@ -189,6 +191,7 @@ def test_baseline_regression_fails_a_green_session(pytester):
     )
 
 
+@pytest.mark.slow
 def test_baseline_rules_come_from_the_ini(pytester):
     pytester.makepyfile(test_model=TESTS)
     baseline = _baseline(pytester, recompile_count=0)
@@ -207,6 +210,7 @@ def test_unknown_baseline_rule_in_the_ini_is_a_usage_error(pytester):
     assert "ini option cudagraph_baseline_fail_on = 'recompile,pool': unknown rule 'recompile'" in result.stderr.str()
 
 
+@pytest.mark.slow
 def test_baseline_without_regression_keeps_the_session_green(pytester):
     pytester.makepyfile(test_model=TESTS)
     baseline = _baseline(pytester, recompile_count=2)
@@ -215,6 +219,7 @@ def test_baseline_without_regression_keeps_the_session_green(pytester):
     result.stdout.fnmatch_lines(["no regression: 3 tests in both reports: * 0 regressed; 0 new, 0 vanished*"])
 
 
+@pytest.mark.slow
 def test_report_that_cannot_be_written_at_the_end_is_said_in_one_line(pytester):
     # The directory is checked at start; a test removes it, so the write at the end fails.
     pytester.makepyfile(

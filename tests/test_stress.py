@@ -405,6 +405,7 @@ def check_expected_records(report: dict, expected: dict[str, Expected]) -> None:
     assert not mismatched, f"records unlike the generated expectations (expected, obtained): {mismatched}"
 
 
+@pytest.mark.slow
 def test_500_tests_on_two_workers_report_like_one_process(pytester):
     suite = generate_suite()
     expected = write_suite(pytester, suite)
@@ -457,6 +458,7 @@ def test_500_tests_on_two_workers_report_like_one_process(pytester):
     assert rows == summary_rows(serial)
 
 
+@pytest.mark.slow
 def test_xdist_group_suffix_never_reaches_the_report(pytester):
     # --dist loadgroup makes each worker append "@<group>" to the node ids of grouped
     # tests; the report must key them by the node id as collected, as -n 0 does.

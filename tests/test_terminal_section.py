@@ -1,0 +1,83 @@
+"""The plugin's section of pytest's terminal summary, from records: passes, legend, words, GPU skips."""
+
+from __future__ import annotations
+
+import copy
+
+from sample_reports import graph_record, piecewise_record, recompile_record, warm_start_record
+
+from pytest_cudagraph.passes import pass_pairs
+from pytest_cudagraph.summary import HEADER, summary_row, terminal_summary_lines, totals_line
+
+NO_CUDA = "no CUDA device (torch 2.13.0+cpu reports torch.cuda.is_available() == False)"
+
+
+def _cells(record: dict) -> dict[str, str]:
+    return dict(zip(HEADER, summary_row("t.py::test", record)))
+
+
+def test_a_warm_start_shows_each_pass_not_their_sum():
+    cells = _cells(warm_start_record())
+    assert cells["fxgraph"] == "1m 1s -> 1h"
+    assert cells["aot"] == "1m 1s -> 1h"
+    assert cells["triton"] == "2c -> 2l"
+    assert "1h/1m" not in " ".join(cells.values())
+
+
+def test_the_passes_of_several_cold_warm_calls_add_up_per_pass():
+    record = warm_start_record()
+    pair = record["extra"].pop("compile_cache")
+    record["extra"]["cold_warm"] = [pair, copy.deepcopy(pair)]
+    pairs = pass_pairs(record)
+    assert [p.label for p in pairs] == ["cold_warm(mode='subprocess') #1", "cold_warm(mode='subprocess') #2"]
+    assert _cells(record)["fxgraph"] == "2m 2s -> 2h"
+
+
+def test_a_warm_pass_that_missed_shows_the_miss_on_the_warm_side():
+    record = warm_start_record()
+    record["extra"]["compile_cache"]["warm"]["stats"]["fxgraph"] = {"hit": 0, "miss": 1, "bypass": 1, "saved": 1}
+    assert _cells(record)["fxgraph"] == "1m 1s -> 1m 1s 1b"
+
+
+def test_a_test_without_passes_keeps_its_counters():
+    cells = _cells(graph_record())
+    assert (cells["fxgraph"], cells["aot"], cells["triton"]) == ("1h/0m", "1h/0m", "0c/3l")
+
+
+def test_the_legend_explains_what_the_table_shows_and_nothing_else():
+    lines = terminal_summary_lines({"t.py::warm": warm_start_record()}, None)
+    legend = [line for line in lines if line.startswith("caches:")]
+    assert legend, lines
+    text = "\n".join(lines)
+    assert "a -> b: the cold pass, then the warm pass" in text
+    assert "h hits" in text and "m misses" in text and "s saves" in text
+    assert "b bypasses" not in text and "bundler" not in text and "pool / largest:" not in text
+    graphs = "\n".join(terminal_summary_lines({"t.py::g": graph_record()}, None))
+    assert "pool / largest: the shared pool and the largest graph alone" in graphs and "->" not in graphs
+
+
+def test_a_piecewise_test_says_pieces_in_words():
+    assert _cells(piecewise_record())["graphs"] == "12 (5 pieces)"
+
+
+def test_counts_are_in_words_with_the_right_number():
+    one = recompile_record(count=1)
+    one["recompiles"]["limit_hits"] = ["forward (model.py:12): hit config.recompile_limit (8)"]
+    assert totals_line({"a": one}) == "1 passed; 0 graphs captured; 1 recompile (1 recompile-limit hit)"
+    errors = {name: {"outcome": "error"} for name in ("a", "b")}
+    assert totals_line(errors).startswith("2 errors; ")
+    assert totals_line({"a": {"outcome": "error"}}).startswith("1 error; ")
+
+
+def test_gpu_tests_skipped_for_want_of_a_gpu_are_one_line_per_reason():
+    records = {
+        "t.py::a": {"outcome": "skipped", "skip_reason": NO_CUDA},
+        "t.py::b": {"outcome": "skipped", "skip_reason": NO_CUDA},
+        "t.py::c": {"outcome": "skipped", "skip_reason": "needs --cudagraph"},
+        "t.py::d": {"outcome": "skipped", "skip_reason": "the user's own reason"},
+        "t.py::e": recompile_record(),
+    }
+    lines = terminal_summary_lines(records, None)
+    assert f"2 GPU tests skipped: {NO_CUDA}" in lines
+    assert "1 GPU test skipped: needs --cudagraph" in lines
+    assert not any("the user's own reason" in line for line in lines)
