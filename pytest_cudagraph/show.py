@@ -3,7 +3,13 @@
 The page needs nothing but a browser: inline CSS, inline SVG, no JavaScript, no
 fonts or images fetched from anywhere, so it can be attached to a CI run and opened
 offline.  Every string taken from the report (node ids, guard-failure reasons,
-user ``env`` fields) is HTML-escaped; a report cannot inject markup.
+failure messages, user ``env`` fields) is HTML-escaped; a report cannot inject markup.
+
+What a reader needs first comes first: a verdict line, then the tests that failed,
+errored, crashed or hit the recompile limit, each with its failure message (the
+plugin's own table and hints), then the rest.  A test that ran cold and warm
+passes shows them as a table per pair (``passes.pass_pairs``), not the counters
+added up, which make a perfect warm start read "1 hit, 1 miss".
 
 For each test with CUDA graphs the page draws the invariant the plugin checks: one
 bar per capture size showing that size's high-water mark (``graphs.graph_bytes``),
@@ -11,6 +17,8 @@ against two vertical lines, the shared pool (``graphs.pool_bytes``) and the larg
 graph (``graphs.largest_graph_bytes``).  Graphs that share a pool well have a pool
 line close to the largest-graph line; a pool line far to the right of every bar is
 the smell (separate pools, outputs kept alive, smallest-first capture).
+
+The parts of the page (style sheet, tables, a test's sections) live in ``html_page``.
 
 Example::
 
@@ -21,47 +29,29 @@ Example::
 
 from __future__ import annotations
 
-import html
-import json
 from collections.abc import Mapping
 from typing import Any
 
-from .report import as_int, limit_hit_count
-from .summary import HEADER, pool_figures, pool_text, summary_row
+from .html_page import (
+    CSS,
+    badge,
+    caches_html,
+    env_html,
+    escape,
+    extra_html,
+    failure_html,
+    kv_table,
+    nodeid_html,
+    overview_html,
+    recompiles_html,
+    record_section_html,
+    section,
+    summary_html,
+)
+from .summary import needs_attention, pool_figures, pool_text, totals_line
 from .text import clip_nodeid, format_bytes, number
 
-_CSS = """
-body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 24px auto;
-       max-width: 1100px; padding: 0 16px; color: #1d232a; background: #fff; }
-h1 { font-size: 22px; margin-bottom: 2px; } h2 { font-size: 17px; margin-top: 28px; }
-h3 { font-size: 14px; margin: 14px 0 4px; color: #3b4652; }
-.meta { color: #5b6670; margin-top: 0; }
-table { border-collapse: collapse; margin: 6px 0 12px; }
-th, td { text-align: left; padding: 3px 10px 3px 0; border-bottom: 1px solid #e3e7eb; vertical-align: top; }
-th { color: #5b6670; font-weight: 600; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
-code, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12.5px; }
-section.test { border-top: 2px solid #e3e7eb; margin-top: 22px; }
-section.test h2 { word-break: break-all; }
-.full-id { word-break: break-all; color: #5b6670; }
-.badge { display: inline-block; border-radius: 3px; padding: 0 6px; font-size: 12px; font-weight: 600;
-         color: #fff; background: #6c757d; vertical-align: middle; }
-.badge.passed { background: #2e7d32; } .badge.failed, .badge.error, .badge.crashed { background: #c62828; }
-.badge.skipped { background: #8d6e00; } .badge.xfailed, .badge.xpassed { background: #5e35b1; }
-.note { color: #5b6670; font-style: italic; }
-.warn { color: #c62828; font-weight: 600; }
-ul.reasons li { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12.5px; margin: 2px 0; }
-pre { background: #f5f7f9; padding: 8px; overflow-x: auto; font-size: 12px; }
-svg.chart { display: block; margin: 6px 0 4px; }
-svg.chart text { font: 11px ui-monospace, Menlo, Consolas, monospace; fill: #1d232a; }
-svg.chart .bar { fill: #4f7cac; } svg.chart .bar.largest { fill: #2c4f75; }
-svg.chart .pool-line { stroke: #c62828; stroke-width: 2; }
-svg.chart .largest-line { stroke: #1d232a; stroke-width: 1.5; stroke-dasharray: 5 3; }
-svg.chart .bound-line { stroke: #7a7a7a; stroke-width: 1.5; stroke-dasharray: 2 2; }
-svg.chart .axis { stroke: #b8c0c8; stroke-width: 1; }
-.legend span { margin-right: 16px; font-size: 12px; }
-.swatch { display: inline-block; width: 18px; height: 3px; vertical-align: middle; margin-right: 4px; }
-"""
+__all__ = ["graph_bytes_by_size", "pool_chart_svg", "render_html"]
 
 # chart geometry, in SVG user units (pixels)
 _LABEL_W = 86
@@ -70,15 +60,7 @@ _VALUE_W = 120
 _ROW_H = 18
 _TOP = 22
 _BOTTOM = 8
-
-
-def _e(value: Any) -> str:
-    return html.escape("-" if value is None else str(value), quote=True)
-
-
-def _section(record: Mapping[str, Any], name: str) -> Mapping[str, Any]:
-    value = record.get(name)
-    return value if isinstance(value, Mapping) else {}
+_CHAR_W = 7  # a generous width of one character of the labels' 11px monospace font
 
 
 # ----------------------------------------------------------------------------
@@ -130,7 +112,7 @@ def pool_chart_svg(graphs: Mapping[str, Any], title: str = "") -> str:
 
     parts = [
         f'<svg class="chart" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
-        f'aria-label="{_e(title or "graph memory per capture size")}">',
+        f'aria-label="{escape(title or "graph memory per capture size")}">',
         f'<line class="axis" x1="{_LABEL_W}" y1="{_TOP - 4}" x2="{_LABEL_W}" y2="{height - _BOTTOM}"/>',
     ]
     for row, (size, value) in enumerate(pairs):
@@ -138,7 +120,7 @@ def pool_chart_svg(graphs: Mapping[str, Any], title: str = "") -> str:
         bar_w = max(x_of(value) - _LABEL_W, 0.5)
         css = "bar largest" if size == largest_size else "bar"
         parts.append(f'<text x="{_LABEL_W - 6}" y="{y + 12}" text-anchor="end">size {size}</text>')
-        shown = _e(format_bytes(value, compact=True))
+        shown = escape(format_bytes(value, compact=True))
         parts.append(
             f'<rect class="{css}" data-size="{size}" x="{_LABEL_W}" y="{y + 2}" width="{bar_w:.1f}" '
             f'height="{_ROW_H - 5}"><title>size {size}: {shown} ({int(value)} bytes)</title></rect>'
@@ -154,17 +136,27 @@ def pool_chart_svg(graphs: Mapping[str, Any], title: str = "") -> str:
         x = x_of(value)
         parts.append(
             f'<line class="{css}" x1="{x:.1f}" y1="{_TOP - 4}" x2="{x:.1f}" y2="{height - _BOTTOM}">'
-            f"<title>{label}: {_e(format_bytes(value, compact=True))} ({int(value)} bytes)</title></line>"
+            f"<title>{label}: {escape(format_bytes(value, compact=True))} ({int(value)} bytes)</title></line>"
         )
-    # labels of the two lines sit above the bars; when the lines are close, keep them apart
-    labels = [(v, t) for v, t in ((largest, "largest"), (bound, "+cuBLAS"), (pool, "pool")) if v is not None]
-    last_end = -1e9
-    for value, text in sorted(labels, key=lambda p: p[0]):
-        label = f"{text} {format_bytes(value, compact=True)}"
-        # pushed right past the previous label, but never past the chart's right edge
-        x = min(max(x_of(value), last_end + 4), width - 7 * len(label))
-        parts.append(f'<text x="{x:.1f}" y="{_TOP - 8}" text-anchor="start">{_e(label)}</text>')
-        last_end = x + 7 * len(label)
+    # labels of the lines sit above the bars; when the lines are close, keep the labels apart:
+    # each pushed right past the one before it, then, where that runs past the chart's right
+    # edge, the row pushed back left from the edge
+    named = ((largest, "largest"), (bound, "+cuBLAS"), (pool, "pool"))
+    labels = sorted(
+        ((value, f"{name} {format_bytes(value, compact=True)}") for value, name in named if value is not None),
+        key=lambda item: item[0],
+    )
+    starts: list[float] = []
+    previous_end = -1e9
+    for value, label in labels:
+        starts.append(max(x_of(value), previous_end + 4))
+        previous_end = starts[-1] + _CHAR_W * len(label)
+    right_edge = float(width)
+    for index in reversed(range(len(labels))):
+        starts[index] = max(min(starts[index], right_edge - _CHAR_W * len(labels[index][1])), 0.0)
+        right_edge = starts[index] - 4
+    for x, (_, label) in zip(starts, labels):
+        parts.append(f'<text x="{x:.1f}" y="{_TOP - 8}" text-anchor="start">{escape(label)}</text>')
     parts.append("</svg>")
     legend = (
         '<div class="legend"><span><i class="swatch" style="background:#4f7cac"></i>per-size high-water mark</span>'
@@ -181,67 +173,8 @@ def pool_chart_svg(graphs: Mapping[str, Any], title: str = "") -> str:
 
 
 # ----------------------------------------------------------------------------
-# page parts
+# the page
 # ----------------------------------------------------------------------------
-
-
-def _kv_table(rows: list[tuple[str, Any]]) -> str:
-    body = "".join(f'<tr><th>{_e(k)}</th><td class="mono">{_e(v)}</td></tr>' for k, v in rows)
-    return f"<table>{body}</table>"
-
-
-def _env_html(env: Mapping[str, Any]) -> str:
-    if not env:
-        return '<p class="note">The report has no environment block.</p>'
-    return _kv_table([(k, v) for k, v in env.items()])
-
-
-def _summary_html(summary: Mapping[str, Any]) -> str:
-    rows: list[tuple[str, Any]] = []
-    outcomes = summary.get("outcomes")
-    if isinstance(outcomes, Mapping):
-        rows.append(("outcomes", ", ".join(f"{n} {o}" for o, n in outcomes.items()) or "none"))
-    for key in (
-        "tests",
-        "graphs_captured",
-        "recompiles",
-        "recompile_limit_hits",
-        "graph_breaks",
-        "exitstatus",
-        "complete",
-        "not_run_count",
-        "deselected",
-    ):
-        if key in summary:
-            rows.append((key.replace("_", " "), summary[key]))
-    reasons = summary.get("incomplete_reasons")
-    if isinstance(reasons, list) and reasons:
-        rows.append(("incomplete because", "; ".join(map(str, reasons))))
-    selection = summary.get("selection")
-    if isinstance(selection, Mapping) and selection:
-        rows.append(("selection", " ".join(f"{flag} {expression!r}" for flag, expression in selection.items())))
-    caches = summary.get("caches")
-    if isinstance(caches, Mapping):
-        for layer, counts in caches.items():
-            if isinstance(counts, Mapping):
-                rows.append((f"cache {layer}", ", ".join(f"{k} {v}" for k, v in counts.items())))
-    return _kv_table(rows) if rows else ""
-
-
-def _overview_html(tests: Mapping[str, Mapping[str, Any]], anchors: Mapping[str, str]) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in HEADER)
-    body = []
-    for nodeid, record in tests.items():
-        cells = summary_row(nodeid, record)
-        # cells[0] is the id clipped to NODEID_WIDTH: a 3000-character id must not widen the table
-        shown = f'title="{_e(nodeid)}">{_e(cells[0])}'
-        first = f'<a href="#{anchors[nodeid]}" {shown}</a>' if nodeid in anchors else f"<span {shown}</span>"
-        outcome = str(record.get("outcome", "?"))
-        rest = "".join(f'<td class="mono">{_e(c)}</td>' for c in cells[2:])
-        body.append(
-            f'<tr><td class="mono">{first}</td><td><span class="badge {_e(outcome)}">{_e(outcome)}</span></td>{rest}</tr>'
-        )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
 def _graphs_html(graphs: Mapping[str, Any]) -> str:
@@ -266,7 +199,7 @@ def _graphs_html(graphs: Mapping[str, Any]) -> str:
     for key in ("max_abs_err", "capture_s"):
         if key in graphs:
             rows.append((key, graphs[key]))
-    parts.append(_kv_table(rows))
+    parts.append(kv_table(rows))
     sets = graphs.get("sets")
     if (
         graph_bytes_by_size(graphs) is None
@@ -282,106 +215,73 @@ def _graphs_html(graphs: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
-def _recompiles_html(rec: Mapping[str, Any]) -> str:
-    parts = [f"<h3>Recompiles: {_e(as_int(rec.get('count')))}</h3>"]
-    hits = limit_hit_count(rec)
-    if hits:
-        parts.append(
-            f'<p class="warn">Recompile limit hit {_e(hits)} times: Dynamo silently ran those frames eagerly.</p>'
-        )
-        if isinstance(rec.get("limit_hits"), list):
-            parts.append('<ul class="reasons">' + "".join(f"<li>{_e(h)}</li>" for h in rec["limit_hits"]) + "</ul>")
-    by_function = rec.get("by_function")
-    if isinstance(by_function, Mapping) and by_function:
-        for function, entry in by_function.items():
-            # {"count", "reasons", "limit_hits"} per function; older records held the reasons list
-            reasons = entry.get("reasons") if isinstance(entry, Mapping) else entry
-            items = reasons if isinstance(reasons, list) else [reasons]
-            count = f" ({as_int(entry.get('count'))} recompiles)" if isinstance(entry, Mapping) else ""
-            parts.append(f'<p class="mono">{_e(function)}{_e(count)}</p>')
-            parts.append('<ul class="reasons">' + "".join(f"<li>{_e(r)}</li>" for r in items) + "</ul>")
-    elif rec.get("reasons"):
-        parts.append('<ul class="reasons">' + "".join(f"<li>{_e(r)}</li>" for r in rec["reasons"]) + "</ul>")
-    breaks = rec.get("graph_breaks")
-    if isinstance(breaks, Mapping) and as_int(breaks.get("count")):
-        parts.append(f"<p>Graph breaks: {_e(as_int(breaks.get('count')))}</p>")
-        if breaks.get("reasons"):
-            parts.append('<ul class="reasons">' + "".join(f"<li>{_e(r)}</li>" for r in breaks["reasons"]) + "</ul>")
-    return "".join(parts)
-
-
-def _caches_html(caches: Mapping[str, Any]) -> str:
-    layers = {k: v for k, v in caches.items() if isinstance(v, Mapping)}
-    if not layers:
-        return ""
-    keys: list[str] = []
-    for counts in layers.values():
-        keys += [k for k in counts if k not in keys]
-    head = "<th>layer</th>" + "".join(f"<th>{_e(k)}</th>" for k in keys)
-    body = "".join(
-        f"<tr><th>{_e(layer)}</th>" + "".join(f'<td class="num">{_e(counts.get(k))}</td>' for k in keys) + "</tr>"
-        for layer, counts in layers.items()
-    )
-    return f"<h3>Compile caches</h3><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _json_block(title: str, value: Any) -> str:
-    if isinstance(value, Mapping) and all(isinstance(v, (str, int, float, bool)) or v is None for v in value.values()):
-        return f"<h3>{_e(title)}</h3>" + _kv_table(list(value.items()))
-    text = json.dumps(value, indent=2, default=str, sort_keys=True)
-    return f"<h3>{_e(title)}</h3><pre>{_e(text)}</pre>"
+# the sections a test's page draws itself; any other key of the record gets a table of its values
+_DRAWN = ("outcome", "duration_s", "failure", "graphs", "recompiles", "caches", "extra")
 
 
 def _test_html(nodeid: str, anchor: str, record: Mapping[str, Any]) -> str:
-    outcome = str(record.get("outcome", "?"))
+    outcome = record.get("outcome", "?")
     shown = clip_nodeid(nodeid)
+    css = "test attention" if needs_attention(record) else "test"
     parts = [
-        f'<section class="test" id="{anchor}"><h2 title="{_e(nodeid)}">{_e(shown)} '
-        f'<span class="badge {_e(outcome)}">{_e(outcome)}</span></h2>'
+        f'<section class="{css}" id="{anchor}"><h2 title="{escape(nodeid)}">{nodeid_html(shown)} {badge(outcome)}</h2>'
     ]
     if shown != nodeid:  # the whole id once, wrapped, below the clipped heading
-        parts.append(f'<p class="mono full-id">{_e(nodeid)}</p>')
-    if "duration_s" in record:
-        parts.append(f'<p class="meta">duration {_e(record["duration_s"])} s</p>')
-    graphs = _section(record, "graphs")
+        parts.append(f'<p class="mono full-id">{escape(nodeid)}</p>')
+    meta = [f"duration {escape(record['duration_s'])} s"] if "duration_s" in record else []
+    if isinstance(record.get("skip_reason"), str):
+        meta.append(f"skipped: {escape(record['skip_reason'])}")
+    if meta:
+        parts.append(f'<p class="meta">{"; ".join(meta)}</p>')
+    parts.append(failure_html(record))
+    graphs = section(record, "graphs")
     if graphs:
         parts.append(_graphs_html(graphs))
-    rec = _section(record, "recompiles")
+    rec = section(record, "recompiles")
     if rec:
-        parts.append(_recompiles_html(rec))
-    caches = _section(record, "caches")
-    if caches:
-        parts.append(_caches_html(caches))
+        parts.append(recompiles_html(rec))
+    parts.append(caches_html(record))
     for key, value in record.items():
-        if key in ("outcome", "duration_s", "graphs", "recompiles", "caches") or value in (None, {}, []):
+        if key in _DRAWN or value in (None, {}, []) or (key == "skip_reason" and isinstance(value, str)):
             continue
-        parts.append(_json_block(key, value))
+        parts.append(record_section_html(str(key), value))
+    parts.append(extra_html(record.get("extra")))
     parts.append("</section>")
     return "".join(parts)
 
 
 def render_html(report: Mapping[str, Any], title: str = "pytest-cudagraph report") -> str:
-    """The report as one HTML page: environment, summary, an overview table, and one section per test."""
-    env = _section(report, "env")
-    tests = {str(k): v for k, v in _section(report, "tests").items() if isinstance(v, Mapping)}
-    anchors = {nodeid: f"t{index}" for index, nodeid in enumerate(tests)}
+    """The report as one HTML page: a verdict, environment and summary, the tests (failures first), one section each."""
+    env = section(report, "env")
+    records = {str(k): v for k, v in section(report, "tests").items() if isinstance(v, Mapping)}
+    # failures first, each group in the run's order
+    tests = sorted(records.items(), key=lambda item: not needs_attention(item[1]))
+    anchors = {nodeid: f"t{index}" for index, (nodeid, _) in enumerate(tests)}
     torch_version = env.get("torch")
     subtitle = f"schema {report.get('schema')}, written {report.get('created', 'at an unknown time')}"
     if torch_version:
         subtitle += f", torch {torch_version}"
+    summary = section(report, "summary")
+    attention = any(needs_attention(record) for _, record in tests)
+    verdict = totals_line(records) if records else "no tests"
+    if summary.get("complete") is False:  # tests that never ran are no tests that passed
+        verdict += "; the run is incomplete (see the summary)"
+        attention = True
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>",
-        f'<h1>{_e(title)}</h1><p class="meta">{_e(subtitle)}</p>',
-        "<h2>Environment</h2>",
-        _env_html(env),
-        "<h2>Summary</h2>",
-        _summary_html(_section(report, "summary")),
+        f"<title>{escape(title)}</title><style>{CSS}</style></head><body>",
+        f'<h1>{escape(title)}</h1><p class="meta">{escape(subtitle)}</p>',
+        f'<p class="verdict{" bad" if attention else ""}">{escape(verdict)}</p>',
+        '<div class="facts"><div><h2>Environment</h2>',
+        env_html(env),
+        "</div><div><h2>Summary</h2>",
+        summary_html(summary),
+        "</div></div>",
         "<h2>Tests</h2>",
-        _overview_html(tests, anchors) if tests else '<p class="note">The report has no tests.</p>',
+        overview_html(tests, anchors) if tests else '<p class="note">The report has no tests.</p>',
     ]
-    parts += [_test_html(nodeid, anchors[nodeid], record) for nodeid, record in tests.items()]
+    parts += [_test_html(nodeid, anchors[nodeid], record) for nodeid, record in tests]
     parts.append("</body></html>\n")
     return "\n".join(parts)

@@ -210,7 +210,7 @@ def terminal_summary_lines(
     """
     lines: list[str] = []
     if records:
-        ordered = sorted(records.items(), key=lambda item: (not _needs_attention(item[1]), item[0]))
+        ordered = sorted(records.items(), key=lambda item: (not needs_attention(item[1]), item[0]))
         rows = [summary_row(nodeid, record) for nodeid, record in ordered]
         hidden = 0
         if max_rows is not None and len(rows) > max_rows:
@@ -267,5 +267,6 @@ def legend_lines(rows: list[list[str]]) -> list[str]:
     return lines
 
 
-def _needs_attention(record: Mapping[str, Any]) -> bool:
+def needs_attention(record: Mapping[str, Any]) -> bool:
+    """A failed, errored or crashed test, or one that hit the recompile limit: listed first wherever tests are."""
     return record.get("outcome") in ATTENTION_OUTCOMES or bool(limit_hit_count(_section(record, "recompiles")))

@@ -19,7 +19,21 @@ PACKAGE = Path(__file__).resolve().parent.parent / "pytest_cudagraph"
 GATEWAY = ("_compat",)
 PLUGIN = ("plugin",)
 # JSON in, text/HTML/exit code out, plus the record and report they read
-OFFLINE = ("compare", "show", "cli", "summary", "text", "report", "record", "progress", "errors", "__main__")
+OFFLINE = (
+    "compare",
+    "show",
+    "html_page",
+    "cli",
+    "summary",
+    "passes",
+    "shards",
+    "text",
+    "report",
+    "record",
+    "progress",
+    "errors",
+    "__main__",
+)
 PRIVATE_PREFIXES = ("torch._", "torch.utils._", "triton", "_pytest", "xdist.")
 
 

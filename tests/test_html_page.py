@@ -1,0 +1,393 @@
+"""The HTML page as a reader sees it: failures first with their messages, cold/warm tables, and a layout that fits.
+
+The content tests read the page with html.parser.  The layout test opens the page
+in headless Chromium at a wide and at a laptop width and asserts that nothing
+pushes the page sideways; it skips where no Chromium is installed.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from sample_reports import ENV_2_13, graph_record, recompile_record, sample_report
+
+from pytest_cudagraph.report import build_report
+from pytest_cudagraph.show import render_html
+
+EVIL = '<script>alert("x")</script>'
+CACHE_TEST = "tests/test_model.py::test_warm_start_hits_every_layer"
+BROKEN_TEST = "tests/test_model.py::test_custom_pass_bypasses_the_cache"
+LONG_TEST = "tests/test_model.py::test_decode[" + "config-" * 60 + "bs16]"
+
+# the plugin's message for a warm pass that was no pure hit: a headline, its table, a hint
+BROKEN_MESSAGE = (
+    "Failed: @pytest.mark.compile_cache(mode='inprocess'): the warm pass was not a pure cache hit (1 problem(s)); "
+    "cache dir /tmp/pytest-of-ci/pytest-7/cudagraph-cache/probes/main-1-abc/test_custom_pass-1/marked-1\n"
+    f"  - fxgraph: bypass 1 on the warm pass {EVIL}\n\n"
+    "  layer         counter     cold  warm before  warm after  expected on warm\n"
+    "  fxgraph       bypass      +1    1            2 (+1)      0\n"
+    "  hint: subclass CustomGraphPass and return a uuid() that changes only when the pass changes " + "x" * 300
+)
+
+
+def _stats(hit=0, miss=0, saved=0, bypass=0, compiled=0, loaded=0) -> dict:
+    counts = {"hit": hit, "miss": miss, "bypass": bypass, "saved": saved}
+    return {
+        "fxgraph": dict(counts),
+        "aot_autograd": {**counts, "guard_miss": 0},
+        "triton": {"compiled": compiled, "loaded": loaded, "bundler_saved_files": 0},
+    }
+
+
+def _pass(stats: dict, duration_s: float, process: str = "this interpreter") -> dict:
+    return {
+        "stats": stats,
+        "recorded": {"out": {"shape": [16, 16], "dtype": "float32"}},
+        "duration_s": duration_s,
+        "process": process,
+        "cache_dir": "/tmp/cudagraph-cache/probes/marked-1",
+    }
+
+
+def warm_start_record() -> dict:
+    """A passing compile_cache test: cold misses and saves, warm hits; its caches section adds the two up."""
+    return {
+        "outcome": "passed",
+        "duration_s": 65.9,
+        "caches": _stats(hit=1, miss=1, saved=1, compiled=3, loaded=3),
+        "extra": {
+            "compile_cache": {
+                "mode": "subprocess",
+                "cold": _pass(_stats(miss=1, saved=1, compiled=3), 1.0537),
+                "warm": _pass(_stats(hit=1, loaded=3), 51.6423, "a fresh interpreter (pid 1660)"),
+            },
+            "restored_after_test": ["torch.backends.cudnn.benchmark"],
+        },
+    }
+
+
+def broken_cache_record() -> dict:
+    """A failed compile_cache test: the warm pass bypassed the FX-graph cache."""
+    cold = _stats(bypass=1)
+    cold["bypass_reasons"] = {"fxgraph": ["Unsupported post grad custom pass"]}
+    return {
+        "outcome": "failed",
+        "duration_s": 10.3,
+        "caches": _stats(bypass=2),
+        "failure": {"when": "call", "message": BROKEN_MESSAGE},
+        "extra": {
+            "compile_cache": {"mode": "inprocess", "cold": _pass(cold, 10.2), "warm": _pass(_stats(bypass=1), 0.1)}
+        },
+    }
+
+
+def page_report() -> dict:
+    """sample_report's five tests, a failed and a passing compile_cache test, and a 400-character node id."""
+    report = sample_report()
+    tests = dict(report["tests"])
+    tests[CACHE_TEST] = warm_start_record()
+    tests[BROKEN_TEST] = broken_cache_record()
+    tests[LONG_TEST] = graph_record()
+    return build_report(ENV_2_13, tests, exitstatus=1, created="2025-01-31T12:00:00+00:00")
+
+
+class Page(HTMLParser):
+    """The parts of a page the tests look at: section order, texts by element, tables' cells."""
+
+    def __init__(self, page: str):
+        super().__init__(convert_charrefs=True)
+        self.section_titles: list[str] = []
+        self.tags: list[tuple[str, dict]] = []
+        self.open: list[tuple[str, dict]] = []
+        self.texts: dict[str, list[str]] = {}  # class of the element -> its texts
+        self.tables: list[list[list[str]]] = []  # class "passes" tables: rows of cell texts
+        self.feed(page)
+        self.close()
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.tags.append((tag, attrs))
+        if tag == "wbr":
+            return
+        if tag == "h2" and self.open and self.open[-1][0] == "section":
+            self.section_titles.append(attrs.get("title", ""))
+        if tag == "table" and attrs.get("class") == "passes":
+            self.tables.append([])
+        if tag in ("tr", "caption") and self._inside_passes():
+            self.tables[-1].append([])
+        if tag in ("td", "th", "caption") and self._inside_passes():
+            self.tables[-1][-1].append("")
+        self.open.append((tag, attrs))
+
+    def handle_endtag(self, tag):
+        while self.open and self.open[-1][0] != tag:
+            self.open.pop()  # void elements
+        if self.open:
+            self.open.pop()
+
+    def handle_data(self, data):
+        for _, attrs in self.open:
+            for css in (attrs.get("class") or "").split():
+                self.texts.setdefault(css, []).append(data)
+        if self._inside_passes() and any(tag in ("td", "th", "caption") for tag, _ in self.open):
+            self.tables[-1][-1][-1] += data.strip()
+
+    def _inside_passes(self) -> bool:
+        return any(tag == "table" and attrs.get("class") == "passes" for tag, attrs in self.open)
+
+    def text(self, css: str) -> str:
+        return "".join(self.texts.get(css, []))
+
+
+# ----------------------------------------------------------------------------
+# failures first, with their messages
+# ----------------------------------------------------------------------------
+
+
+def test_failed_tests_come_first_each_with_its_whole_message_escaped():
+    page = render_html(page_report())
+    parsed = Page(page)
+    assert parsed.section_titles[0] == BROKEN_TEST  # the only failure, before the tests listed above it
+    assert parsed.text("failure-message") == BROKEN_MESSAGE  # whole, as pytest reported it
+    assert parsed.text("failure-head") == "failed in call"
+    assert EVIL not in page and html.escape(EVIL) in page
+    # the overview row of the failure comes first and carries the message's first line
+    assert parsed.text("headline").startswith("Failed: @pytest.mark.compile_cache(mode='inprocess'): the warm pass")
+    links = [attrs["title"] for tag, attrs in parsed.tags if tag == "a" and "title" in attrs]
+    assert links[0] == BROKEN_TEST
+
+
+def test_errors_crashes_and_recompile_limit_hits_are_listed_with_the_failures():
+    limit_hit = recompile_record(2)
+    limit_hit["recompiles"]["limit_hits"] = ["forward hit config.recompile_limit (8)"]
+    tests = {
+        "a::test_passes": graph_record(),
+        "b::test_limit": limit_hit,  # passed: the recompiles fixture does not fail a test on a limit hit
+        "c::test_setup": {"outcome": "error", "failure": {"when": "setup", "message": "fixture 'model' not found"}},
+        "d::test_worker_died": {"outcome": "crashed"},
+        "e::test_old_record": {"outcome": "failed"},
+    }
+    parsed = Page(render_html(build_report(ENV_2_13, tests)))
+    assert parsed.section_titles == [
+        "b::test_limit",
+        "c::test_setup",
+        "d::test_worker_died",
+        "e::test_old_record",
+        "a::test_passes",
+    ]
+    assert parsed.text("failure-head") == "error in setup"
+    assert "Its worker died while it ran: there is no failure message." in parsed.text("note")
+    assert "The record holds no failure message." in parsed.text("note")
+    assert "Recompile limit hit 1 time:" in parsed.text("warn")
+
+
+# ----------------------------------------------------------------------------
+# cold and warm passes
+# ----------------------------------------------------------------------------
+
+
+def test_each_cold_warm_pair_is_a_table_of_layers_by_cold_and_warm_counters():
+    parsed = Page(render_html(page_report()))
+    broken, warm_start = parsed.tables  # the failure's first
+    caption, groups, counters, *rows = warm_start
+    assert caption[0].startswith("@pytest.mark.compile_cache(mode='subprocess')")
+    assert "cold pass 1.05 s in this interpreter" in caption[0]
+    assert "warm pass 51.6 s in a fresh interpreter (pid 1660)" in caption[0]
+    assert groups == ["layer", "cold pass", "warm pass"]
+    assert counters == ["hit", "miss", "saved", "bypass", "compiled", "loaded"] * 2
+    assert rows == [
+        ["fxgraph", "0", "1", "1", "0", "", "", "1", "0", "0", "0", "", ""],
+        ["aot_autograd", "0", "1", "1", "0", "", "", "1", "0", "0", "0", "", ""],
+        ["triton", "", "", "", "", "3", "0", "", "", "", "", "0", "3"],
+    ]
+    assert broken[3][:5] == ["fxgraph", "0", "0", "0", "1"]
+
+
+def test_a_warm_pass_that_is_no_pure_hit_is_marked_and_its_bypass_reason_shown():
+    page = render_html(page_report())
+    section = page[page.index(f'<h2 title="{BROKEN_TEST}"') :]
+    section = section[: section.index("</section>")]
+    # warm: no hit on fxgraph and aot_autograd, one bypass each; the cold pass is not judged
+    assert section.count('class="num off"') + section.count('class="num first off"') == 4
+    assert "bypass (fxgraph, cold pass): Unsupported post grad custom pass" in html.unescape(section)
+
+
+def test_the_overview_shows_cold_to_warm_not_the_passes_added_up():
+    page = render_html(page_report())
+    row = next(cells for cells in _overview_rows(page) if cells[0].endswith("test_warm_start_hits_every_layer"))
+    assert row[5:] == ["1m 1s -> 1h", "1m 1s -> 1h", "3c -> 3l"]
+    assert "1h/1m" not in " ".join(row)
+    assert "a -> b: the cold pass, then the warm pass" in Page(page).text("legend-line")
+
+
+def test_the_passes_the_page_draws_are_not_repeated_as_json_and_the_rest_of_extra_is_folded():
+    page = render_html(page_report())
+    section = page[page.index(f'<h2 title="{CACHE_TEST}"') :]
+    section = section[: section.index("</section>")]
+    assert "compile_cache" not in section.replace("@pytest.mark.compile_cache", "")
+    assert "&quot;cold&quot;" not in section and '"stats"' not in section
+    assert section.count("/tmp/cudagraph-cache/probes/marked-1") == 1  # the pair's cache dir, once
+    assert "compared between the passes: out (float32 16x16)" in section
+    folded = re.findall(r"<details>(.*?)</details>", section, re.S)
+    assert any("extra: restored_after_test" in block and "torch.backends.cudnn.benchmark" in block for block in folded)
+    # the whole-life counters, which add the passes up, are folded away too
+    assert any("whole-life counters" in block for block in folded)
+    assert "<details open" not in page
+
+
+def test_a_pair_the_page_cannot_draw_stays_in_the_raw_block():
+    record = warm_start_record()
+    record["extra"]["cold_warm"] = [{"mode": "inprocess", "cold": "garbled"}]
+    page = render_html(build_report(ENV_2_13, {CACHE_TEST: record}))
+    folded = re.findall(r"<details>(.*?)</details>", page, re.S)
+    assert any("extra: restored_after_test, cold_warm" in block and "garbled" in block for block in folded)
+    assert len(Page(page).tables) == 1  # the marker's pair still gets its table
+
+
+def test_several_cold_warm_calls_get_a_table_each_and_their_sum_in_the_overview():
+    record = {
+        "outcome": "passed",
+        "extra": {
+            "cold_warm": [
+                {"mode": "inprocess", "cold": _pass(_stats(miss=1), 1.0), "warm": _pass(_stats(hit=1), 0.5)},
+                {"mode": "portable", "cold": _pass(_stats(miss=2), 2.0), "warm": _pass(_stats(hit=2), 0.5)},
+            ]
+        },
+    }
+    page = render_html(build_report(ENV_2_13, {"a::t": record}))
+    first, second = Page(page).tables
+    assert first[0][0].startswith("cold_warm(mode='inprocess') #1") and second[0][0].startswith("portable() #2")
+    assert _overview_rows(page)[0][5] == "3m -> 3h"
+    assert "<details" not in page  # both pairs drawn, no raw block, no whole-life counters
+
+
+def test_a_report_without_failures_extra_or_caches_renders():
+    tests = {"a::test_plain": {"outcome": "passed"}, "b::test_skipped": {"outcome": "skipped", "duration_s": 0.0}}
+    page = render_html(build_report({}, tests))
+    parsed = Page(page)
+    assert parsed.section_titles == ["a::test_plain", "b::test_skipped"]
+    assert "failure" not in parsed.texts and "<details" not in page and parsed.tables == []
+
+
+def test_the_verdict_line_says_when_the_run_is_incomplete():
+    run = {"complete": False, "incomplete_reasons": ["2 selected tests never ran"], "not_run": [], "not_run_count": 2}
+    page = render_html(sample_report(run=run))
+    assert '<p class="verdict bad">' in page
+    assert "; the run is incomplete (see the summary)" in Page(page).text("verdict")
+    assert '<p class="verdict">' in render_html(sample_report())  # every test passed or skipped, nothing missing
+
+
+def test_node_ids_break_after_slashes_and_double_colons_and_before_parameters():
+    page = render_html(
+        build_report(ENV_2_13, {"tests/gpu/test_model.py::TestDecode::test_step[bs-16]": graph_record()})
+    )
+    assert '<span class="path">tests/<wbr>gpu/<wbr>test_<wbr>model.py::</span><wbr>' in page
+    assert "TestDecode::<wbr>test_<wbr>step<wbr>[bs-<wbr>16]" in page
+
+
+def _overview_rows(page: str) -> list[list[str]]:
+    """The overview's test rows as cell texts (the failure headline rows left out)."""
+    table = page[page.index('<table class="tests">') :]
+    table = table[: table.index("</table>")]
+    rows = []
+    for row in re.findall(r"<tr(?: class=\"has-headline\")?>(.*?)</tr>", table)[1:]:
+        cells = [html.unescape(re.sub(r"<[^>]+>", "", cell)) for cell in re.findall(r"<td[^>]*>(.*?)</td>", row)]
+        rows.append(cells)
+    return rows
+
+
+# ----------------------------------------------------------------------------
+# the layout in a browser
+# ----------------------------------------------------------------------------
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+# a laptop's width and a wide screen's
+WIDTHS = (1024, 1400)
+# measured on load: does anything stick out of the window, or out of its own box?
+LAYOUT_PROBE = """
+<pre id="layout-result"></pre>
+<script>
+addEventListener("load", () => {
+  const width = innerWidth, problems = [];
+  const name = (el) => el.tagName.toLowerCase() + (el.className ? "." + el.className : "") + " " + JSON.stringify(el.textContent.slice(0, 60));
+  for (const el of document.querySelectorAll("body *")) {
+    if (el.id === "layout-result" || el.tagName === "SCRIPT") continue;
+    const box = el.getBoundingClientRect();
+    if (box.width && (box.right > width + 1 || box.left < -1)) problems.push(name(el) + " reaches " + Math.round(box.right));
+  }
+  for (const el of document.querySelectorAll("table, pre, td, th, caption, li, h2, p, summary")) {
+    if (el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).display !== "inline")
+      problems.push(name(el) + " content " + el.scrollWidth + " > box " + el.clientWidth);
+  }
+  // a figure shown on one line must stay on one line: all its boxes at one height
+  const lines = (el) => new Set([...el.getClientRects()].map((box) => Math.round(box.top))).size;
+  const wrapped = [...document.querySelectorAll(".nowrap")].filter((el) => lines(el) > 1);
+  document.getElementById("layout-result").textContent = JSON.stringify({
+    width, scrollWidth: document.documentElement.scrollWidth, problems, wrapped: wrapped.map(name),
+    tables: document.querySelectorAll("table").length,
+  });
+});
+</script>
+"""
+
+
+def _chromium() -> str:
+    for name in ("/usr/bin/chromium", *CHROMIUM_NAMES):
+        found = shutil.which(name)
+        if found:
+            return found
+    pytest.skip(f"no Chromium found (looked for /usr/bin/chromium and {', '.join(CHROMIUM_NAMES)} on PATH)")
+
+
+def _run_chromium(chromium: str, profile: Path, width: int, *args: str) -> subprocess.CompletedProcess:
+    command = [
+        chromium,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        "--hide-scrollbars",
+        f"--window-size={width},1600",
+        *args,
+    ]
+    # a browser that hangs must not hang the suite
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_nothing_overflows_the_page_in_chromium(tmp_path, width):
+    chromium = _chromium()
+    page = render_html(page_report(), title="pytest-cudagraph report: page.json")
+    (tmp_path / "page.html").write_text(page, encoding="utf-8")
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.replace("</body>", LAYOUT_PROBE + "</body>"), encoding="utf-8")
+
+    dumped = _run_chromium(
+        chromium, tmp_path / "profile", width, "--virtual-time-budget=2000", "--dump-dom", probe.as_uri()
+    )
+    found = re.search(r'<pre id="layout-result">(.*?)</pre>', dumped.stdout, re.S)
+    assert found and found.group(1), f"Chromium gave no measurement (exit {dumped.returncode}): {dumped.stderr[-2000:]}"
+    layout = json.loads(html.unescape(found.group(1)))
+    assert layout["width"] == width and layout["tables"] >= 3
+    assert layout["scrollWidth"] <= width, f"the page scrolls sideways at {width}px: {layout}"
+    assert layout["problems"] == [], f"at {width}px"
+    assert layout["wrapped"] == [], f"figures split over lines at {width}px"
+
+    screenshot = tmp_path / f"page-{width}.png"
+    _run_chromium(
+        chromium, tmp_path / "profile", width, f"--screenshot={screenshot}", (tmp_path / "page.html").as_uri()
+    )
+    assert screenshot.exists() and screenshot.stat().st_size > 10_000
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
