@@ -1,17 +1,20 @@
-"""The ``pytest-cudagraph`` command: compare two reports, or show one.
+"""The ``pytest-cudagraph`` command: compare two reports, show one, merge shards, write pytest-split's durations.
 
 ::
 
     pytest-cudagraph compare BASE.json NEW.json [--fail-on RULES] [--pool-threshold PCT] [--json]
     pytest-cudagraph show REPORT.json [--html OUT.html]
+    pytest-cudagraph merge SHARD.json... -o ALL.json
+    pytest-cudagraph durations REPORT.json... [-o .test_durations]
     python -m pytest_cudagraph compare BASE.json NEW.json
 
 Exit status of ``compare``: 0 when no selected rule fired, 1 on a regression (an
 incomplete new run always is one), 2 when an input is unreadable, malformed or
-incompatible (one line on stderr, no traceback).  ``show`` exits 0, or 2 on an
-unreadable report or an unwritable output.  No input makes either exit 1 otherwise:
-an unexpected exception is exit 2 too, with its type and place in the one line.
-Reads JSON only; never imports torch.
+incompatible (one line on stderr, no traceback).  ``show``, ``merge`` and
+``durations`` exit 0, or 2 on an unreadable or refused input or an unwritable
+output (``merge`` refuses shards that are not one whole split run).  No input
+makes any of them exit 1 otherwise: an unexpected exception is exit 2 too, with
+its type and place in the one line.  Reads JSON only; never imports torch.
 """
 
 from __future__ import annotations
@@ -111,6 +114,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     show.add_argument("report", metavar="REPORT.json")
     show.add_argument("--html", metavar="OUT.html", help="write the HTML page here")
+
+    merge = commands.add_parser(
+        "merge",
+        help="merge the reports of a run split by pytest-split into one report",
+        description="Merge the reports of every shard of one run split with pytest-split (--splits N --group I) "
+        "into the report of the whole run. Refused (exit 2) when a shard is missing or given twice, the shards "
+        "come from different splits or builds, a file is not a shard report, or a test ran in two shards.",
+    )
+    merge.add_argument("shards", metavar="SHARD.json", nargs="+", help="the report of each shard, in any order")
+    merge.add_argument("-o", "--output", required=True, metavar="ALL.json", help="write the merged report here")
+
+    durations = commands.add_parser(
+        "durations",
+        help="write pytest-split's durations file from reports",
+        description="Write the test durations that reports recorded (every test that finished) as pytest-split's "
+        "durations file, so that the next run is split by them (pytest --splits N --group I "
+        "--durations-path FILE). A later report's duration of a test replaces an earlier one's.",
+    )
+    durations.add_argument("reports", metavar="REPORT.json", nargs="+", help="reports, e.g. the last run's shards")
+    durations.add_argument(
+        "-o",
+        "--output",
+        default=".test_durations",
+        metavar="FILE",
+        help="the durations file to write (default: .test_durations, pytest-split's default --durations-path)",
+    )
     return parser
 
 
@@ -176,6 +205,11 @@ def _show(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         return _fail(str(exc), stderr)
     if args.html is None:
         lines = terminal_summary_lines(report["tests"], None, max_rows=None) or ["the report has no tests"]
+        shard = report.get("summary", {}).get("shard")
+        if isinstance(shard, dict):
+            from .shards import describe_shard
+
+            lines.append(describe_shard(shard))
         run = run_completeness(report)
         if not run.complete:
             lines.append(f"INCOMPLETE run: {'; '.join(run.reasons)} ({run.not_run_count} selected tests not run)")
@@ -193,12 +227,84 @@ def _show(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     return EXIT_OK
 
 
+def _same_file(output: Path, inputs: Sequence[str]) -> str | None:
+    """The input that ``output`` names (through a link or another spelling), if any."""
+    for given in inputs:
+        try:
+            if output.resolve() == Path(given).resolve() or (output.exists() and output.samefile(given)):
+                return given
+        except OSError:
+            continue
+    return None
+
+
+def _load_all(paths: Sequence[str]) -> list[tuple[str, dict]]:
+    return [(path, load_report(path)) for path in paths]
+
+
+def _merge(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from .report import write_report
+    from .shards import describe_shard, merge_shard_reports
+
+    out = Path(args.output)
+    clash = _same_file(out, args.shards)
+    if clash is not None:
+        return _fail(
+            f"-o {args.output} is the shard report {clash}, which merging would overwrite; "
+            f"give another path for the merged report, such as all.json",
+            stderr,
+        )
+    try:
+        merged = merge_shard_reports(_load_all(args.shards))
+    except ReportError as exc:
+        return _fail(f"merge refused: {exc}", stderr)
+    try:
+        write_report(out, merged)
+    except OSError as exc:
+        return _fail(f"cannot write {out} ({exc.strerror or type(exc).__name__}); give a writable path", stderr)
+    summary = merged["summary"]
+    lines = [f"wrote {out}: {describe_shard(summary['shard'])}; {summary['tests']} records"]
+    run = run_completeness(merged)
+    if not run.complete:
+        lines.append(f"INCOMPLETE run: {'; '.join(run.reasons)}")
+    _write(stdout, "\n".join(lines) + "\n")
+    return EXIT_OK
+
+
+def _durations(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from .shards import durations_file_text, durations_from_reports
+
+    out = Path(args.output)
+    clash = _same_file(out, args.reports)
+    if clash is not None:
+        return _fail(
+            f"-o {args.output} is the report {clash}, which writing the durations would overwrite; "
+            f"give pytest-split's durations file, such as .test_durations",
+            stderr,
+        )
+    try:
+        durations, notes = durations_from_reports(_load_all(args.reports))
+    except ReportError as exc:
+        return _fail(str(exc), stderr)
+    try:
+        write_text_atomically(out, durations_file_text(durations))
+    except OSError as exc:
+        return _fail(f"cannot write {out} ({exc.strerror or type(exc).__name__}); give a writable path", stderr)
+    for note in notes:
+        _write(stderr, f"pytest-cudagraph: note: {note}\n")
+    _write(stdout, f"wrote {out}: durations of {len(durations)} tests (pytest --splits N --durations-path {out})\n")
+    return EXIT_OK
+
+
+_COMMANDS = {"compare": _compare, "show": _show, "merge": _merge, "durations": _durations}
+
+
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """Entry point of the ``pytest-cudagraph`` console script; returns the exit status."""
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
     args = build_parser().parse_args(argv)
-    command = _compare if args.command == "compare" else _show
+    command = _COMMANDS[args.command]
     try:
         # two reports in memory are millions of objects the cyclic collector would walk, in vain, again and again
         with collector_paused():
@@ -212,9 +318,9 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
 
 
 def _unexpected(args: argparse.Namespace, exc: Exception) -> str:
-    files = " and ".join(
-        str(f) for f in (getattr(args, "base", None), getattr(args, "new", None), getattr(args, "report", None)) if f
-    )
+    named = [getattr(args, "base", None), getattr(args, "new", None), getattr(args, "report", None)]
+    named += [*(getattr(args, "shards", None) or ()), *(getattr(args, "reports", None) or ())]
+    files = " and ".join(str(f) for f in named if f)
     frames = traceback.extract_tb(exc.__traceback__)
     where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
     detail = clip(exc, 200)

@@ -1,10 +1,13 @@
-"""How far a run got: what it selected, what finished, what crashed or was cut short.
+"""How far a run got: what it selected, what finished, what crashed or was cut short, and how long each took.
 
 A report is only the record of a run if it says whether the run ran to its end.
 The plugin feeds this object from pytest's hooks (in the process that writes the
 report: the xdist controller under ``-n``) and writes ``summary_fields()`` into
 the report's ``summary``; ``compare`` refuses to call an incomplete run "no
-regression".  Nothing here imports pytest or torch.
+regression".  A run that is one shard of a split suite (pytest-split's
+``--splits N --group I``) says which, so that ``pytest-cudagraph merge`` can tell
+a missing shard from a finished run; ``durations()`` is what pytest-split needs
+to split the next run.  Nothing here imports pytest or torch.
 """
 
 from __future__ import annotations
@@ -40,6 +43,12 @@ class RunProgress:
     collection_errors: int = 0
     # one line per crashed xdist worker
     worker_crashes: list[str] = field(default_factory=list)
+    # pytest-split's shard: {"group", "splits", "algorithm", "durations_path"} (None: the run is not split)
+    shard: dict[str, Any] | None = None
+    # tests pytest-split gave to the other groups (None: not counted, e.g. every xdist worker crashed)
+    shard_deselected: int | None = None
+    # seconds of setup + call + teardown per (node id, xdist worker)
+    _seconds: dict[tuple[str, str], float] = field(default_factory=dict)
 
     def collected(self, nodeids: list[str]) -> None:
         # Under xdist every worker collects the same tests; the first list is the run's.
@@ -55,6 +64,25 @@ class RunProgress:
     def crash(self, nodeid: str, message: str) -> None:
         self.crashed[nodeid] = message
         self.finished.add(nodeid)
+
+    def add_duration(self, nodeid: str, seconds: float, worker: str = "main") -> None:
+        """One phase's duration of a test; the phases of one test add up, as pytest-split adds them."""
+        key = (nodeid, worker)
+        self._seconds[key] = self._seconds.get(key, 0.0) + max(float(seconds), 0.0)
+
+    def durations(self) -> dict[str, float]:
+        """Seconds per node id of every test that finished, to the millisecond (pytest-split's durations).
+
+        A test cut short (Ctrl-C in its call) is left out: its time so far would tell
+        the next split it is quick.  A test run on several xdist workers (``--dist
+        each``) counts its slowest run: each worker ran it once, so the sum would be
+        no run's duration.
+        """
+        slowest: dict[str, float] = {}
+        for (nodeid, _worker), seconds in self._seconds.items():
+            if nodeid in self.finished:
+                slowest[nodeid] = max(slowest.get(nodeid, 0.0), seconds)
+        return {nodeid: round(seconds, 3) for nodeid, seconds in slowest.items()}
 
     def not_run(self) -> list[str]:
         return [nodeid for nodeid in (self.selected or ()) if nodeid not in self.finished]
@@ -101,4 +129,15 @@ class RunProgress:
             fields["deselected"] = self.deselected
         if self.selection:
             fields["selection"] = dict(self.selection)
+        if self.shard is not None:
+            fields["shard"] = self.shard_fields()
         return fields
+
+    def shard_fields(self) -> dict[str, Any]:
+        """The report's ``summary.shard``: pytest-split's group and how many tests it selected and deselected."""
+        shard = dict(self.shard or {})
+        if self.selected is not None:
+            shard["selected"] = len(self.selected)
+        if self.shard_deselected is not None:
+            shard["deselected"] = self.shard_deselected
+        return shard

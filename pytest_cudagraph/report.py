@@ -13,7 +13,16 @@ of comparing the wrong fields::
                                                     "caches": {...}, "graphs": {...}}},
      "summary": {"tests": 1, "outcomes": {"passed": 1}, "recompiles": 0, ...,
                  "exitstatus": 0, "complete": true, "incomplete_reasons": [], "not_run": [],
-                 "not_run_count": 0, "deselected": 0, "selection": {"-k": "decode"}}}
+                 "not_run_count": 0, "deselected": 0, "selection": {"-k": "decode"},
+                 "shard": {"group": 2, "splits": 3, "algorithm": "duration_based_chunks",
+                           "durations_path": ".test_durations", "selected": 41, "deselected": 82}},
+     "durations": {"tests/test_model.py::test_decode": 4.217, "tests/test_model.py::test_plain": 0.002}}
+
+``summary.shard`` is there when pytest-split ran one group of a split suite; a
+report merged from such shards (``shards.merge_shard_reports``) has ``merged`` and
+``sources`` there instead of ``group``.  ``durations`` holds every test that
+finished, plugin or not, in seconds (setup + call + teardown), as pytest-split's
+``.test_durations`` file does.
 
 Every per-test section but ``outcome`` is optional and unknown keys are kept, so a
 report written by a newer plugin (same schema) still loads; the fields this plugin
@@ -55,7 +64,7 @@ SECTIONS = ("recompiles", "caches", "graphs", "piecewise", "reduce_overhead", "e
 # Facts about the run as a whole that the plugin hands to build_report(run=...):
 # whether it ran to its end, and what it selected.  See DESIGN.md, "A report is the
 # record of the run".
-RUN_FIELDS = ("complete", "incomplete_reasons", "not_run", "not_run_count", "deselected", "selection")
+RUN_FIELDS = ("complete", "incomplete_reasons", "not_run", "not_run_count", "deselected", "selection", "shard")
 # The report lists at most this many ids of selected tests that never finished; the count is exact.
 # pytest exit statuses that mean the run did not get through its tests (for reports without "complete")
 INCOMPLETE_EXIT_STATUSES = {2: "interrupted", 3: "internal error", 4: "usage error"}
@@ -73,24 +82,46 @@ def build_report(
     exitstatus: int | None = None,
     created: str | None = None,
     run: Mapping[str, Any] | None = None,
+    durations: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
-    """The report dictionary for one run: schema, env, one record per test (sorted by node id), summary.
+    """The report dictionary for one run: schema, env, one record per test (sorted by node id), summary, durations.
 
     ``run`` holds the run's own facts (RUN_FIELDS: ``complete``, ``incomplete_reasons``,
-    ``not_run``, ``not_run_count``, ``deselected``, ``selection``); they go into
-    ``summary`` as given, type-checked (TypeError), with ``not_run`` cut to
-    NOT_RUN_LIMIT ids.  Keys beyond RUN_FIELDS pass through unchecked.
+    ``not_run``, ``not_run_count``, ``deselected``, ``selection``, ``shard``); they go
+    into ``summary`` as given, type-checked (TypeError), with ``not_run`` cut to
+    NOT_RUN_LIMIT ids.  ``shard`` is pytest-split's group of a split run:
+    ``{"group", "splits", "algorithm", "durations_path", "selected", "deselected"}``
+    (a merged report: ``{"splits", "merged": [1, 2, 3], "algorithm", "selected",
+    "sources": [...]}``).  Keys beyond RUN_FIELDS pass through unchecked.
+
+    ``durations`` is seconds per node id of every test that finished, plugin or not
+    (what pytest-split needs to split the next run); written sorted, to the
+    millisecond, and left out when None.
     """
     summary = summarize(tests, run=run)
     if exitstatus is not None:
         summary["exitstatus"] = int(exitstatus)
-    return {
+    report = {
         "schema": SCHEMA,
         "created": created or datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "env": dict(env),
         "tests": {nodeid: dict(tests[nodeid]) for nodeid in sorted(tests)},
         "summary": summary,
     }
+    if durations is not None:
+        report["durations"] = _durations(durations)
+    return report
+
+
+def _durations(durations: Mapping[str, float]) -> dict[str, float]:
+    """Seconds per node id, sorted, to the millisecond; TypeError for a value that is no finite number."""
+    rounded = {}
+    for nodeid in sorted(durations):
+        seconds = durations[nodeid]
+        if not _is_count(seconds) or not math.isfinite(seconds):
+            raise TypeError(f"build_report got durations[{nodeid!r}] = {seconds!r}; give seconds as a finite number")
+        rounded[str(nodeid)] = round(float(seconds), 3)
+    return rounded
 
 
 def as_int(value: Any) -> int:
@@ -186,6 +217,12 @@ def _run_facts(run: Mapping[str, Any], totals: Mapping[str, Any]) -> dict[str, A
         facts["not_run"] = listed[:NOT_RUN_LIMIT]
     if isinstance(facts.get("selection"), Mapping):
         facts["selection"] = dict(facts["selection"])
+    if isinstance(facts.get("shard"), Mapping):
+        shard = facts["shard"] = dict(facts["shard"])
+        if isinstance(shard.get("merged"), (tuple, list)):
+            shard["merged"] = list(shard["merged"])
+        if isinstance(shard.get("sources"), (tuple, list)):
+            shard["sources"] = [dict(source) if isinstance(source, Mapping) else source for source in shard["sources"]]
     try:
         _check(facts, _RUN_RULE, ("run",))
     except _Malformed as problem:
@@ -798,6 +835,7 @@ _TEXTS = _Kind("a list of strings", frozenset((str,)), each=list)
 _SIZES = _Kind("a list of integers", frozenset((int,)), each=list)
 _COUNTS = _Kind("a mapping of integers", frozenset((int,)), each=dict)
 _SCALAR = _Kind("a string, number, boolean or null", _JSON_SCALARS)
+_SECONDS = _Kind("a number of seconds", frozenset((int, float)))
 
 _RECOMPILES = {
     "count": _COUNT,
@@ -863,6 +901,22 @@ _RECORD = {
     "failure": {"when": _TEXT, "message": _TEXT},
     "extra": _FREE,
 }
+# pytest-split's shard of a run; a merged report names the shards it was made from instead of a group
+_SHARD_SOURCE = {
+    **dict.fromkeys(("group", "exitstatus", "selected", "deselected", "tests"), _COUNT),
+    "file": _TEXT,
+    "created": _TEXT,
+    "complete": _FLAG,
+    "durations_path": _TEXT,
+    "env": _Each(_SCALAR, mapping=True),
+}
+_SHARD = {
+    **dict.fromkeys(("group", "splits", "selected", "deselected"), _COUNT),
+    "algorithm": _TEXT,
+    "durations_path": _TEXT,
+    "merged": _SIZES,
+    "sources": _Each(_SHARD_SOURCE),
+}
 _RUN_SPEC = {
     "complete": _FLAG,
     "incomplete_reasons": _TEXTS,
@@ -870,6 +924,7 @@ _RUN_SPEC = {
     "not_run_count": _COUNT,
     "deselected": _COUNT,
     "selection": _Each(_TEXT, mapping=True),
+    "shard": _SHARD,
 }
 _SUMMARY = {
     **dict.fromkeys(("tests", "recompiles", "recompile_limit_hits", "graph_breaks", "graphs_captured"), _COUNT),
@@ -883,6 +938,8 @@ _REPORT_SPEC = {
     "env": _Each(_SCALAR, mapping=True),
     "tests": _Each(_RECORD, mapping=True),
     "summary": _SUMMARY,
+    # seconds per node id of every test that finished, for pytest-split (``pytest-cudagraph durations``)
+    "durations": _Each(_SECONDS, mapping=True),
 }
 # the tables _check reads
 _REPORT_RULE = _Spec(_REPORT_SPEC)

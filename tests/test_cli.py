@@ -160,7 +160,9 @@ def test_show_reports_an_unwritable_output_in_one_line(reports, tmp_path):
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("args", [("--help",), ("compare", "--help"), ("show", "--help")])
+@pytest.mark.parametrize(
+    "args", [("--help",), ("compare", "--help"), ("show", "--help"), ("merge", "--help"), ("durations", "--help")]
+)
 def test_help_of_every_command(args):
     result = run_cli(*args)
     assert result.returncode == 0, result.stderr
@@ -184,3 +186,23 @@ def test_the_command_gives_the_garbage_collector_back(reports, which):
     code = main([str(a) for a in args[which]], stdout=io.StringIO(), stderr=io.StringIO())
     assert code == {"compare": 1, "show": 0, "missing": 2}[which]
     assert gc.isenabled()
+
+
+def test_merge_and_durations_need_no_torch(tmp_path):
+    from test_shards import three_shards
+
+    shards = [str(write_report(tmp_path / name, report)) for name, report in three_shards()]
+    script = textwrap.dedent(
+        f"""
+        import sys
+        sys.modules["torch"] = None  # any import of torch now raises ImportError
+        from pytest_cudagraph.cli import main
+        merged = main(["merge", *{shards!r}, "-o", {str(tmp_path / "all.json")!r}])
+        durations = main(["durations", {str(tmp_path / "all.json")!r}, "-o", {str(tmp_path / "durations.json")!r}])
+        sys.exit(merged or durations)
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "all.json").read_text())["summary"]["shard"]["merged"] == [1, 2, 3]
+    assert len(json.loads((tmp_path / "durations.json").read_text())) == 12

@@ -14,6 +14,7 @@ from sample_reports import ENV_2_13, MiB, graph_record, recompile_record, sample
 
 from pytest_cudagraph.errors import ReportError
 from pytest_cudagraph.report import (
+    RUN_FIELDS,
     SCHEMA,
     build_report,
     dumps_report,
@@ -242,3 +243,60 @@ def test_pool_figures_survive_the_round_trip_exactly(tmp_path):
     loaded = load_report(write_report(tmp_path / "r.json", report))
     assert loaded["tests"]["a::t"]["graphs"]["pool_bytes"] == 60 * MiB
     assert loaded["tests"]["a::t"]["graphs"]["graph_bytes"]["8"] == 42 * MiB
+
+
+def test_durations_are_every_tests_seconds_sorted_to_the_millisecond():
+    report = build_report(ENV_2_13, {}, durations={"b::t": 0.12345, "a::t": 2, "c::plain": 0.0004})
+    assert report["durations"] == {"a::t": 2.0, "b::t": 0.123, "c::plain": 0.0}
+    assert list(report["durations"]) == ["a::t", "b::t", "c::plain"]
+    assert "durations" not in build_report(ENV_2_13, {})  # a caller that has none writes none
+    for bad in (float("nan"), "slow", None, True):
+        with pytest.raises(TypeError, match="durations"):
+            build_report(ENV_2_13, {}, durations={"a::t": bad})
+
+
+SHARD = {
+    "group": 2,
+    "splits": 3,
+    "algorithm": "duration_based_chunks",
+    "durations_path": ".test_durations",
+    "selected": 41,
+    "deselected": 82,
+}
+
+
+def test_the_shard_is_a_run_field_of_the_summary_and_is_type_checked():
+    assert "shard" in RUN_FIELDS
+    summary = build_report(ENV_2_13, {}, run={"complete": True, "shard": SHARD})["summary"]
+    assert summary["shard"] == SHARD
+    merged = {"splits": 3, "merged": (1, 2, 3), "sources": ({"group": 1, "file": "shard-1.json"},)}
+    assert build_report(ENV_2_13, {}, run={"shard": merged})["summary"]["shard"] == {
+        "splits": 3,
+        "merged": [1, 2, 3],
+        "sources": [{"group": 1, "file": "shard-1.json"}],
+    }
+    with pytest.raises(TypeError, match=r"run\.shard\.group = '2'"):
+        build_report(ENV_2_13, {}, run={"shard": {**SHARD, "group": "2"}})
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "fragment"),
+    [
+        ("shard", {**SHARD, "selected": "41"}, "summary.shard.selected = '41', which is not an integer"),
+        ("shard", {"splits": 3, "merged": ["1"]}, "summary.shard.merged = ['1'], which is not a list of integers"),
+        ("shard", {"splits": 3, "sources": [{"file": 3}]}, "summary.shard.sources[0].file = 3, which is not a string"),
+        ("durations", {"a::t": "slow"}, "durations['a::t'] = 'slow', which is not a number of seconds"),
+        ("durations", [1.0], "durations = [1.0], which is not a mapping"),
+    ],
+)
+def test_load_report_checks_the_shard_and_the_durations(tmp_path, field, value, fragment):
+    report = build_report(ENV_2_13, {"a::t": graph_record()}, durations={"a::t": 1.0})
+    if field == "shard":
+        report["summary"]["shard"] = value
+    else:
+        report["durations"] = value
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(report))
+    with pytest.raises(ReportError) as info:
+        load_report(path)
+    assert fragment in str(info.value)

@@ -195,3 +195,29 @@ def test_dist_each_keeps_the_worst_run_and_lists_every_workers_outcome(pytester)
         ("gw0", "passed"),
         ("gw1", "failed"),
     ]
+
+
+PLAIN = """
+def test_plain():
+    pass
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["in-process", "xdist"])
+def test_every_test_that_ran_has_its_duration_in_the_report_plugin_or_not(suite, workers):
+    """pytest-split needs every test's time; records exist only for tests that used the plugin."""
+    suite.makepyfile(test_plain=PLAIN)
+    result = run(suite, *workers, "--cudagraph-report=new.json")
+    assert result.returncode == 0, result.stdout
+    report = report_of(suite)
+    assert sorted(report["durations"]) == sorted([*ALL, "test_plain.py::test_plain"])
+    assert all(isinstance(seconds, float) and seconds >= 0 for seconds in report["durations"].values())
+    assert all(round(seconds, 3) == seconds for seconds in report["durations"].values())
+    assert "test_plain.py::test_plain" not in report["tests"]
+
+
+def test_an_interrupted_run_has_the_durations_of_the_tests_that_finished(suite):
+    result = run(suite, "--cudagraph-report=new.json", how="ctrl-c")
+    assert result.returncode == pytest.ExitCode.INTERRUPTED, result.stdout
+    # test_c_breaks was interrupted in its call: the time of its setup alone would call it quick
+    assert sorted(report_of(suite)["durations"]) == ALL[:2]

@@ -22,6 +22,7 @@ from ..progress import RunProgress
 from ..record import TestRecord, set_current_record
 from ..session import RunState
 from ..text import clip_middle
+from . import shards
 from .items import (
     CACHE_SNAPSHOT_KEY,
     MARKERS_KEY,
@@ -198,12 +199,14 @@ class RunRecorder:
         carried = getattr(report, REPORT_RECORD_ATTR, None)
         if carried:
             self._keep(carried["nodeid"], carried["record"], getattr(report, "node", None))
+        # every test's time, plugin or not: pytest-split needs them all (``pytest-cudagraph durations``)
+        self.progress.add_duration(report.nodeid, report.duration, _worker_of(report))
         if report.when == "teardown":
             self.progress.finish(report.nodeid)
 
     def _keep(self, nodeid: str, record: dict[str, Any], node: Any) -> None:
         """Store a finished test's record; under ``--dist each`` the worst of its runs, with every run listed."""
-        worker = str(getattr(getattr(node, "gateway", None), "id", "main"))
+        worker = _worker_name(node)
         earlier = self.state.records.get(nodeid)
         if earlier is not None and self.each:
             from ..report import merge_runs_of_one_test
@@ -231,6 +234,15 @@ class RunRecorder:
             terminalreporter.write_line(line, red=red, bold=red)
 
 
+def _worker_name(node: Any) -> str:
+    """The xdist worker a report came from (``gw0``), or ``main`` without xdist."""
+    return str(getattr(getattr(node, "gateway", None), "id", "main"))
+
+
+def _worker_of(report: pytest.TestReport) -> str:
+    return _worker_name(getattr(report, "node", None))
+
+
 def write_report_and_compare(session: pytest.Session, state: RunState, progress: RunProgress, exitstatus: int) -> None:
     options = state.options
     if options.report_path is None and state.baseline is None:
@@ -242,7 +254,13 @@ def write_report_and_compare(session: pytest.Session, state: RunState, progress:
 
     env = collect_environment(state.rootdir)
     session.config.hook.pytest_cudagraph_update_env(config=session.config, env=env)
-    report = build_report(env, state.records, exitstatus=exitstatus, run=progress.summary_fields(exitstatus))
+    report = build_report(
+        env,
+        state.records,
+        exitstatus=exitstatus,
+        run=progress.summary_fields(exitstatus),
+        durations=progress.durations(),
+    )
     if options.report_path is not None:
         try:
             write_report(options.report_path, report)
@@ -289,6 +307,10 @@ def summary_lines(config: pytest.Config, state: RunState, progress: RunProgress,
     )
     if collect_only and state.options.report_path is not None:
         lines.append(f"collection only: the report at {state.options.report_path} was left as it was")
+    if progress.shard is not None and not collect_only:
+        from ..shards import describe_shard
+
+        lines.append(describe_shard(progress.shard_fields()))
     reasons = [] if collect_only else progress.incomplete_reasons(exitstatus)
     if reasons:
         lines.append("INCOMPLETE run, the report says so: " + "; ".join(reasons))
@@ -299,8 +321,9 @@ def summary_lines(config: pytest.Config, state: RunState, progress: RunProgress,
 
 
 def register(config: pytest.Config, state: RunState) -> None:
-    """Wire the recorder into the process that writes the report (never an xdist worker)."""
+    """Wire the recorder into the process that writes the report (never an xdist worker); the shard everywhere."""
     if is_worker(config):
+        shards.register(config, None)
         return
     progress = config.stash[PROGRESS_KEY] = RunProgress(
         selection=_selection(config), maxfail=int(config.getoption("maxfail", 0) or 0)
@@ -308,6 +331,7 @@ def register(config: pytest.Config, state: RunState) -> None:
     recorder = RunRecorder(state, progress)
     recorder.each = _option(config, "dist") == "each"
     config.pluginmanager.register(recorder, "cudagraph-run-recorder")
+    shards.register(config, progress)
 
 
 def _option(config: pytest.Config, name: str) -> Any:
