@@ -511,6 +511,11 @@ def _flatten(prefix: str, value: Any, out: dict[str, Any], include_timings: bool
         out[prefix] = value
 
 
+# The outcome and the words that go with it: the outcome is compared, its message and
+# skip reason are the page's to show (a reworded message is not a change of the test).
+_OUTCOME_WORDS = ("outcome", "duration_s", "failure", "skip_reason")
+
+
 def _table_values(record: Mapping[str, Any], include_timings: bool) -> dict[str, Any]:
     out: dict[str, Any] = {"outcome": record.get("outcome")}
     if include_timings and "duration_s" in record:
@@ -519,7 +524,7 @@ def _table_values(record: Mapping[str, Any], include_timings: bool) -> dict[str,
         if section in record:
             _flatten(section, record[section], out, include_timings)
     for key, value in record.items():  # sections this plugin version does not know
-        if key not in out and key not in _TABLE_SECTIONS and key not in ("outcome", "duration_s"):
+        if key not in out and key not in _TABLE_SECTIONS and key not in _OUTCOME_WORDS:
             _flatten(key, value, out, include_timings)
     return out
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from .passes import PASS_COUNTERS, PassPair, pass_pairs
 from .report import as_int, limit_hit_count
+from .shards import describe_shard
 from .summary import ATTENTION_OUTCOMES, HEADER, legend_lines, pool_figures, summary_row
 from .text import clip, format_bytes, number
 
@@ -249,6 +250,9 @@ def summary_html(summary: Mapping[str, Any]) -> str:
     selection = summary.get("selection")
     if isinstance(selection, Mapping) and selection:
         rows.append(("selection", " ".join(f"{flag} {expression!r}" for flag, expression in selection.items())))
+    shard = summary.get("shard")
+    if isinstance(shard, Mapping) and shard:
+        rows.append(("shard", describe_shard(shard)))
     caches = summary.get("caches")
     note = ""
     if isinstance(caches, Mapping) and caches:

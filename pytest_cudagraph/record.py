@@ -34,6 +34,8 @@ class TestRecord:
         self.placement: dict[str, str] | None = None
         # why the test failed, as pytest's one-line crash summary: {"when": "call", "message": "..."}
         self.failure: dict[str, str] | None = None
+        # why the test skipped, as given to pytest.skip() or a skip mark
+        self.skip_reason: str | None = None
 
     # -- adding results -------------------------------------------------
     def set(self, section: str, result: JsonResult) -> None:
@@ -70,6 +72,8 @@ class TestRecord:
             out["placement"] = dict(self.placement)
         if self.failure:
             out["failure"] = dict(self.failure)
+        if self.skip_reason:
+            out["skip_reason"] = self.skip_reason
         if self._extra:
             out["extra"] = dict(self._extra)
         return out

@@ -899,6 +899,7 @@ _RECORD = {
     "reduce_overhead": _REDUCE_OVERHEAD,
     "placement": _Each(_SCALAR, mapping=True),
     "failure": {"when": _TEXT, "message": _TEXT},
+    "skip_reason": _TEXT,
     "extra": _FREE,
 }
 # pytest-split's shard of a run; a merged report names the shards it was made from instead of a group

@@ -283,3 +283,23 @@ def test_a_nan_replay_error_written_by_the_plugin_regresses(tmp_path):
     comparison = compare_reports(base, load_report(tmp_path / "new.json"))
     # two sets of the same sizes also double "captured": the graphs rule fires beside numerics
     assert {(r.nodeid, r.rule) for r in comparison.regressions} == {(DECODE, "numerics"), (DECODE, "graphs")}
+
+
+def test_a_reworded_failure_message_or_skip_reason_is_not_a_change():
+    base = build_report(
+        ENV_2_13,
+        {
+            "t.py::failed": recompile_record(outcome="failed", failure={"when": "call", "message": "old words"}),
+            "t.py::skipped": {"outcome": "skipped", "duration_s": 0.0},
+        },
+    )
+    new = build_report(
+        ENV_2_13,
+        {
+            "t.py::failed": recompile_record(outcome="failed", failure={"when": "call", "message": "new words"}),
+            "t.py::skipped": {"outcome": "skipped", "duration_s": 0.0, "skip_reason": "needs --cudagraph"},
+        },
+    )
+    comparison = compare_reports(base, new)
+    assert not comparison.regressed
+    assert not any(test.changed for test in comparison.tests), comparison.format_text()

@@ -98,7 +98,7 @@ def test_report_env_hook_records_and_terminal_summary(pytester):
             "test_model.py::test_marker_without_torch_work * passed * 0 *",
             "test_model.py::test_recompiles_twice * passed * 2 *",
             "2 passed, 1 skipped; 0 graphs captured; 2 recompiles",
-            "*",
+            "1 GPU test skipped: needs --cudagraph",
             f"report written to {report_path}",
         ]
     )

@@ -79,6 +79,7 @@ def suite(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
+@pytest.mark.slow
 def test_a_crashed_xdist_worker_loses_no_record_and_the_run_is_incomplete(suite, capsys):
     base = run(suite, "-n", "2", "--cudagraph-report=base.json")
     assert base.returncode == 0, base.stdout
@@ -107,6 +108,7 @@ def test_a_crashed_xdist_worker_loses_no_record_and_the_run_is_incomplete(suite,
     assert "INCOMPLETE" in out
 
 
+@pytest.mark.slow
 def test_ctrl_c_writes_the_records_so_far_and_marks_the_run_incomplete(suite):
     result = run(suite, "--cudagraph-report=new.json", how="ctrl-c")
     assert result.returncode == pytest.ExitCode.INTERRUPTED, result.stdout
@@ -118,6 +120,7 @@ def test_ctrl_c_writes_the_records_so_far_and_marks_the_run_incomplete(suite):
     assert any(reason.startswith("interrupted") for reason in summary["incomplete_reasons"])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(signal, "SIGTERM") or sys.platform == "win32", reason="needs POSIX signals")
 def test_sigterm_ends_the_run_like_ctrl_c_with_the_report_written(suite):
     result = run(suite, "--cudagraph-report=new.json", how="sigterm")
@@ -128,6 +131,7 @@ def test_sigterm_ends_the_run_like_ctrl_c_with_the_report_written(suite):
     assert sorted(report_of(suite)["tests"]) == ALL[:2]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["in-process", "xdist"])
 def test_stopping_early_with_maxfail_is_incomplete(suite, workers):
     result = run(suite, "-x", *workers, "--cudagraph-report=new.json", how="fail")
@@ -139,6 +143,7 @@ def test_stopping_early_with_maxfail_is_incomplete(suite, workers):
         assert summary["not_run"] == ["test_suite.py::test_d"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["in-process", "xdist"])
 def test_a_run_narrowed_by_k_is_complete_and_says_what_it_deselected(suite, workers):
     result = run(suite, "-k", "not test_d", *workers, "--cudagraph-report=new.json")
@@ -150,6 +155,7 @@ def test_a_run_narrowed_by_k_is_complete_and_says_what_it_deselected(suite, work
     assert summary["not_run"] == [] and summary["not_run_count"] == 0
 
 
+@pytest.mark.slow
 def test_a_collection_only_run_leaves_the_last_report_as_it_was(suite):
     assert run(suite, "--cudagraph-report=new.json").returncode == 0
     before = (suite.path / "new.json").read_bytes()
@@ -165,6 +171,7 @@ def test_a_collection_only_run_leaves_the_last_report_as_it_was(suite):
     [([], pytest.ExitCode.INTERRUPTED), (["-n", "2"], pytest.ExitCode.TESTS_FAILED)],
     ids=["in-process", "xdist"],
 )
+@pytest.mark.slow
 def test_a_collection_error_is_named_as_such_not_as_an_interrupt(suite, workers, exit_code):
     suite.makepyfile(test_broken="import this_module_does_not_exist\n")
     result = run(suite, *workers, "--cudagraph-report=new.json")
@@ -185,6 +192,7 @@ def test_fails_on_one_worker_only():
 """
 
 
+@pytest.mark.slow
 def test_dist_each_keeps_the_worst_run_and_lists_every_workers_outcome(pytester):
     pytester.makepyfile(test_each=EACH)
     result = run(pytester, "-n", "2", "--dist", "each", "--cudagraph-report=new.json")

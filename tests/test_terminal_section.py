@@ -81,3 +81,80 @@ def test_gpu_tests_skipped_for_want_of_a_gpu_are_one_line_per_reason():
     assert f"2 GPU tests skipped: {NO_CUDA}" in lines
     assert "1 GPU test skipped: needs --cudagraph" in lines
     assert not any("the user's own reason" in line for line in lines)
+
+
+# ----------------------------------------------------------------------------
+# seen from outside, through pytester
+# ----------------------------------------------------------------------------
+
+GPU_AND_CPU = """
+import pytest
+
+@pytest.mark.cudagraph
+def test_gpu_marked():
+    pass
+
+def test_gpu_fixture(cudagraphs):
+    pass
+
+@pytest.mark.max_recompiles(0)
+def test_cpu():
+    pass
+
+@pytest.mark.skip(reason="the user's own reason")
+@pytest.mark.max_recompiles(0)
+def test_skipped_by_the_user():
+    pass
+"""
+
+
+def _cuda_visible() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def test_a_run_without_cudagraph_says_how_many_gpu_tests_skipped_and_why(pytester):
+    pytester.makepyfile(test_mixed=GPU_AND_CPU)
+    result = pytester.runpytest(f"--cudagraph-report={pytester.path / 'run.json'}")
+    result.assert_outcomes(passed=1, skipped=3)
+    section = result.stdout.str().split("= cudagraph =")[1]
+    assert "2 GPU tests skipped: needs --cudagraph" in section
+    assert "the user's own reason" not in section
+    import json
+
+    records = json.loads((pytester.path / "run.json").read_text())["tests"]
+    assert records["test_mixed.py::test_gpu_marked"]["skip_reason"] == "needs --cudagraph"
+    assert records["test_mixed.py::test_skipped_by_the_user"]["skip_reason"] == "the user's own reason"
+    assert "skip_reason" not in records["test_mixed.py::test_cpu"]
+
+
+def test_a_cpu_runner_with_cudagraph_says_no_cuda_device_in_one_line(pytester):
+    import pytest
+
+    if _cuda_visible():
+        pytest.skip("checks what a machine without a CUDA device prints")
+    pytester.makepyfile(test_mixed=GPU_AND_CPU)
+    result = pytester.runpytest("--cudagraph")
+    result.assert_outcomes(passed=1, skipped=3)
+    section = result.stdout.str().split("= cudagraph =")[1]
+    lines = [line for line in section.splitlines() if "GPU tests skipped" in line]
+    assert len(lines) == 1 and lines[0].startswith("2 GPU tests skipped: no CUDA device (torch "), lines
+
+
+def test_a_run_stopped_by_a_collection_error_prints_no_table(pytester):
+    pytester.makepyfile(
+        test_bad="""
+import pytest
+
+@pytest.mark.max_recompiles(-1)
+def test_bad():
+    pass
+"""
+    )
+    report = pytester.path / "run.json"
+    result = pytester.runpytest(f"--cudagraph-report={report}")
+    assert result.ret == 2
+    section = result.stdout.str().split("= cudagraph =")[1]
+    assert "outcome" not in section and "test_bad.py::test_bad  error" not in section
+    assert f"report written to {report}" in section and "INCOMPLETE run" in section

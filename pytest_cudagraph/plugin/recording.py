@@ -42,6 +42,17 @@ FAILURE_KEY = pytest.StashKey[dict]()
 FAILURE_MESSAGE_LIMIT = 4000
 
 
+# Why the test skipped (the terminal section counts the GPU tests the plugin skipped).
+SKIP_REASON_KEY = pytest.StashKey[str]()
+
+
+def skip_reason(report: pytest.TestReport) -> str:
+    """The reason given to ``pytest.skip()`` or a skip mark, without pytest's "Skipped: " prefix."""
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return clip_middle(str(reason).removeprefix("Skipped: ").strip(), FAILURE_MESSAGE_LIMIT)
+
+
 def failure_message(report: pytest.TestReport) -> str:
     """What the test failed with: pytest's crash line (the exception and its message), else the long text."""
     crash = getattr(report.longrepr, "reprcrash", None)
@@ -95,6 +106,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     item.stash[OUTCOME_KEY] = (outcome, duration)
     if report.failed and not hasattr(report, "wasxfail") and FAILURE_KEY not in item.stash:
         item.stash[FAILURE_KEY] = {"when": call.when, "message": failure_message(report)}
+    elif report.skipped and not hasattr(report, "wasxfail") and SKIP_REASON_KEY not in item.stash:
+        item.stash[SKIP_REASON_KEY] = skip_reason(report)
     if call.when == "teardown":
         finished = finish_record(item, item.stash.get(RECORD_KEY, None))
         if finished is not None:
@@ -121,6 +134,7 @@ def finish_record(item: pytest.Item, record: TestRecord | None) -> dict[str, Any
         return None
     record.outcome, record.duration_s = item.stash.get(OUTCOME_KEY, (None, 0.0))
     record.failure = item.stash.get(FAILURE_KEY, None)
+    record.skip_reason = item.stash.get(SKIP_REASON_KEY, None)
     state = item.config.stash[STATE_KEY]
     if state.pinned_device is not None:
         record.placement = {
@@ -128,7 +142,7 @@ def finish_record(item: pytest.Item, record: TestRecord | None) -> dict[str, Any
             "cuda_visible_devices": state.pinned_device,
         }
     entry = record.to_json()
-    if not uses_plugin(item) and not set(entry) - {"outcome", "duration_s", "failure"}:
+    if not uses_plugin(item) and not set(entry) - {"outcome", "duration_s", "failure", "skip_reason"}:
         return None  # a test that used nothing of the plugin and measured nothing
     from ..report import json_safe
 
@@ -299,8 +313,10 @@ def summary_lines(config: pytest.Config, state: RunState, progress: RunProgress,
     from ..summary import terminal_summary_lines
 
     collect_only = bool(config.getoption("collectonly"))
+    # A run stopped by collection errors holds only the refused tests: pytest's errors say it all.
+    stopped_at_collection = progress.collection_errors > 0 and exitstatus == pytest.ExitCode.INTERRUPTED
     lines = terminal_summary_lines(
-        state.records,
+        {} if stopped_at_collection else state.records,
         None if collect_only else state.options.report_path,
         max_rows=None if config.get_verbosity() > 0 else 40,
         report_error=state.report_error,
