@@ -1048,7 +1048,7 @@ class GraphSet:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self.closed else f"{len(self.graphs)} graphs"
+        state = "closed" if self.closed else f"{len(self.graphs)} graph{'s' if len(self.graphs) != 1 else ''}"
         return f"<GraphSet {self.name} sizes={list(self.sizes)} pool={self.pool_mode} {state}>"
 
 

@@ -39,7 +39,7 @@ from .compare import (
 )
 from .errors import ReportError
 from .report import collector_paused, load_report, write_text_atomically
-from .text import clip
+from .text import clip, count_noun
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
@@ -292,7 +292,10 @@ def _durations(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         return _fail(f"cannot write {out} ({exc.strerror or type(exc).__name__}); give a writable path", stderr)
     for note in notes:
         _write(stderr, f"pytest-cudagraph: note: {note}\n")
-    _write(stdout, f"wrote {out}: durations of {len(durations)} tests (pytest --splits N --durations-path {out})\n")
+    _write(
+        stdout,
+        f"wrote {out}: durations of {count_noun(len(durations), 'test')} (pytest --splits N --durations-path {out})\n",
+    )
     return EXIT_OK
 
 

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .report import INCOMPLETE_EXIT_STATUSES, as_int, limit_hit_count
-from .text import MIB, clip, format_bytes, format_table, number
+from .text import MIB, clip, count_noun, format_bytes, format_table, number
 
 COMPARISON_SCHEMA = "pytest-cudagraph-compare/1"
 
@@ -376,7 +376,7 @@ class Comparison:
         changed = [t for t in self.tests if t.changed]
         regressed_tests = [t for t in self.tests if t.regressions]
         text = (
-            f"{len(self.tests)} tests in both reports: {len(changed)} changed, {len(regressed_tests)} regressed; "
+            f"{count_noun(len(self.tests), 'test')} in both reports: {len(changed)} changed, {len(regressed_tests)} regressed; "
             f"{len(self.new_tests)} new, {len(self.vanished_tests)} vanished"
         )
         if self.regressed:
@@ -569,7 +569,7 @@ def _recompile_rules(base_rec: Mapping[str, Any], new_rec: Mapping[str, Any], fl
     if after > before:
         flag(
             "recompiles",
-            f"Dynamo recompiled {after} times, {before} before" + _new_reasons(base_rec, new_rec),
+            f"Dynamo recompiled {count_noun(after, 'time')}, {before} before" + _new_reasons(base_rec, new_rec),
             "recompiles.count",
         )
     before, after = limit_hit_count(base_rec), limit_hit_count(new_rec)
@@ -578,7 +578,7 @@ def _recompile_rules(base_rec: Mapping[str, Any], new_rec: Mapping[str, Any], fl
         first = f": {clip(hits[0])}" if isinstance(hits, list) and hits else ""
         flag(
             "recompile-limit",
-            f"hit the recompile limit {after} times, {before} before; Dynamo ran those frames eagerly{first}",
+            f"hit the recompile limit {count_noun(after, 'time')}, {before} before; Dynamo ran those frames eagerly{first}",
             "recompiles.limit_hits",
         )
     base_breaks = as_int(_mapping(base_rec.get("graph_breaks")).get("count"))

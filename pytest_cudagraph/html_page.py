@@ -24,7 +24,7 @@ from .passes import PASS_COUNTERS, PassPair, pass_pairs
 from .report import as_int, limit_hit_count
 from .shards import describe_shard
 from .summary import ATTENTION_OUTCOMES, HEADER, legend_lines, pool_figures, summary_row
-from .text import clip, format_bytes, number
+from .text import clip, count_noun, format_bytes, number
 
 CSS = """
 *, *::before, *::after { box-sizing: border-box; }
@@ -369,7 +369,7 @@ def recompiles_html(rec: Mapping[str, Any]) -> str:
         for function, entry in by_function.items():
             # {"count", "reasons", "limit_hits"} per function; older records held the reasons list
             reasons = entry.get("reasons") if isinstance(entry, Mapping) else entry
-            count = f" ({as_int(entry.get('count'))} recompiles)" if isinstance(entry, Mapping) else ""
+            count = f" ({count_noun(as_int(entry.get('count')), 'recompile')})" if isinstance(entry, Mapping) else ""
             parts.append(f'<p class="mono">{escape(function)}{escape(count)}</p>')
             parts.append(reasons_list(reasons))
     elif rec.get("reasons"):

@@ -15,6 +15,7 @@ from pytest_cudagraph.text import (
     clip,
     clip_middle,
     clip_nodeid,
+    count_noun,
     format_bytes,
     format_table,
     number,
@@ -139,3 +140,10 @@ def test_a_clipped_id_never_exceeds_the_width(nodeid):
     clipped = clip_nodeid(nodeid)
     assert len(clipped) <= NODEID_WIDTH
     assert clipped == nodeid if len(nodeid) <= NODEID_WIDTH else "..." in clipped
+
+
+@given(st.integers(min_value=0, max_value=10**6))
+def test_a_count_takes_the_singular_only_for_one(n):
+    assert count_noun(n, "recompile") == f"{n} recompile{'' if n == 1 else 's'}"
+    assert count_noun(n, "recompile-limit hit") == f"{n} recompile-limit hit{'' if n == 1 else 's'}"
+    assert count_noun(n, "bypass", "bypasses").endswith("bypass" if n == 1 else "bypasses")
