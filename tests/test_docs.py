@@ -37,7 +37,9 @@ def test_docs_hold_test_modules():
 
 # a block that compiles with Inductor cold and warm takes seconds: it runs with the slow tests
 BLOCK_PARAMS = [
-    pytest.param(*block, marks=pytest.mark.slow) if "@pytest.mark.compile_cache" in block[2] else block
+    pytest.param(*block.values, marks=pytest.mark.slow, id=block.id)
+    if "@pytest.mark.compile_cache" in block.values[2]
+    else block
     for block in BLOCKS
 ]
 

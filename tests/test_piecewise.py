@@ -39,6 +39,7 @@ from pytest_cudagraph.strategies import capture_sizes
     mutating=st.booleans(),
     sizes=capture_sizes(max_size=12, max_count=4),
 )
+@pytest.mark.slow
 def test_toy_attention_split_has_vllms_known_counts(layers, mutating, sizes):
     model = ToyModel(layers=layers, mutating=mutating)
     with piecewise_compile(model, [model.splitting_op], sizes, backend="eager") as compiled:

@@ -211,6 +211,7 @@ def test_plain():
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["in-process", "xdist"])
 def test_every_test_that_ran_has_its_duration_in_the_report_plugin_or_not(suite, workers):
     """pytest-split needs every test's time; records exist only for tests that used the plugin."""

@@ -493,6 +493,7 @@ def suite(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
+@pytest.mark.slow
 def test_three_shards_merge_into_the_records_of_the_unsplit_run(suite, capsys):
     unsplit = run_pytest(suite, "--cudagraph-report=unsplit.json")
     assert unsplit.returncode == 0, unsplit.stdout
