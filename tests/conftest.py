@@ -12,3 +12,18 @@ import torch  # noqa: F401
 # on purpose, so pytester runs (in-process and subprocess both read this variable)
 # keep their files' order.
 os.environ["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} -p no:randomly".strip()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Leave the tests marked slow out of a run without ``-m`` (the README's test command).
+
+    ``pytest -m slow`` runs them and ``-m "slow or not slow"`` runs everything, as
+    .ci/run and .ci/gpu do.  Done here rather than with ``-m`` in addopts, so that a
+    run of the example suite from the repository root records no selection.
+    """
+    if config.getoption("markexpr"):
+        return
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if item.get_closest_marker("slow") is None]
