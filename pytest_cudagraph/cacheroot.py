@@ -13,6 +13,8 @@ Layout under the root::
     triton/                     TRITON_CACHE_DIR of the run (persistent roots only)
     probes/<owner>/             one directory per process that made probes, tagged and locked
     probes/<owner>/<name>-<n>/  one isolated directory per cache probe (cold/warm checks)
+    cache-keys/<test>/          the key components each graph of a test had (persistent roots only;
+                                cache_keys.KeyIndex), to explain a miss in a later run
 
 Two runs may share a persistent root (two CI jobs on one runner, a developer
 re-running).  Each process that makes probes holds a lock on its owner directory
@@ -25,11 +27,14 @@ Nothing without the tag is ever deleted, so a root that already held a
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import secrets
 import shutil
 import stat
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from .errors import UsageProblem
@@ -49,6 +54,10 @@ OWNER_LOCK = "owner.lock"
 # An owner directory being deleted is first renamed to this prefix, so that two
 # pruners never delete the same directory and a half-deleted one is recognisable.
 _DELETING_PREFIX = f"{PLUGIN_TAG}-deleting-"
+# The cross-run index of cache keys, under a persistent root.
+CACHE_KEYS_DIR = "cache-keys"
+# The lock file of a directory whose files several runs write (private_lock).
+DIRECTORY_LOCK = ".lock"
 # Linux's own limit on symlinks followed in one path lookup (ELOOP past it).
 _MAX_SYMLINKS = 40
 
@@ -344,6 +353,43 @@ class CacheRoot:
             deleted.append(path)
         return deleted
 
+    @property
+    def cache_keys_dir(self) -> Path:
+        return self.path / CACHE_KEYS_DIR
+
+    def cache_keys_dir_of(self, test_directory_name: str) -> Path:
+        """Where the cross-run index of one test lives (not created here: ``KeyIndex.store`` makes it, 0700)."""
+        return self.cache_keys_dir / test_directory_name
+
     def run_cache_environment(self) -> dict[str, str]:
         """The environment that points the whole run's compile caches into the root."""
         return {INDUCTOR_ENV: str(self.inductor_dir), TRITON_ENV: str(self.triton_dir)}
+
+
+# ----------------------------------------------------------------------------
+# small private files that several runs read and write
+# ----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def private_lock(directory: Path, timeout: float = 30.0) -> Iterator[None]:
+    """Hold ``<directory>/.lock`` (a file lock, mode 0600) for the block: one run at a time reads or writes there."""
+    from filelock import FileLock
+
+    lock = FileLock(str(Path(directory) / DIRECTORY_LOCK), timeout=timeout, mode=0o600)
+    with lock:
+        yield
+
+
+def write_private_file(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` whole (a 0600 temporary sibling moved into place): a reader never sees half."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -26,6 +26,13 @@ result asserts the invariant::
     warm pass: at least one hit, no miss, no save, no bypass, no Triton compile,
     and outputs equal to the cold pass's (bitwise unless rtol/atol are given)
 
+Each pass keeps its cache lookups (``PassResult.lookups``: key and components of
+every FX-graph and AOTAutograd lookup, ``cache_keys``), also from a child
+interpreter; a failure names, per warm lookup that missed, the components that
+differ from the cold pass's same graph (``fxgraph miss for graph 2 of the warm
+pass: inductor_config[fallback_random]: False -> True``), or says that the key was
+the same (the entry was evicted or deleted) or that the shape guards failed.
+
 Example::
 
     from pytest_cudagraph import cache_probe
@@ -62,11 +69,13 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from . import _compat as compat
+from . import cache_keys
+from .cache_keys import CacheLookup, MissExplanation
 from .cacheroot import INDUCTOR_ENV, TRITON_ENV, CacheRoot, ensure_private_dir
 from .counters import CounterSnapshot, counter_snapshot, delta_between, triton_compiled_and_loaded, triton_kernel_dirs
 from .envvars import CHILD_PASS_ENV, environment_set
@@ -158,6 +167,9 @@ class PassResult:
     ``outputs`` is what the function returned (a test body: the tensors it recorded);
     ``recorded`` the tensors given to ``probe.record()`` during the pass;
     ``before``/``after`` the absolute counter values around it, for messages.
+    ``lookups``: every FX-graph and AOTAutograd cache lookup of the pass, with its
+    key's components (``cache_keys``); ``label`` names the pass in them (its
+    ``name``, numbered from the second pass of that name in one probe: ``cold-2``).
     """
 
     name: str
@@ -169,8 +181,15 @@ class PassResult:
     before: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     after: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     process: str = "this interpreter"
+    lookups: tuple[CacheLookup, ...] = ()
+    label: str = ""
+
+    @property
+    def pass_label(self) -> str:
+        return self.label or self.name
 
     def to_json(self) -> dict[str, Any]:
+        # the lookups go to the report's cache_keys section, once, not here
         return {
             "stats": self.stats.to_json(),
             "recorded": {name: _describe(value) for name, value in self.recorded.items()},
@@ -196,17 +215,31 @@ class ColdWarm:
         """Every way the warm pass falls short of a pure cache hit (empty: none)."""
         return warm_pass_problems(self.cold, self.warm, rtol=rtol, atol=atol)
 
-    def check(self, rtol: float | None = None, atol: float | None = None, context: str | None = None) -> None:
-        """Raise InvariantViolation naming layer, counters, bypass reasons and a hint.
+    def explanations(self) -> list[MissExplanation]:
+        """Why each lookup of the warm pass that missed did (``cache_keys.explain_misses`` against the cold pass)."""
+        return cache_keys.explain_misses(self.cold.lookups, self.warm.lookups, "the cold pass")
+
+    def check(
+        self,
+        rtol: float | None = None,
+        atol: float | None = None,
+        context: str | None = None,
+        across_runs: tuple[MissExplanation, ...] = (),
+    ) -> None:
+        """Raise InvariantViolation naming layer, counters, the components that changed, bypass reasons and a hint.
 
         The invariant: the warm pass has at least one FX-graph hit (and AOTAutograd
         hit), no miss, no save, no bypass, no Triton kernel compiled, and its outputs
-        equal the cold pass's (bitwise, or within rtol/atol when given).
+        equal the cold pass's (bitwise, or within rtol/atol when given).  Each warm
+        miss is explained by the components that differ from the cold pass's same
+        graph; ``across_runs`` adds what differs from an earlier run.
         """
         __tracebackhide__ = True
         problems = self.problems(rtol=rtol, atol=atol)
         if problems:
-            raise InvariantViolation(format_failure(self, problems, rtol=rtol, atol=atol, context=context))
+            raise InvariantViolation(
+                format_failure(self, problems, rtol=rtol, atol=atol, context=context, across_runs=across_runs)
+            )
 
     def to_json(self) -> dict[str, Any]:
         return {"mode": self.mode, "cold": self.cold.to_json(), "warm": self.warm.to_json()}
@@ -364,6 +397,8 @@ class CacheProbe:
         self._pairs: list[ColdWarm] = []
         self._subdirs = 0
         self._last_pair_dir: Path | None = None
+        # how many passes of each name this probe ran (their labels: cold, cold-2, ...)
+        self._pass_names: dict[str, int] = {}
 
     # -- life cycle ---------------------------------------------------------
     def __enter__(self) -> CacheProbe:
@@ -552,13 +587,14 @@ class CacheProbe:
         pass is kept among the probe's passes.
         """
         self._require_active("run_pass")
+        label = self._next_label(name)
         with self._use_directory(directory):
             compat.clear_in_memory_compile_caches()
             saved_recorded, self._recorded = self._recorded, {}
             try:
                 before = self._read()
                 started = time.perf_counter()
-                with seeded_rngs(seed):
+                with seeded_rngs(seed), cache_keys.pass_scope(label) as lookups:
                     value = call()
                 duration = time.perf_counter() - started
                 after = self._read()
@@ -574,9 +610,16 @@ class CacheProbe:
             duration_s=duration,
             before=_absolute(before),
             after=_absolute(after),
+            lookups=tuple(lookups.lookups),
+            label=label,
         )
         self._passes.append(result)
         return result
+
+    def _next_label(self, name: str) -> str:
+        count = self._pass_names.get(name, 0) + 1
+        self._pass_names[name] = count
+        return name if count == 1 else f"{name}-{count}"
 
     def cold_warm(
         self, fn: Callable[..., Any] | str, *args: Any, mode: str = "inprocess", seed: int = DEFAULT_SEED
@@ -605,6 +648,7 @@ class CacheProbe:
         else:
             warm = self._callable_pass_in_child(target, args, seed, pair_dir)
         pair = ColdWarm(cold=cold, warm=warm, mode=mode, cache_dir=str(pair_dir))
+        cache_keys.annotate_active(pair.explanations())
         self._pairs.append(pair)
         return pair
 
@@ -639,6 +683,9 @@ class CacheProbe:
             compat.load_cache_artifacts(blob)
         moved = self.run_pass("moved", lambda: fn(*args), seed, moved_dir)
         pair = ColdWarm(cold=source, warm=moved, mode="portable", cache_dir=str(moved_dir))
+        cache_keys.annotate_active(
+            cache_keys.explain_misses(source.lookups, moved.lookups, compared_with="the source pass")
+        )
         self._pairs.append(pair)
         return pair
 
@@ -678,6 +725,7 @@ class CacheProbe:
         when it wrote no result or an error.
         """
         __tracebackhide__ = True
+        label = self._next_label("warm")
         proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
         payload = _read_child_output(out_path)
         if payload is None or payload.get("error"):
@@ -696,7 +744,14 @@ class CacheProbe:
             before=payload.get("before") or {},
             after=payload.get("after") or {},
             process=f"a fresh interpreter (pid {payload.get('pid')})",
+            # the child numbered its graphs within its one pass; the label is this probe's
+            lookups=tuple(
+                replace(lookup, pass_name=label)
+                for lookup in cache_keys.lookups_from_json(payload.get("lookups") or ())
+            ),
+            label=label,
         )
+        cache_keys.deliver_lookups(result.lookups)
         self._passes.append(result)
         return result
 
@@ -764,6 +819,12 @@ def warm_pass_problems(
                 problems.append(f"{layer}: {key} {getattr(w, layer)[key]} on the warm pass")
     if w.triton.get("compiled", 0):
         problems.append(f"triton: {w.triton['compiled']} kernel(s) compiled on the warm pass")
+    # one line per warm lookup that missed: the components that differ from the cold pass's same graph
+    problems += [
+        explanation.text()
+        for explanation in cache_keys.explain_misses(cold.lookups, warm.lookups, "the cold pass")
+        if explanation.lookup.layer in checked
+    ]
     problems += cold_warm_differences("returned", cold.outputs, warm.outputs, rtol=rtol, atol=atol)
     problems += _compare_recorded(cold.recorded, warm.recorded, rtol=rtol, atol=atol)
     return problems
@@ -979,8 +1040,13 @@ def format_failure(
     rtol: float | None = None,
     atol: float | None = None,
     context: str | None = None,
+    across_runs: tuple[MissExplanation, ...] = (),
 ) -> str:
-    """The failure report: what failed, the counter table, the bypass reasons and hints."""
+    """The failure report: what failed, the counter table, the bypass reasons, earlier runs' differences, hints.
+
+    Each warm miss is one of the problems, naming the components that changed;
+    ``across_runs`` adds what differs from an earlier run of the same test.
+    """
     head = context or f"compile_cache.cold_warm(mode={result.mode!r})"
     lines = [
         f"{head}: the warm pass was not a pure cache hit ({len(problems)} problem(s)); cache dir {result.cache_dir}"
@@ -999,6 +1065,8 @@ def format_failure(
                     f"(its counter moved; the {'other layer' if layer == 'aot_autograd' else 'log'} "
                     f"may name it)"
                 )
+    for explanation in across_runs:
+        lines.append(f"  compared with {explanation.compared_with}: {explanation.text()}")
     lines.append(
         f"  warm pass ran in {result.warm.process}; outputs compared "
         f"{'bitwise' if rtol is None and atol is None else f'with rtol={rtol}, atol={atol}'}"
@@ -1082,7 +1150,11 @@ def _read_child_output(path: Path) -> dict[str, Any] | None:
 
 
 def write_pass_output(path: str | Path, result: PassResult | None, error: str | None = None) -> None:
-    """In a child interpreter: hand its pass (or the error that stopped it) to the parent's ``run_child_pass``."""
+    """In a child interpreter: hand its pass (or the error that stopped it) to the parent's ``run_child_pass``.
+
+    Counters, recorded tensors, outputs and the pass's cache lookups (whole, as
+    ``cache_keys.lookups_to_json(full=True)``) go in one ``torch.save`` file.
+    """
     import torch
 
     payload: dict[str, Any] = {"pid": os.getpid(), "error": error}
@@ -1094,6 +1166,7 @@ def write_pass_output(path: str | Path, result: PassResult | None, error: str | 
             before=_plain(result.before),
             after=_plain(result.after),
             recorded=_to_cpu(dict(result.recorded)),
+            lookups=cache_keys.lookups_to_json(result.lookups, full=True),
         )
         try:
             payload["outputs"] = _to_cpu(result.outputs)

@@ -1,8 +1,10 @@
-"""The ``pytest-cudagraph`` command: compare two reports, show one, merge shards, write pytest-split's durations.
+"""The ``pytest-cudagraph`` command: compare two reports, explain their cache keys, show one, merge shards, write
+pytest-split's durations.
 
 ::
 
     pytest-cudagraph compare BASE.json NEW.json [--fail-on RULES] [--pool-threshold PCT] [--json]
+    pytest-cudagraph explain BASE.json NEW.json [TEST]     (or: explain REPORT.json [TEST])
     pytest-cudagraph show REPORT.json [--html OUT.html]
     pytest-cudagraph merge SHARD.json... -o ALL.json
     pytest-cudagraph durations REPORT.json... [-o .test_durations]
@@ -10,10 +12,10 @@
 
 Exit status of ``compare``: 0 when no selected rule fired, 1 on a regression (an
 incomplete new run always is one), 2 when an input is unreadable, malformed or
-incompatible (one line on stderr, no traceback).  ``show``, ``merge`` and
-``durations`` exit 0, or 2 on an unreadable or refused input or an unwritable
-output (``merge`` refuses shards that are not one whole split run).  No input
-makes any of them exit 1 otherwise: an unexpected exception is exit 2 too, with
+incompatible (one line on stderr, no traceback).  ``explain``, ``show``, ``merge``
+and ``durations`` exit 0, or 2 on an unreadable or refused input or an unwritable
+output (``merge`` refuses shards that are not one whole split run; ``explain`` a
+TEST that names no test, or several).  No input makes any of them exit 1 otherwise: an unexpected exception is exit 2 too, with
 its type and place in the one line.  Reads JSON only; never imports torch.
 """
 
@@ -106,6 +108,23 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--timings", action="store_true", help="also show duration_s and capture_s changes")
     compare.add_argument("--json", action="store_true", help="print the comparison as JSON instead of tables")
 
+    explain = commands.add_parser(
+        "explain",
+        help="why cache keys differ: every component in which two runs' keys differ (or one run's misses)",
+        description="With two reports: for each test whose cache keys differ (or only TEST, a node id or a part "
+        "of one that only it holds), its lookups paired across the runs, their keys and outcomes, and every "
+        "component in which the keys differ, with both values; the components every lookup's key differs in "
+        "are listed once, first. With one report: its misses and bypasses, with what the plugin found against "
+        "an earlier lookup (the cold pass). The second argument is a report when it is a file or ends in .json. "
+        "Exit 0, or 2 on an unreadable report or a TEST that names no test or several.",
+    )
+    explain.add_argument(
+        "explain_args",
+        metavar="BASE.json [NEW.json] [TEST]",
+        nargs="+",
+        help="two reports and, optionally, a test; or one report and, optionally, a test",
+    )
+
     show = commands.add_parser(
         "show",
         help="print a report's summary table, or render it as one HTML page",
@@ -188,12 +207,94 @@ def _compare(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         numerics_floor=args.numerics_floor,
         include_timings=args.timings,
         labels=(Path(args.base).name, Path(args.new).name),
+        sources=(args.base, args.new),
     )
     if args.json:
         _write(stdout, json.dumps(comparison.to_json(), indent=2, default=str) + "\n")
     else:
         _write(stdout, comparison.format_text() + "\n")
     return EXIT_REGRESSION if comparison.regressed else EXIT_OK
+
+
+class _BadTest(Exception):
+    """``explain``'s TEST names no test or several, or its arguments are too many: one line, exit 2."""
+
+
+def _explain_arguments(given: Sequence[str]) -> tuple[list[str], str | None]:
+    """(the reports, the test or None): the second of two arguments is a report if it is a file or ends in .json."""
+    if len(given) > 3:
+        raise _BadTest(
+            f"explain takes at most three arguments (BASE.json NEW.json TEST), got {len(given)}; "
+            "quote a node id that holds spaces"
+        )
+    if len(given) == 3:
+        return list(given[:2]), given[2]
+    if len(given) == 2 and not (given[1].endswith(".json") or Path(given[1]).is_file()):
+        return [given[0]], given[1]
+    return list(given), None
+
+
+def _pick_test(wanted: str, candidates: Sequence[str], where: str) -> str:
+    """The node id ``wanted`` names: itself, or the only id holding it; _BadTest otherwise."""
+    if wanted in candidates:
+        return wanted
+    matches = [nodeid for nodeid in candidates if wanted in nodeid]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise _BadTest(f"no test in {where} matches {wanted!r}; give its node id or a part of it that only it holds")
+    listed = ", ".join(clip(m, 100) for m in matches[:3]) + (", ..." if len(matches) > 3 else "")
+    raise _BadTest(f"{wanted!r} matches {len(matches)} tests in {where} ({listed}); give more of the node id")
+
+
+def _explain(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    try:
+        lines = _explain_lines(args)
+    except _BadTest as exc:
+        return _fail(str(exc), stderr)
+    _write(stdout, "\n".join(lines) + "\n")
+    return EXIT_OK
+
+
+def _explain_lines(args: argparse.Namespace) -> list[str]:
+    from .key_diff import diff_reports, has_cache_keys, records_cache_keys
+    from .key_text import explain_lines, one_run_lines
+
+    paths, wanted = _explain_arguments(args.explain_args)
+    args.reports = paths  # named in the line of an unexpected error
+    reports = [load_report(path) for path in paths]
+    labels = [Path(path).name for path in paths]
+    tests = [report["tests"] for report in reports]
+    where = " and ".join(paths)
+    if len(reports) == 1:
+        nodeid = _pick_test(wanted, list(tests[0]), where) if wanted is not None else None
+        return one_run_lines(reports[0], labels[0], nodeid)
+    in_both = [nodeid for nodeid in tests[0] if nodeid in tests[1]]
+    nodeid = None
+    if wanted is not None:
+        if wanted not in in_both:
+            for index, other in ((0, 1), (1, 0)):
+                if wanted in tests[index] and wanted not in tests[other]:
+                    raise _BadTest(
+                        f"test {wanted} is in {paths[index]} only, so there is nothing to pair its lookups with; "
+                        f"explain it alone with pytest-cudagraph explain {paths[index]} TEST"
+                    )
+        nodeid = _pick_test(wanted, in_both, where)
+    diff = diff_reports(reports[0], reports[1])
+    if nodeid is not None and nodeid not in diff.tests:
+        lines = [f"{nodeid}: no cache lookups recorded (no cache_keys) in {labels[0]} or {labels[1]}"]
+    elif not any(has_cache_keys(record) for table in tests for record in table.values() if isinstance(record, dict)):
+        lines = [f"no test in {labels[0]} or {labels[1]} recorded a cache lookup (cache_keys): nothing to explain"]
+    else:
+        lines = explain_lines(diff, (labels[0], labels[1]), nodeid)
+        for index in (0, 1):
+            if not records_cache_keys(reports[index]):
+                lines.insert(
+                    1,
+                    f"note: {labels[index]} records no cache lookups (an earlier plugin version wrote it, or nothing "
+                    f"compiled with Inductor), so every lookup of {labels[1 - index]} shows as unpaired",
+                )
+    return lines
 
 
 def _show(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
@@ -204,6 +305,8 @@ def _show(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     except ReportError as exc:
         return _fail(str(exc), stderr)
     if args.html is None:
+        from .key_text import show_lines
+
         lines = terminal_summary_lines(report["tests"], None, max_rows=None) or ["the report has no tests"]
         shard = report.get("summary", {}).get("shard")
         if isinstance(shard, dict):
@@ -213,6 +316,7 @@ def _show(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         run = run_completeness(report)
         if not run.complete:
             lines.append(f"INCOMPLETE run: {'; '.join(run.reasons)} ({run.not_run_count} selected tests not run)")
+        lines += show_lines(report)
         _write(stdout, "\n".join(lines) + "\n")
         return EXIT_OK
     from .show import render_html
@@ -299,7 +403,7 @@ def _durations(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     return EXIT_OK
 
 
-_COMMANDS = {"compare": _compare, "show": _show, "merge": _merge, "durations": _durations}
+_COMMANDS = {"compare": _compare, "explain": _explain, "show": _show, "merge": _merge, "durations": _durations}
 
 
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:

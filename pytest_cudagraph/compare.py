@@ -28,6 +28,13 @@ rule                regressed when, for a test in both reports
                     vanished tests are always listed)
 ==================  =========================================================================
 
+Where both reports record cache lookups (``cache_keys``), each test whose cache
+behaviour changed (counters, a lookup's outcome, a lookup without a partner) also
+gets the components in which its lookups' keys differ, a few per test
+(``key_diff``), and a line names the components every lookup's key differs in
+(``torch_version``, ``system_info[...]``).  No rule reads them: a key that differs
+is why a counter moved, and the counter's rule decides.
+
 Whatever ``--fail-on`` selects, a new report whose run did not run to its end
 (``summary.complete`` false; for an older report without it, exit status 2, 3 or 4)
 is a regression, ``incomplete``: ``compare`` never says "no regression" about tests
@@ -45,9 +52,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .key_diff import ReportKeyDiff, TestKeyDiff, diff_reports, records_cache_keys
+from .key_text import compare_lines, explain_command, run_wide_lines
 from .report import INCOMPLETE_EXIT_STATUSES, as_int, limit_hit_count
 from .text import MIB, clip, count_noun, format_bytes, format_table, number
 
@@ -210,17 +219,26 @@ class TestComparison:
     nodeid: str
     changes: tuple[Change, ...]
     regressions: tuple[Regression, ...]
+    # its cache lookups in both runs, when either records them (``cache_keys``)
+    cache_keys: TestKeyDiff | None = None
+
+    @property
+    def cache_behaviour_changed(self) -> bool:
+        return self.cache_keys is not None and self.cache_keys.behaviour_changed
 
     @property
     def changed(self) -> bool:
-        return bool(self.changes or self.regressions)
+        return bool(self.changes or self.regressions or self.cache_behaviour_changed)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "status": "regressed" if self.regressions else "changed" if self.changes else "same",
+        out = {
+            "status": "regressed" if self.regressions else "changed" if self.changed else "same",
             "changes": [c.to_json() for c in self.changes],
             "regressions": [r.to_json() for r in self.regressions],
         }
+        if self.cache_keys is not None and self.cache_keys.behaviour_changed:
+            out["cache_keys"] = self.cache_keys.to_json()
+        return out
 
 
 @dataclass(frozen=True)
@@ -239,6 +257,9 @@ class Comparison:
     settings: Mapping[str, Any] = field(default_factory=dict)
     base_run: RunCompleteness = field(default_factory=lambda: RunCompleteness(True, False))
     new_run: RunCompleteness = field(default_factory=lambda: RunCompleteness(True, False))
+    # the cache keys of the two runs, when either records them; the paths ``explain`` is pointed at
+    cache_keys: ReportKeyDiff | None = None
+    sources: tuple[str, str] | None = None
 
     @property
     def regressions(self) -> tuple[Regression, ...]:
@@ -272,6 +293,7 @@ class Comparison:
             "rule_counts": self.rule_counts(),
             "runs": {"base": self.base_run.to_json(), "new": self.new_run.to_json()},
             "notes": self.notes(),
+            **({"cache_keys": self.cache_keys.to_json()} if self.cache_keys is not None else {}),
         }
 
     def notes(self) -> list[str]:
@@ -301,6 +323,8 @@ class Comparison:
     def format_text(self, *, arrow: str = "→") -> str:
         """The side-by-side report: environment diff, one table per changed test, new/vanished, run notes, summary."""
         lines = self._env_lines(arrow)
+        if self.cache_keys is not None and self.cache_keys.run_wide:
+            lines += ["", *run_wide_lines(self.cache_keys.run_wide, self._explain_command())]
         for test in self.tests:
             if test.changed:
                 lines += ["", *self._test_lines(test)]
@@ -350,9 +374,18 @@ class Comparison:
                     f"<- {change.rule}" if change.rule else "",
                 ]
             )
-        lines += format_table(rows, indent="  ")
+        if len(rows) > 1:
+            lines += format_table(rows, indent="  ")
         lines += [f"  {regression.rule}: {regression.message}" for regression in test.regressions]
+        if test.cache_keys is not None and test.cache_keys.behaviour_changed:
+            lines += compare_lines(test.cache_keys, self._explain_command(test.nodeid), self.labels)
         return lines
+
+    def _explain_command(self, nodeid: str | None = None) -> str:
+        # a comparison made inside a run (--cudagraph-baseline) has neither paths nor file names
+        named = self.labels if self.labels != ("base", "new") else ("BASE.json", "NEW.json")
+        base, new = self.sources or named
+        return explain_command(base, new, nodeid)
 
     def _incomplete_lines(self) -> list[str]:
         """INCOMPLETE, why, and what the new run is missing: its tests that never finished, the base's absent ones."""
@@ -401,12 +434,15 @@ def compare_reports(
     numerics_floor: float = DEFAULT_NUMERICS_FLOOR,
     include_timings: bool = False,
     labels: tuple[str, str] = ("base", "new"),
+    sources: tuple[str, str] | None = None,
 ) -> Comparison:
     """Compare two validated reports (``load_report`` output, or ``build_report`` for a live run).
 
     ``rules`` selects the regression rules (default: DEFAULT_RULES; see the module
     docstring).  Timings (``duration_s``, ``capture_s``) change on every run, so
     they are left out of the tables unless ``include_timings``; no rule reads them.
+    ``sources``: the reports' paths as the user gave them, for the ``explain``
+    command the text suggests (default: the labels).
     """
     selected = parse_rules(rules)
     limits = _Limits(pool_threshold, numerics_growth, numerics_floor)
@@ -414,10 +450,14 @@ def compare_reports(
     env_changes, env_same = _env_diff(_mapping(base.get("env")), _mapping(new.get("env")))
     base_tests, new_tests = _mapping(base.get("tests")), _mapping(new.get("tests"))
     both = [n for n in base_tests if n in new_tests]
+    # only where both runs record lookups: against an earlier plugin's report, compare as before
+    keys = diff_reports(base, new) if records_cache_keys(base) and records_cache_keys(new) else None
     tests = tuple(
         _compare_test(n, _mapping(base_tests[n]), _mapping(new_tests[n]), selected, limits, include_timings)
         for n in sorted(both)
     )
+    if keys is not None:
+        tests = tuple(replace(t, cache_keys=keys.tests.get(t.nodeid)) for t in tests)
     vanished = tuple(sorted(n for n in base_tests if n not in new_tests))
     base_run, new_run = run_completeness(base), run_completeness(new)
     run_regressions: list[Regression] = []
@@ -448,6 +488,8 @@ def compare_reports(
         },
         base_run=base_run,
         new_run=new_run,
+        cache_keys=keys,
+        sources=sources,
     )
 
 
@@ -514,6 +556,8 @@ def _flatten(prefix: str, value: Any, out: dict[str, Any], include_timings: bool
 # The outcome and the words that go with it: the outcome is compared, its message and
 # skip reason are the page's to show (a reworded message is not a change of the test).
 _OUTCOME_WORDS = ("outcome", "duration_s", "failure", "skip_reason")
+# compared apart (key_diff), not as table rows
+_NOT_IN_TABLE = ("cache_keys",)
 
 
 def _table_values(record: Mapping[str, Any], include_timings: bool) -> dict[str, Any]:
@@ -524,7 +568,7 @@ def _table_values(record: Mapping[str, Any], include_timings: bool) -> dict[str,
         if section in record:
             _flatten(section, record[section], out, include_timings)
     for key, value in record.items():  # sections this plugin version does not know
-        if key not in out and key not in _TABLE_SECTIONS and key not in _OUTCOME_WORDS:
+        if key not in out and key not in _TABLE_SECTIONS and key not in _OUTCOME_WORDS and key not in _NOT_IN_TABLE:
             _flatten(key, value, out, include_timings)
     return out
 

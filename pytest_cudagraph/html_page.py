@@ -20,6 +20,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from .key_diff import lookups_of
+from .key_text import lookup_why, prominent
 from .passes import PASS_COUNTERS, PassPair, pass_pairs
 from .report import as_int, limit_hit_count
 from .shards import describe_shard
@@ -101,6 +103,10 @@ p.legend-line { margin: 2px 0; }
   table.tests td { font-size: 12px; }
 }
 .swatch { display: inline-block; width: 18px; height: 3px; vertical-align: middle; margin-right: 4px; }
+table.lookups td.why { overflow-wrap: anywhere; }
+table.lookups tr.explained td { background: #fdf1f1; }
+table.lookups tr.explained td.outcome { color: #c62828; font-weight: 700; }
+table.lookups ul.reasons { margin: 0; padding-left: 16px; }
 """
 
 # A failure's first line in the overview: enough to tell the failures apart, the whole message is below.
@@ -560,6 +566,44 @@ def caches_html(record: Mapping[str, Any]) -> str:
             "<details><summary>The test's whole-life counters (cold and warm passes added up)</summary>"
             f"{whole}</details>"
         )
+    return "".join(parts)
+
+
+def cache_keys_html(record: Mapping[str, Any]) -> str:
+    """The test's cache lookups (``cache_keys``): layer, pass, graph, outcome, key, and why it missed.
+
+    A miss or bypass with a reason (the components that differ from the cold pass,
+    a bypass reason, a guard miss) is marked; the key shows its first 12
+    characters, the whole key in its title.
+    """
+    lookups = lookups_of(record)
+    if not lookups:
+        return ""
+    head = '<th>layer</th><th>pass</th><th class="num">graph</th><th>outcome</th><th>key</th><th>why</th>'
+    body = []
+    for lookup in lookups:
+        why = lookup_why(lookup)
+        items = list(lookup.explained)
+        if items:
+            against = f"compared with {lookup.compared_with}:" if lookup.compared_with else "compared:"
+            rest = why[: len(why) - len(items)]
+            cell = escape("; ".join(rest + [against])) + reasons_list(items)
+        else:
+            cell = escape("; ".join(why))
+        key = f'<code title="{escape(lookup.key)}">{escape(lookup.key[:12])}</code>' if lookup.key else escape(None)
+        css = ' class="explained"' if prominent(lookup) else ""
+        body.append(
+            f"<tr{css}><td>{escape(lookup.layer)}</td><td>{escape(lookup.pass_name)}</td>"
+            f'<td class="num">{escape(lookup.graph)}</td><td class="outcome">{escape(lookup.outcome)}</td>'
+            f'<td class="nowrap">{key}</td><td class="why">{cell}</td></tr>'
+        )
+    parts = [
+        "<h3>Cache lookups</h3>",
+        f'<table class="lookups"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>',
+    ]
+    note = section(record, "cache_keys").get("note")
+    if isinstance(note, str) and note:
+        parts.append(f'<p class="small">{escape(note)}</p>')
     return "".join(parts)
 
 

@@ -10,13 +10,36 @@ of comparing the wrong fields::
              "python": "3.11.9", "platform": "Linux-...", "plugin": "0.1.0",
              "git_commit": "1a2b3c..."},
      "tests": {"tests/test_model.py::test_decode": {"outcome": "passed", "recompiles": {...},
-                                                    "caches": {...}, "graphs": {...}}},
+                                                    "caches": {...}, "graphs": {...},
+                                                    "cache_keys": {"lookups": [...], "note": "..."}}},
+     "cache_components": {"fxgraph": {"inductor_config[max_autotune]": ["esstihe2xq4a", "False"], ...},
+                          "aot_autograd": {...}},
      "summary": {"tests": 1, "outcomes": {"passed": 1}, "recompiles": 0, ...,
                  "exitstatus": 0, "complete": true, "incomplete_reasons": [], "not_run": [],
                  "not_run_count": 0, "deselected": 0, "selection": {"-k": "decode"},
                  "shard": {"group": 2, "splits": 3, "algorithm": "duration_based_chunks",
                            "durations_path": ".test_durations", "selected": 41, "deselected": 82}},
      "durations": {"tests/test_model.py::test_decode": 4.217, "tests/test_model.py::test_plain": 0.002}}
+
+A test's ``cache_keys`` lists every FX-graph and AOTAutograd cache lookup it made
+(``cache_keys.py``)::
+
+    {"lookups": [{"layer": "fxgraph", "outcome": "miss", "key": "f...", "pass": "warm", "graph": 2,
+                  "components": {"inductor_config[fallback_random]": ["hd2xw2jzgzqs", "True"], ...},
+                  "detail": "full_miss", "bypass_reason": "...",
+                  "explained": ["inductor_config[fallback_random]: False -> True"],
+                  "compared_with": "the cold pass"}],
+     "note": "..."}
+
+``pass`` is null outside a pass and ``graph`` the 1-based order of the layer's
+lookups within the pass (or test); a component is ``[first 12 characters of its
+hash, readable value or null]``, and ``components`` is null where torch gave none
+(``note`` says why).  ``detail``, ``bypass_reason``, ``explained`` (why a miss
+missed) and ``compared_with`` (``"the cold pass"``, ``"an earlier run (<time>,
+torch <version>)"``) are there when they apply.  The components every lookup of
+a layer shares (same name and hash; some 600 ``inductor_config`` entries) are
+stored once, in the top-level ``cache_components``, and each lookup keeps only
+the rest: ``full_components(report, lookup)`` gives the whole set.
 
 ``summary.shard`` is there when pytest-split ran one group of a split suite; a
 report merged from such shards (``shards.merge_shard_reports``) has ``merged`` and
@@ -59,7 +82,7 @@ from .text import clip_middle
 SCHEMA = "pytest-cudagraph/1"
 
 # Per-test sections the plugin writes; anything else is kept and compared generically.
-SECTIONS = ("recompiles", "caches", "graphs", "piecewise", "reduce_overhead", "extra")
+SECTIONS = ("recompiles", "caches", "cache_keys", "graphs", "piecewise", "reduce_overhead", "extra")
 
 # Facts about the run as a whole that the plugin hands to build_report(run=...):
 # whether it ran to its end, and what it selected.  See DESIGN.md, "A report is the
@@ -101,16 +124,128 @@ def build_report(
     summary = summarize(tests, run=run)
     if exitstatus is not None:
         summary["exitstatus"] = int(exitstatus)
+    records = {nodeid: dict(tests[nodeid]) for nodeid in sorted(tests)}
+    shared = factor_cache_components(records)
     report = {
         "schema": SCHEMA,
         "created": created or datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "env": dict(env),
-        "tests": {nodeid: dict(tests[nodeid]) for nodeid in sorted(tests)},
-        "summary": summary,
+        "tests": records,
     }
+    if shared:
+        report["cache_components"] = shared
+    report["summary"] = summary
     if durations is not None:
         report["durations"] = _durations(durations)
     return report
+
+
+# ----------------------------------------------------------------------------
+# cache keys: the components every lookup of a run shares are stored once
+# ----------------------------------------------------------------------------
+
+
+def factor_cache_components(records: dict[str, dict[str, Any]]) -> dict[str, dict[str, list[Any]]]:
+    """Move the cache-key components every lookup of a layer shares out of ``records``; return them per layer.
+
+    A lookup's ``components`` (``{name: [hash12, value-or-null]}``) is either a
+    mapping or null (torch gave none: a bypass, or a version that leaves them out).
+    Per layer, the names whose hash is the same in every lookup with components
+    (some 600 ``inductor_config[...]`` entries) go into the returned table, which
+    build_report writes as the report's ``cache_components``; each lookup keeps only
+    the rest, so a lookup that shares everything keeps ``{}``.  full_components puts
+    a lookup's whole set back together.  An empty mapping is turned into null first
+    (it holds nothing, and after factoring ``{}`` means "all shared").
+
+    ``records`` is changed in place: the records whose ``cache_keys`` section is
+    rewritten get their own copies of that section, never a caller's dicts.
+    Records that are already factored must be expanded first (see expand_cache_components).
+    """
+    sections = {}
+    by_layer: dict[str, list[dict[str, Any]]] = {}
+    for nodeid, record in records.items():
+        section = record.get("cache_keys")
+        if not isinstance(section, Mapping) or not isinstance(section.get("lookups"), list):
+            continue
+        lookups = []
+        for lookup in section["lookups"]:
+            if isinstance(lookup, Mapping):
+                lookup = dict(lookup)
+                components = lookup.get("components")
+                if isinstance(components, Mapping) and components:
+                    by_layer.setdefault(str(lookup.get("layer")), []).append(lookup)
+                elif isinstance(components, Mapping):
+                    lookup["components"] = None
+            lookups.append(lookup)
+        sections[nodeid] = {**section, "lookups": lookups}
+    shared: dict[str, dict[str, list[Any]]] = {}
+    for layer, lookups in by_layer.items():
+        first, *rest = lookups
+        common = {name: list(pair) for name, pair in first["components"].items() if _component_hash(pair) is not None}
+        for lookup in rest:
+            components = lookup["components"]
+            common = {
+                name: pair
+                for name, pair in common.items()
+                if name in components and _component_hash(components[name]) == pair[0]
+            }
+            if not common:
+                break
+        if not common:
+            continue
+        shared[layer] = dict(sorted(common.items()))
+        for lookup in lookups:
+            lookup["components"] = {name: pair for name, pair in lookup["components"].items() if name not in common}
+    for nodeid, section in sections.items():
+        records[nodeid]["cache_keys"] = section
+    return shared
+
+
+def _component_hash(pair: Any) -> str | None:
+    return pair[0] if isinstance(pair, (list, tuple)) and pair and isinstance(pair[0], str) else None
+
+
+def full_components(report: Mapping[str, Any], lookup: Mapping[str, Any]) -> dict[str, list[Any]] | None:
+    """A lookup's whole set of components, ``{name: [hash12, value-or-null]}``: the run's shared ones and its own.
+
+    None when the lookup has none (a bypass, or a torch that gives none: see the
+    record's ``note``).  ``report`` is the report the lookup comes from (its
+    ``cache_components``); a report without that table (an older plugin, or a report
+    built before factoring) gives the lookup's own components.  Example::
+
+        for lookup in report["tests"][nodeid]["cache_keys"]["lookups"]:
+            components = full_components(report, lookup)
+    """
+    own = lookup.get("components")
+    if not isinstance(own, Mapping):
+        return None
+    tables = report.get("cache_components")
+    shared = tables.get(str(lookup.get("layer"))) if isinstance(tables, Mapping) else None
+    return {**(shared if isinstance(shared, Mapping) else {}), **own}
+
+
+def expand_cache_components(report: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The report's test records with every lookup's components whole again (the report is not changed).
+
+    For building a new report out of old ones (merging shard reports): build_report
+    factors the records again, over all of them.
+    """
+    tests = report.get("tests")
+    if not isinstance(tests, Mapping):
+        return {}
+    out = {}
+    for nodeid, record in tests.items():
+        section = record.get("cache_keys") if isinstance(record, Mapping) else None
+        if isinstance(section, Mapping) and isinstance(section.get("lookups"), list):
+            lookups = [
+                {**lookup, "components": full_components(report, lookup)}
+                if isinstance(lookup, Mapping) and isinstance(lookup.get("components"), Mapping)
+                else lookup
+                for lookup in section["lookups"]
+            ]
+            record = {**record, "cache_keys": {**section, "lookups": lookups}}
+        out[nodeid] = record
+    return out
 
 
 def _durations(durations: Mapping[str, float]) -> dict[str, float]:
@@ -889,11 +1024,30 @@ _REDUCE_OVERHEAD = {
     "skip_reasons": _TEXTS,
     "pool_bytes": _MEASURE,
 }
+# cache keys (cache_keys.py): a component is [hash12, readable value or null]; a lookup's
+# components are null where torch gave none (a bypass, or a torch without them: "note" says)
+_TEXT_OR_NULL = _Kind("a string or null", frozenset((str, _NONE)))
+_NULL = _Kind("null", frozenset((_NONE,)))
+_COMPONENTS = _Each(_Kind("a [hash, value] pair of strings or nulls", frozenset((str, _NONE)), each=list), mapping=True)
+_LOOKUP = {
+    "layer": _TEXT,
+    "outcome": _TEXT,
+    "key": _TEXT_OR_NULL,
+    "pass": _TEXT_OR_NULL,
+    "graph": _COUNT,
+    "components": _AnyOf((_COMPONENTS, _NULL)),
+    "detail": _TEXT,
+    "bypass_reason": _TEXT,
+    "explained": _TEXTS,
+    "compared_with": _TEXT,
+}
+_CACHE_KEYS = {"lookups": _Each(_LOOKUP), "note": _TEXT}
 _RECORD = {
     "outcome": _TEXT,
     "duration_s": _MEASURE,
     "recompiles": _RECOMPILES,
     "caches": _CACHES,
+    "cache_keys": _CACHE_KEYS,
     "graphs": {**_GRAPH_SET, "sets": _Each(_GRAPH_SET)},
     "piecewise": {**_PIECEWISE_SET, "sets": _Each(_PIECEWISE_SET)},
     "reduce_overhead": _REDUCE_OVERHEAD,
@@ -938,6 +1092,13 @@ _REPORT_SPEC = {
     "created": _TEXT,
     "env": _Each(_SCALAR, mapping=True),
     "tests": _Each(_RECORD, mapping=True),
+    # per layer, the cache-key components every lookup of the run shares (factor_cache_components).
+    # Still schema pytest-cudagraph/1: an older plugin's tables know neither this key nor a
+    # record's "cache_keys", so its load_report keeps both as free JSON (_FREE) and reads
+    # nothing else differently; its compare flattens "cache_keys" like any unknown section
+    # (the lookups list as "[n items]", so no figure of it is mistaken for a known one).  A
+    # lookup's own "components" then lack the shared ones: full_components puts them back.
+    "cache_components": _Each(_COMPONENTS, mapping=True),
     "summary": _SUMMARY,
     # seconds per node id of every test that finished, for pytest-split (``pytest-cudagraph durations``)
     "durations": _Each(_SECONDS, mapping=True),

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ReportError
-from .report import build_report
+from .report import build_report, expand_cache_components
 
 # The env fields that make a build: shards that differ in one of them ran different software or
 # hardware, and their merged report would claim one build ran the whole suite.  Others (the platform
@@ -251,7 +251,8 @@ def _join_tests(shards: list[Shard]) -> tuple[dict[str, Any], dict[str, float]]:
                     f"{nodeid} ran in {earlier.label} and in {shard.label}, so the shards did not split one suite "
                     f"the same way; {_SPLIT_ADVICE}"
                 )
-        tests.update(shard.report.get("tests") or {})
+        # whole cache-key components again: build_report factors them over every shard's records
+        tests.update(expand_cache_components(shard.report))
         shard_durations = shard.report.get("durations")
         if isinstance(shard_durations, Mapping):
             durations.update(shard_durations)
@@ -404,6 +405,8 @@ def describe_shard(shard: Mapping[str, Any]) -> str:
         ["pytest-split"]
         + ([str(shard["algorithm"])] if shard.get("algorithm") else [])
         + ([f"durations from {shard['durations_path']}"] if shard.get("durations_path") else [])
+        # a shard without a durations file was split by an equal estimate per test
+        + (["no durations file"] if not shard.get("durations_path") and "merged" not in shard else [])
     )
     if "merged" in shard:
         which = f"merged from shards {', '.join(str(group) for group in shard['merged'])} of {shard.get('splits')}"

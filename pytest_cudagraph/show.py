@@ -9,7 +9,9 @@ What a reader needs first comes first: a verdict line, then the tests that faile
 errored, crashed or hit the recompile limit, each with its failure message (the
 plugin's own table and hints), then the rest.  A test that ran cold and warm
 passes shows them as a table per pair (``passes.pass_pairs``), not the counters
-added up, which make a perfect warm start read "1 hit, 1 miss".
+added up, which make a perfect warm start read "1 hit, 1 miss".  A test that
+recorded cache lookups (``cache_keys``) gets a table of them, a miss or bypass with
+a known reason (the components that differ from the cold pass) marked.
 
 For each test with CUDA graphs the page draws the invariant the plugin checks: one
 bar per capture size showing that size's high-water mark (``graphs.graph_bytes``),
@@ -35,6 +37,7 @@ from typing import Any
 from .html_page import (
     CSS,
     badge,
+    cache_keys_html,
     caches_html,
     env_html,
     escape,
@@ -216,7 +219,7 @@ def _graphs_html(graphs: Mapping[str, Any]) -> str:
 
 
 # the sections a test's page draws itself; any other key of the record gets a table of its values
-_DRAWN = ("outcome", "duration_s", "failure", "graphs", "recompiles", "caches", "extra")
+_DRAWN = ("outcome", "duration_s", "failure", "graphs", "recompiles", "caches", "cache_keys", "extra")
 
 
 def _test_html(nodeid: str, anchor: str, record: Mapping[str, Any]) -> str:
@@ -241,6 +244,7 @@ def _test_html(nodeid: str, anchor: str, record: Mapping[str, Any]) -> str:
     if rec:
         parts.append(recompiles_html(rec))
     parts.append(caches_html(record))
+    parts.append(cache_keys_html(record))
     for key, value in record.items():
         if key in _DRAWN or value in (None, {}, []) or (key == "skip_reason" and isinstance(value, str)):
             continue

@@ -183,3 +183,194 @@ def warm_start_record(mode: str = "subprocess") -> dict[str, Any]:
         },
         "extra": {"compile_cache": {"mode": mode, "cold": cold, "warm": warm}},
     }
+
+
+# ----------------------------------------------------------------------------
+# cache keys: the "cache_keys" section and the report's shared "cache_components"
+# ----------------------------------------------------------------------------
+
+
+def fake_hash(text: str) -> str:
+    """A component hash as a report stores it: 12 lowercase base32 characters (torch's are 51 long)."""
+    import base64
+    import hashlib
+
+    return base64.b32encode(hashlib.sha256(text.encode()).digest()).decode().lower()[:12]
+
+
+def fake_key(prefix: str, text: str) -> str:
+    """A cache key in torch's format: ``f``/``a`` followed by 51 lowercase base32 characters."""
+    import base64
+    import hashlib
+
+    return prefix + base64.b32encode(hashlib.sha256(text.encode()).digest()).decode().lower()[:51]
+
+
+def components(**values: Any) -> dict[str, list[Any]]:
+    """``{name: [hash12, value]}`` for a lookup; ``gm`` (graph code) keeps only its hash (value None)."""
+    out = {}
+    for name, value in values.items():
+        out[name] = [fake_hash(f"{name}={value}"), None if name == "gm" else value]
+    return out
+
+
+def fx_components(max_autotune: str = "False", torch_version: str = "2.13.0+cu128", **changes: Any) -> dict:
+    """The (few, realistic) components of an FX-graph key; torch writes some 640 of them."""
+    values = {
+        "gm": "graph 1",
+        "example_inputs[0]": (
+            "TensorMetadata(dtype=torch.float32, shape=torch.Size([16, 16]), stride=(16, 1), "
+            "device=device(type='cuda', index=0), layout=torch.strided, memory_format=torch.contiguous_format, ..."
+        ),
+        "fx_kwargs[cudagraphs]": "BoxedBool(value=False)",
+        "fx_kwargs[static_input_idxs]": "[]",
+        "torch_version": torch_version,
+        "system_info[hash]": "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a",
+        "inductor_config[max_autotune]": max_autotune,
+        "inductor_config[fallback_random]": "False",
+        "inductor_config[epilogue_fusion]": "True",
+        "inductor_config[triton.cudagraphs]": "False",
+    }
+    values.update(changes)
+    return components(**values)
+
+
+def aot_components(**changes: Any) -> dict:
+    values = {
+        "gm": "graph 1",
+        "example_inputs[0]": "TensorMetadata(dtype=torch.float32, shape=torch.Size([16, 16]), requires_grad=False, ...)",
+        "aot_config": "(0, True, False, False, False, [], [], True, False)",
+        "autograd_config": "<bytes>",
+        "torch_version": "2.13.0+cu128",
+        "inductor_config[max_autotune]": "False",
+        "inductor_config[fallback_random]": "False",
+    }
+    values.update(changes)
+    return components(**values)
+
+
+def lookup(
+    layer: str,
+    outcome: str,
+    parts: dict[str, list[Any]] | None,
+    *,
+    pass_name: str | None = None,
+    graph: int = 1,
+    key: str | None = "",
+    **extra: Any,
+) -> dict[str, Any]:
+    """One lookup of a ``cache_keys`` section, with its whole set of components (build_report factors them)."""
+    if key == "":
+        prefix = "f" if layer == "fxgraph" else "a"
+        key = fake_key(prefix, repr(sorted((parts or {}).items())))
+    record = {"layer": layer, "outcome": outcome, "key": key, "pass": pass_name, "graph": graph, "components": parts}
+    record.update(extra)
+    return record
+
+
+def cache_keys_record() -> dict[str, Any]:
+    """A failing ``@pytest.mark.compile_cache`` test: the warm pass missed, explained by the cold pass's key.
+
+    The cold pass missed and saved (graph 1 of each layer); the warm pass's FX lookup
+    missed because ``fallback_random`` changed, so the AOTAutograd lookup missed too
+    (its key holds the Inductor config as well).
+    """
+    cold_fx = fx_components()
+    warm_fx = fx_components(**{"inductor_config[fallback_random]": "True"})
+    cold_aot = aot_components()
+    warm_aot = aot_components(**{"inductor_config[fallback_random]": "True"})
+    explained = ["inductor_config[fallback_random]: False -> True"]
+    return {
+        "outcome": "failed",
+        "duration_s": 4.2,
+        "caches": {
+            "fxgraph": {"hit": 0, "miss": 2, "bypass": 0, "saved": 2},
+            "aot_autograd": {"hit": 0, "miss": 2, "bypass": 0, "saved": 2, "guard_miss": 0},
+        },
+        "cache_keys": {
+            "lookups": [
+                lookup("aot_autograd", "miss", cold_aot, pass_name="cold", detail="full_miss"),
+                lookup("fxgraph", "miss", cold_fx, pass_name="cold", detail="full_miss"),
+                lookup(
+                    "aot_autograd",
+                    "miss",
+                    warm_aot,
+                    pass_name="warm",
+                    detail="full_miss",
+                    explained=explained,
+                    compared_with="the cold pass",
+                ),
+                lookup(
+                    "fxgraph",
+                    "miss",
+                    warm_fx,
+                    pass_name="warm",
+                    detail="full_miss",
+                    explained=explained,
+                    compared_with="the cold pass",
+                ),
+            ]
+        },
+        "failure": {
+            "when": "call",
+            "message": (
+                "the warm pass missed the cache: fxgraph miss for graph 1 of the warm pass: "
+                "inductor_config[fallback_random]: False -> True"
+            ),
+        },
+    }
+
+
+def cache_key_report_pair() -> tuple[dict[str, Any], dict[str, Any]]:
+    """(base report, new report), both built with build_report, for comparing cache keys across runs.
+
+    ``tests/test_model.py::test_decode_graphs`` hit the FX-graph cache in the base
+    run; in the new run (torch 2.14.1, ``max_autotune`` on) its FX lookup missed:
+    the key's ``inductor_config[max_autotune]`` and ``torch_version`` components
+    differ, while its AOTAutograd lookup was bypassed (no key, no components) and a
+    second test shows a record with a ``note``.  Both reports also hold
+    ``test_warm_start`` (cache_keys_record), so their ``cache_components`` tables
+    are factored over more than one test.
+    """
+    from pytest_cudagraph.report import build_report
+
+    base_fx = fx_components()
+    new_fx = fx_components(max_autotune="True", torch_version="2.14.1+cu130")
+    base_tests = {
+        "tests/test_model.py::test_decode_graphs": graph_record(
+            cache_keys={
+                "lookups": [
+                    lookup("fxgraph", "hit", base_fx, detail="hit"),
+                    lookup("aot_autograd", "hit", aot_components(), detail="hit"),
+                ]
+            }
+        ),
+        "tests/test_model.py::test_warm_start": cache_keys_record(),
+    }
+    new_tests = {
+        "tests/test_model.py::test_decode_graphs": graph_record(
+            caches={
+                "fxgraph": {"hit": 0, "miss": 1, "bypass": 0},
+                "aot_autograd": {"hit": 0, "miss": 0, "bypass": 1, "saved": 0},
+                "triton": {"compiled": 3, "loaded": 0},
+            },
+            cache_keys={
+                "lookups": [
+                    lookup("fxgraph", "miss", new_fx, detail="full_miss"),
+                    lookup(
+                        "aot_autograd",
+                        "bypass",
+                        None,
+                        key=None,
+                        bypass_reason="Unsupported call_function target flex_attention",
+                    ),
+                ],
+                "note": "a bypassed lookup has no key and no components",
+            },
+        ),
+        "tests/test_model.py::test_warm_start": cache_keys_record(),
+    }
+    env_new = {**ENV_2_13, "torch": "2.14.1+cu130", "cuda": "13.0"}
+    base = build_report(dict(ENV_2_13), base_tests, exitstatus=0, created="2025-01-31T12:00:00+00:00", run=COMPLETE_RUN)
+    new = build_report(env_new, new_tests, exitstatus=0, created="2025-02-07T12:00:00+00:00", run=COMPLETE_RUN)
+    return base, new

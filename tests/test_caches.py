@@ -89,6 +89,25 @@ def test_warm_pass_only_hits_and_matches_cold_outputs(request, run):
     pair.check()
 
 
+@pytest.mark.parametrize("run", ["inprocess_run", "subprocess_run"])
+def test_each_pass_carries_its_lookups_with_their_keys_components_and_graph_numbers(request, run):
+    result = request.getfixturevalue(run)
+    pair = result[0] if isinstance(result, tuple) else result
+    cold, warm = pair.cold.lookups, pair.warm.lookups
+    assert sorted((x.layer, x.outcome, x.graph) for x in cold) == [
+        ("aot_autograd", "miss", 1),
+        ("fxgraph", "miss", 1),
+        ("fxgraph", "miss", 2),
+    ]
+    assert {x.pass_name for x in cold} == {"cold"} and {x.pass_name for x in warm} == {pair.warm.pass_label}
+    # the warm pass (in a child interpreter too) looked up the cold pass's keys and hit them
+    assert sorted((x.layer, x.outcome, x.key) for x in warm) == sorted((x.layer, "hit", x.key) for x in cold)
+    for lookup in cold:
+        assert lookup.key and lookup.key[0] == ("f" if lookup.layer == "fxgraph" else "a")
+        assert "gm" in lookup.components and "inductor_config[fallback_random]" in lookup.components
+    assert pair.explanations() == []
+
+
 def test_subprocess_warm_pass_ran_in_another_interpreter(subprocess_run):
     assert subprocess_run.mode == "subprocess"
     assert subprocess_run.warm.process.startswith("a fresh interpreter (pid ")
@@ -376,3 +395,64 @@ def test_expect_needs_an_active_probe():
     with pytest.raises(MisuseError, match="needs an active probe"):
         with probe.expect(fxgraph_hit=1):
             pass
+
+
+def _lookups(pass_name: str, *specs: tuple) -> tuple:
+    """Lookups of one pass: (layer, outcome, key, {name: value}, detail) each, graph numbers in order per layer."""
+    from pytest_cudagraph.cache_keys import CacheLookup
+
+    out, numbers = [], {}
+    for layer, outcome, key, values, detail in specs:
+        numbers[layer] = numbers.get(layer, 0) + 1
+        components = {
+            name: (name.ljust(51, "a")[:40] + value.ljust(11, "b")[:11], value) for name, value in values.items()
+        }
+        out.append(CacheLookup(layer, outcome, key, components, detail, pass_name=pass_name, graph=numbers[layer]))
+    return tuple(out)
+
+
+def test_each_warm_miss_names_the_components_that_differ_from_the_cold_pass():
+    from dataclasses import replace
+
+    from pytest_cudagraph.cache_keys import MissExplanation
+
+    cold = replace(
+        _pass("cold", {"miss": 2, "saved": 2}, {"miss": 1, "saved": 1}),
+        lookups=_lookups(
+            "cold",
+            ("fxgraph", "miss", "f1", {"gm": "one", "inductor_config[fallback_random]": "False"}, "full_miss"),
+            ("fxgraph", "miss", "f2", {"gm": "two", "inductor_config[fallback_random]": "False"}, "full_miss"),
+            ("aot_autograd", "miss", "a1", {"gm": "aot"}, "full_miss"),
+        ),
+    )
+    warm = replace(
+        _pass("warm", {"hit": 1, "miss": 1, "saved": 1}, {"miss": 1}),
+        lookups=_lookups(
+            "warm",
+            ("fxgraph", "hit", "f1", {"gm": "one", "inductor_config[fallback_random]": "False"}, "hit"),
+            ("fxgraph", "miss", "f3", {"gm": "two", "inductor_config[fallback_random]": "True"}, "full_miss"),
+            ("aot_autograd", "miss", "a1", {"gm": "aot"}, "guard_miss"),
+        ),
+    )
+    pair = ColdWarm(cold, warm, "inprocess", "/d")
+    problems = pair.problems()
+    assert "fxgraph miss for graph 2 of the warm pass: inductor_config[fallback_random]: False -> True" in problems
+    assert (
+        "aot_autograd miss for graph 1 of the warm pass: the key matched a stored entry, but the stored graph's "
+        "shape guards failed for these inputs" in problems
+    )
+    earlier = MissExplanation(
+        cold.lookups[0], None, ("torch_version: 2.13.0 -> 2.14.1",), "an earlier run (t, torch 2.13.0)"
+    )
+    with pytest.raises(InvariantViolation) as info:
+        pair.check(across_runs=(earlier,))
+    assert (
+        "  compared with an earlier run (t, torch 2.13.0): fxgraph miss for graph 1 of the cold pass: "
+        "torch_version: 2.13.0 -> 2.14.1" in str(info.value)
+    )
+    # the same key as the cold pass, yet a miss: no component to name
+    gone = replace(warm, lookups=_lookups("warm", ("fxgraph", "miss", "f1", {"gm": "one"}, "full_miss")))
+    assert (
+        "fxgraph miss for graph 1 of the warm pass: same key as the cold pass's graph 1, yet it missed: "
+        "the entry was evicted or deleted, or never written" in ColdWarm(cold, gone, "inprocess", "/d").problems()
+    )

@@ -10,6 +10,10 @@ import sys
 import textwrap
 
 import pytest
+from cache_key_samples import DECODE as KEY_DECODE
+from cache_key_samples import DYNAMIC as KEY_DYNAMIC
+from cache_key_samples import WARM as KEY_WARM
+from cache_key_samples import key_report_pair, without_cache_keys
 from sample_reports import ENV_2_13, MiB, modified, sample_report
 
 from pytest_cudagraph.cli import main
@@ -161,7 +165,15 @@ def test_show_reports_an_unwritable_output_in_one_line(reports, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "args", [("--help",), ("compare", "--help"), ("show", "--help"), ("merge", "--help"), ("durations", "--help")]
+    "args",
+    [
+        ("--help",),
+        ("compare", "--help"),
+        ("explain", "--help"),
+        ("show", "--help"),
+        ("merge", "--help"),
+        ("durations", "--help"),
+    ],
 )
 def test_help_of_every_command(args):
     result = run_cli(*args)
@@ -206,3 +218,180 @@ def test_merge_and_durations_need_no_torch(tmp_path):
     assert result.returncode == 0, result.stderr
     assert json.loads((tmp_path / "all.json").read_text())["summary"]["shard"]["merged"] == [1, 2, 3]
     assert len(json.loads((tmp_path / "durations.json").read_text())) == 12
+
+
+# ----------------------------------------------------------------------------
+# explain: why cache keys differ
+# ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def key_reports(tmp_path):
+    base, new = key_report_pair()
+    return write_report(tmp_path / "torch-2.13.json", base), write_report(tmp_path / "torch-2.14.json", new)
+
+
+def test_explain_prints_every_differing_component_of_every_test_whose_keys_differ(key_reports):
+    base, new = key_reports
+    result = run_cli("explain", base, new, console_script=True)
+    assert result.returncode == 0 and result.stderr == ""
+    lines = result.stdout.splitlines()
+    assert lines[:3] == [
+        "cache keys of torch-2.13.json -> torch-2.14.json",
+        "run-wide (7 components, shared by every lookup of a layer):",
+        "  [fxgraph, aot_autograd] torch_version: 2.13.0+cu128 -> 2.14.1+cu128",
+    ]
+    assert "  [fxgraph] inductor_config[compile_on_one_rank]: (absent) -> False" in lines
+    for nodeid in (KEY_DECODE, KEY_DYNAMIC, KEY_WARM):
+        assert nodeid in lines
+    warm = lines[lines.index(KEY_WARM) :]
+    head = warm.index("  fxgraph graph 1 (warm): hit -> miss")
+    assert warm[head + 1].startswith("    key f") and " -> f" in warm[head + 1]
+    assert warm[head + 2 :][:3] == [
+        "    torch-2.14.json explained its miss against the cold pass: inductor_config[max_autotune]: False -> True",
+        "    inductor_config[max_autotune]: False -> True",
+        "    and the 6 run-wide components above",
+    ]
+    dynamic = lines[lines.index(KEY_DYNAMIC) :]
+    assert any(
+        line.startswith("      base: TensorMetadata(dtype=torch.float32, shape=torch.Size([4, 64])") for line in dynamic
+    )
+    assert any(line.startswith("  only in torch-2.14.json: fxgraph graph 2: miss, key f") for line in dynamic)
+    # the test whose lookups did not change is not explained
+    assert "tests/test_model.py::test_prefill_no_recompile" not in result.stdout
+
+
+def test_explain_one_test_by_a_part_of_its_node_id(key_reports):
+    base, new = key_reports
+    result = run_cli("explain", base, new, "dynamic")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[lines.index("") + 1] == KEY_DYNAMIC
+    assert KEY_WARM not in result.stdout and KEY_DECODE not in result.stdout
+    assert run_cli("explain", base, new, KEY_DYNAMIC).stdout == result.stdout
+
+
+def test_explain_one_report_lists_its_misses_with_what_the_plugin_found(key_reports):
+    _, new = key_reports
+    result = run_cli("explain", new)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "cache lookups of torch-2.14.json"
+    warm = lines[lines.index(KEY_WARM) :]
+    at = next(i for i, line in enumerate(warm) if line.startswith("  fxgraph graph 1 (warm): miss, key f"))
+    assert warm[at + 1 : at + 3] == [
+        "    compared with the cold pass:",
+        "      inductor_config[max_autotune]: False -> True",
+    ]
+    assert "  note: torch 2.14.1 records no AOTAutograd components without DEBUG logging" in warm
+    one = run_cli("explain", new, "warm_start")
+    assert one.returncode == 0 and KEY_DECODE not in one.stdout and KEY_WARM in one.stdout
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ("{base}", "{new}", "nothing_like_it"),
+            "no test in {base} and {new} matches 'nothing_like_it'; give its node "
+            "id or a part of it that only it holds",
+        ),
+        (("{base}", "{new}", "test_model"), "'test_model' matches 4 tests in {base} and {new} ("),
+        (
+            ("{base}", "{missing}"),
+            "report {missing} does not exist; give the path of a file written by --cudagraph-report",
+        ),
+        (("{missing}", "{new}", "decode"), "report {missing} does not exist"),
+        (("{base}", "{new}", "a", "b"), "explain takes at most three arguments (BASE.json NEW.json TEST), got 4; "),
+        (("{new}", "nothing_like_it"), "no test in {new} matches 'nothing_like_it'"),
+    ],
+    ids=["no match", "several", "missing new", "missing base", "four", "one report, no match"],
+)
+def test_explain_refuses_bad_input_in_one_line(key_reports, tmp_path, args, message):
+    base, new = key_reports
+    names = {"base": base, "new": new, "missing": tmp_path / "nowhere.json"}
+    result = run_cli("explain", *(a.format(**names) for a in args))
+    assert result.returncode == 2
+    assert result.stdout == "" and "Traceback" not in result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("pytest-cudagraph: " + message.format(**names))
+
+
+def test_explain_refuses_a_test_only_one_report_holds(key_reports, tmp_path):
+    base, _ = key_reports
+    other = key_report_pair()[1]
+    del other["tests"][KEY_WARM]
+    new = write_report(tmp_path / "fewer.json", other)
+    result = run_cli("explain", base, new, KEY_WARM)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"pytest-cudagraph: test {KEY_WARM} is in {base} only, so there is nothing to pair its lookups with; "
+        f"explain it alone with pytest-cudagraph explain {base} TEST"
+    ]
+
+
+def test_explain_says_so_when_no_report_records_cache_keys(reports):
+    base, new, _ = reports
+    result = run_cli("explain", base, new)
+    assert result.returncode == 0
+    assert (
+        result.stdout == "no test in torch-2.13.json or torch-2.14.json recorded a cache lookup (cache_keys): "
+        "nothing to explain\n"
+    )
+    one = run_cli("explain", base, new, "decode")
+    assert one.returncode == 0
+    assert one.stdout == f"{DECODE}: no cache lookups recorded (no cache_keys) in torch-2.13.json or torch-2.14.json\n"
+
+
+def test_explain_notes_a_report_of_an_earlier_plugin(key_reports, tmp_path):
+    _, new = key_reports
+    older = write_report(tmp_path / "older.json", without_cache_keys(key_report_pair()[0]))
+    result = run_cli("explain", older, new, "decode")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[1] == (
+        "note: older.json records no cache lookups (an earlier plugin version wrote it, or nothing compiled with "
+        "Inductor), so every lookup of torch-2.14.json shows as unpaired"
+    )
+    assert "  only in torch-2.14.json: fxgraph graph 1: miss, key f" in result.stdout
+
+
+def test_compare_points_at_explain_and_shows_the_key_diff(key_reports):
+    base, new = key_reports
+    result = run_cli("compare", base, new)
+    assert result.returncode == 1  # the cache-miss rule, as without cache keys
+    assert f"  ... and 2 more components: pytest-cudagraph explain {base} {new}" in result.stdout
+    assert "    fxgraph graph 1 (warm): hit -> miss; inductor_config[max_autotune]: False -> True" in result.stdout
+    data = json.loads(run_cli("compare", base, new, "--json").stdout)
+    assert data["cache_keys"]["run_wide"][0]["name"] == "torch_version"
+
+
+def test_show_prints_each_tests_lookups_explained_misses_first(key_reports):
+    _, new = key_reports
+    result = run_cli("show", new)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    start = lines.index(
+        "cache lookups (MISS, BYPASS in capitals: one with a reason under why; key: its first 12 characters)"
+    )
+    assert lines[start + 1] == f"  {KEY_WARM}"  # the test with an explained miss comes first
+    assert lines[start + 2].split() == ["layer", "pass", "graph", "outcome", "key", "why"]
+    warm_row = lines[start + 5].split()
+    assert warm_row[:4] == ["fxgraph", "warm", "1", "MISS"] and len(warm_row[4]) == 12
+    assert " ".join(warm_row[5:]) == "inductor_config[max_autotune]: False -> True (vs the cold pass)"
+    assert lines[start + 7] == "    note: torch 2.14.1 records no AOTAutograd components without DEBUG logging"
+
+
+def test_explain_needs_no_torch(key_reports):
+    base, new = key_reports
+    script = textwrap.dedent(
+        f"""
+        import sys
+        sys.modules["torch"] = None  # any import of torch now raises ImportError
+        from pytest_cudagraph.cli import main
+        sys.exit(main(["explain", {str(base)!r}, {str(new)!r}]) or main(["explain", {str(new)!r}]))
+        """
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "run-wide (7 components" in result.stdout

@@ -6,6 +6,8 @@ import copy
 import json
 
 import pytest
+from cache_key_samples import DYNAMIC as KEY_DYNAMIC
+from cache_key_samples import WARM, key_report_pair, without_cache_keys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sample_reports import ENV_2_13, MiB, graph_record, modified, recompile_record, sample_report
@@ -303,3 +305,106 @@ def test_a_reworded_failure_message_or_skip_reason_is_not_a_change():
     comparison = compare_reports(base, new)
     assert not comparison.regressed
     assert not any(test.changed for test in comparison.tests), comparison.format_text()
+
+
+# ----------------------------------------------------------------------------
+# cache keys: why a lookup that hit now misses
+# ----------------------------------------------------------------------------
+
+
+def test_a_test_whose_cache_behaviour_changed_names_the_components_its_keys_differ_in():
+    base, new = key_report_pair()
+    text = compare_reports(base, new, labels=("torch-2.13.json", "torch-2.14.json")).format_text()
+    lines = text.splitlines()
+    start = lines.index("cache keys: every fxgraph and aot_autograd lookup's key differs between the runs in:")
+    assert lines[start + 1] == "  torch_version: 2.13.0+cu128 -> 2.14.1+cu128"
+    assert lines[start + 6] == "  ... and 2 more components: pytest-cudagraph explain torch-2.13.json torch-2.14.json"
+    warm = lines[lines.index(f"{WARM}  REGRESSED (cache-miss)") :]
+    keys = warm[warm.index("  cache keys:") :]
+    assert keys[1:3] == [
+        "    fxgraph graph 1 (warm): hit -> miss; inductor_config[max_autotune]: False -> True",
+        "    aot_autograd graph 1 (warm): hit -> miss; no components recorded in torch-2.14.json",
+    ]
+    decode = lines[lines.index(f"{DECODE}  REGRESSED (cache-miss)") :]
+    assert "    fxgraph graph 1: hit -> miss; only the run-wide components above differ" in decode
+    dynamic = lines[lines.index(f"{KEY_DYNAMIC}  REGRESSED (recompiles, cache-miss)") :]
+    assert (
+        "    fxgraph graph 1: hit -> miss; example_inputs[0]: ...shape=torch.Size([4, 64])... -> "
+        "...shape=torch.Size([8, 64])..." in dynamic
+    )
+    assert "    only in torch-2.14.json: fxgraph graph 2 miss" in dynamic
+
+
+def test_key_differences_change_no_verdict():
+    base, new = key_report_pair()
+    with_keys = compare_reports(base, new)
+    without = compare_reports(without_cache_keys(base), without_cache_keys(new))
+    assert with_keys.regressions == without.regressions
+    assert [t.changes for t in with_keys.tests] == [t.changes for t in without.tests]
+    assert "cache keys" in with_keys.format_text() and "cache keys" not in without.format_text()
+    assert "cache_keys" in with_keys.to_json() and "cache_keys" not in without.to_json()
+
+
+def test_a_report_without_cache_keys_compares_as_before_against_one_with_them():
+    base, new = key_report_pair()
+    for older, newer in ((without_cache_keys(base), new), (base, without_cache_keys(new))):
+        comparison = compare_reports(older, newer)
+        before = compare_reports(without_cache_keys(older), without_cache_keys(newer))
+        assert comparison.format_text() == before.format_text()
+        assert comparison.to_json() == before.to_json()
+
+
+def test_a_lookup_that_flipped_without_moving_a_counter_shows_as_a_change_and_no_regression():
+    base, _ = key_report_pair()
+    new = copy.deepcopy(base)
+    lookups = new["tests"][WARM]["cache_keys"]["lookups"]
+    lookups[0]["outcome"], lookups[2]["outcome"] = "hit", "miss"  # cold hit, warm miss: the same counts
+    comparison = compare_reports(base, new)
+    assert not comparison.regressed
+    (changed,) = [t for t in comparison.tests if t.changed]
+    assert changed.nodeid == WARM and changed.changes == ()
+    text = comparison.format_text()
+    assert f"{WARM}  changed\n  cache keys:\n    fxgraph graph 1 (cold): miss -> hit; same key" in text
+    assert text.splitlines()[-1].startswith("no regression: 4 tests in both reports: 1 changed, 0 regressed")
+
+
+def test_keys_that_differ_while_every_lookup_behaves_the_same_are_no_change():
+    base, new = key_report_pair()
+    same = copy.deepcopy(new)
+    for nodeid, record in same["tests"].items():
+        for name in ("caches", "recompiles"):
+            record[name] = copy.deepcopy(base["tests"][nodeid].get(name))
+        if "cache_keys" in record:
+            before = base["tests"][nodeid]["cache_keys"]["lookups"]
+            record["cache_keys"]["lookups"] = record["cache_keys"]["lookups"][: len(before)]
+            for lookup, earlier in zip(record["cache_keys"]["lookups"], before):
+                lookup["outcome"] = earlier["outcome"]
+    comparison = compare_reports(base, same)
+    assert not any(t.changed for t in comparison.tests)
+    # every key still differs in torch_version and the rest: said once, above the tests
+    assert "  torch_version: 2.13.0+cu128 -> 2.14.1+cu128" in comparison.format_text().splitlines()
+
+
+def test_the_json_form_carries_the_pairs_and_the_run_wide_components():
+    base, new = key_report_pair()
+    data = json.loads(json.dumps(compare_reports(base, new).to_json()))
+    assert data["cache_keys"]["run_wide"][0] == {
+        "name": "torch_version",
+        "base": base["cache_components"]["fxgraph"]["torch_version"],
+        "new": new["cache_components"]["fxgraph"]["torch_version"],
+        "layers": ["fxgraph", "aot_autograd"],
+    }
+    warm = data["tests"][WARM]["cache_keys"]
+    assert warm["behaviour_changed"] is True
+    pair = next(p for p in warm["pairs"] if p["new"]["pass"] == "warm" and p["new"]["layer"] == "fxgraph")
+    assert pair["base"]["outcome"] == "hit" and pair["new"]["outcome"] == "miss"
+    assert pair["new"]["explained"] == ["inductor_config[max_autotune]: False -> True"]
+    assert [c["name"] for c in pair["components"]] == ["inductor_config[max_autotune]"]
+    assert pair["run_wide"] == 6 and pair["paired_by"] == "pass and graph"
+    assert data["tests"][KEY_DYNAMIC]["cache_keys"]["unpaired"]["new"][0]["graph"] == 2
+
+
+def test_the_explain_command_names_the_paths_as_given():
+    base, new = key_report_pair()
+    text = compare_reports(base, new, labels=("a.json", "b.json"), sources=("runs/a.json", "runs/b.json")).format_text()
+    assert "pytest-cudagraph explain runs/a.json runs/b.json" in text

@@ -25,6 +25,12 @@ EVIL = '<script>alert("x")</script>'
 CACHE_TEST = "tests/test_model.py::test_warm_start_hits_every_layer"
 BROKEN_TEST = "tests/test_model.py::test_custom_pass_bypasses_the_cache"
 LONG_TEST = "tests/test_model.py::test_decode[" + "config-" * 60 + "bs16]"
+KEYS_TEST = "tests/test_model.py::test_warm_lookup_explained"
+LONG_METADATA = (
+    "TensorMetadata(dtype=torch.float32, shape=torch.Size([8, 4096]), stride=(4096, 1), device=device(type='cuda', "
+    "index=0), layout=torch.strided, memory_format=torch.contiguous_format, storage_offset=0, storage_bytes=None, "
+    "requires_grad=True, is_quantized=False, is_conj=False, is_neg=False, is_inference=False, is_sparse=False)"
+)
 
 # the plugin's message for a warm pass that was no pure hit: a headline, its table, a hint
 BROKEN_MESSAGE = (
@@ -88,13 +94,57 @@ def broken_cache_record() -> dict:
     }
 
 
+def cache_keys_record() -> dict:
+    """A passing test whose warm pass missed, explained by long components, and whose AOT lookup bypassed."""
+    record = {"outcome": "passed", "duration_s": 3.1, "caches": _stats(miss=2, saved=2, bypass=1)}
+    gm = ["abcdefabcdef", None]
+    explained = [f"example_inputs[0]: {LONG_METADATA} -> {LONG_METADATA.replace('True', 'False')}", EVIL]
+    record["cache_keys"] = {
+        "lookups": [
+            {
+                "layer": "fxgraph",
+                "outcome": "miss",
+                "key": "f" + "a" * 51,
+                "pass": "cold",
+                "graph": 1,
+                "components": {"gm": gm},
+            },
+            {
+                "layer": "fxgraph",
+                "outcome": "miss",
+                "key": "f" + "b" * 51,
+                "pass": "warm",
+                "graph": 1,
+                "components": {"gm": gm, "x": ["bbbbbbbbbbbb", "1"]},
+                "explained": explained,
+                "compared_with": "the cold pass",
+            },
+            {
+                "layer": "aot_autograd",
+                "outcome": "bypass",
+                "key": None,
+                "pass": "warm",
+                "graph": 1,
+                "components": None,
+                "bypass_reason": "Unsupported call_function target " + "flex_attention_" * 20,
+            },
+        ],
+        "note": "torch 2.14.1 records no AOTAutograd components without DEBUG logging",
+    }
+    return record
+
+
 def page_report() -> dict:
-    """sample_report's five tests, a failed and a passing compile_cache test, and a 400-character node id."""
+    """sample_report's five tests, a failed and a passing compile_cache test, and a 400-character node id.
+
+    And a passing test whose cache lookups the page draws (long explanations, a bypass).
+    """
     report = sample_report()
     tests = dict(report["tests"])
     tests[CACHE_TEST] = warm_start_record()
     tests[BROKEN_TEST] = broken_cache_record()
     tests[LONG_TEST] = graph_record()
+    tests[KEYS_TEST] = cache_keys_record()
     return build_report(ENV_2_13, tests, exitstatus=1, created="2025-01-31T12:00:00+00:00")
 
 
@@ -266,6 +316,30 @@ def test_several_cold_warm_calls_get_a_table_each_and_their_sum_in_the_overview(
     assert first[0][0].startswith("cold_warm(mode='inprocess') #1") and second[0][0].startswith("portable() #2")
     assert _overview_rows(page)[0][5] == "3m -> 3h"
     assert "<details" not in page  # both pairs drawn, no raw block, no whole-life counters
+
+
+def test_each_tests_cache_lookups_are_a_table_with_explained_misses_marked():
+    page = render_html(page_report())
+    section = page[page.index(f'<h2 title="{KEYS_TEST}"') :]
+    section = section[: section.index("</section>")]
+    assert "<h3>Cache lookups</h3>" in section
+    table = section[section.index('<table class="lookups">') : section.index("</table>", section.index("lookups"))]
+    rows = re.findall(r"<tr( class=\"explained\")?>(.*?)</tr>", table, re.S)[1:]
+    cells = [
+        [html.unescape(re.sub(r"<[^>]+>", "", c)) for c in re.findall(r"<td[^>]*>(.*?)</td>", row)] for _, row in rows
+    ]
+    assert [c[:5] for c in cells] == [
+        ["fxgraph", "cold", "1", "miss", "faaaaaaaaaaa"],
+        ["fxgraph", "warm", "1", "miss", "fbbbbbbbbbbb"],
+        ["aot_autograd", "warm", "1", "bypass", "-"],
+    ]
+    assert [marked for marked, _ in rows] == ["", ' class="explained"', ' class="explained"']
+    assert f'title="f{"b" * 51}"' in table  # the whole key, on the prefix
+    assert cells[1][5].startswith("compared with the cold pass:example_inputs[0]: TensorMetadata(")
+    assert cells[2][5].startswith("bypass: Unsupported call_function target flex_attention_")
+    assert EVIL not in section and html.escape(EVIL) in section
+    assert '<p class="small">torch 2.14.1 records no AOTAutograd components without DEBUG logging</p>' in section
+    assert "cache_keys" not in section  # not repeated as a raw section
 
 
 def test_a_report_without_failures_extra_or_caches_renders():

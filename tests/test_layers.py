@@ -21,6 +21,8 @@ PLUGIN = ("plugin",)
 # JSON in, text/HTML/exit code out, plus the record and report they read
 OFFLINE = (
     "compare",
+    "key_diff",
+    "key_text",
     "show",
     "html_page",
     "cli",

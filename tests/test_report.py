@@ -300,3 +300,88 @@ def test_load_report_checks_the_shard_and_the_durations(tmp_path, field, value, 
     with pytest.raises(ReportError) as info:
         load_report(path)
     assert fragment in str(info.value)
+
+
+# ----------------------------------------------------------------------------
+# cache keys: factored into the shared table, whole again with full_components
+# ----------------------------------------------------------------------------
+
+
+def test_cache_key_components_every_lookup_shares_are_stored_once_per_run(tmp_path):
+    from sample_reports import cache_key_report_pair, cache_keys_record, fx_components
+
+    from pytest_cudagraph.report import full_components
+
+    base, new = cache_key_report_pair()
+    for report in (base, new):
+        path = tmp_path / "r.json"
+        write_report(path, report)
+        assert load_report(path) == json.loads(dumps_report(report))
+    shared = new["cache_components"]["fxgraph"]
+    # shared by every FX lookup of the run: once at the top, in no lookup
+    assert shared["inductor_config[epilogue_fusion]"][1] == "True"
+    lookups = new["tests"]["tests/test_model.py::test_decode_graphs"]["cache_keys"]["lookups"]
+    fx, bypassed = lookups
+    assert set(fx["components"]) == {
+        "torch_version",
+        "inductor_config[max_autotune]",
+        "inductor_config[fallback_random]",
+    }
+    assert not set(fx["components"]) & set(shared)
+    assert bypassed["components"] is None and full_components(new, bypassed) is None
+    assert full_components(new, fx) == fx_components(max_autotune="True", torch_version="2.14.1+cu130")
+    # what the plugin handed in is left as it was
+    record = cache_keys_record()
+    build_report(ENV_2_13, {"t": record})
+    assert record == cache_keys_record()
+
+
+def test_a_run_of_many_tests_stores_the_config_of_its_lookups_once(tmp_path):
+    from sample_reports import fx_components, lookup
+
+    from pytest_cudagraph.report import expand_cache_components, full_components
+
+    config = {f"inductor_config[entry_{i}]": "False" for i in range(600)}
+    tests = {
+        f"t::test_{n}": {
+            "outcome": "passed",
+            "cache_keys": {"lookups": [lookup("fxgraph", "miss", fx_components(gm=f"graph {n}", **config))]},
+        }
+        for n in range(20)
+    }
+    report = build_report(ENV_2_13, tests)
+    text = dumps_report(report)
+    unfactored = json.dumps(tests)
+    assert len(text) < len(unfactored) / 10
+    assert len(report["cache_components"]["fxgraph"]) == 609  # all but the graph code
+    for nodeid, record in tests.items():
+        [stored] = report["tests"][nodeid]["cache_keys"]["lookups"]
+        assert list(stored["components"]) == ["gm"]
+        assert full_components(report, stored) == record["cache_keys"]["lookups"][0]["components"]
+    # a report made again from this one (merging shards) factors the whole components again
+    again = build_report(ENV_2_13, expand_cache_components(report))
+    assert again["cache_components"] == report["cache_components"] and again["tests"] == report["tests"]
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "fragment"),
+    [
+        (("cache_keys", "lookups", 0, "graph"), "2", "graph"),
+        (("cache_keys", "lookups", 0, "components"), "x", "components"),
+        (("cache_keys", "lookups", 0, "components", "gm"), [3, None], "gm"),
+        (("cache_keys", "lookups", 0, "explained"), "a -> b", "explained"),
+    ],
+)
+def test_load_report_checks_the_cache_keys(tmp_path, path, value, fragment):
+    from sample_reports import cache_keys_record
+
+    record = cache_keys_record()
+    target = record
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    report = json.loads(dumps_report(build_report(ENV_2_13, {"t::x": record})))
+    file = tmp_path / "r.json"
+    file.write_text(json.dumps(report))
+    with pytest.raises(ReportError, match=fragment):
+        load_report(file)

@@ -186,3 +186,25 @@ def test_cublas_workspace_draws_the_bound_line_and_leaves_the_ratio():
     assert (bound_x - bar_x) / (pool_x - bar_x) == pytest.approx(58 / 60, abs=0.01)
     text = " ".join(checker.text)
     assert "16.0M" in text and "1.05x" in text  # (60 - 16) / 42
+
+
+def test_cache_lookups_render_well_formed_and_escaped():
+    evil = '<script>alert("x")</script>'
+    lookup = {
+        "layer": f"fxgraph{evil}",
+        "outcome": "miss",
+        "key": f"f{evil}",
+        "pass": evil,
+        "graph": 1,
+        "components": {"gm": ["abc", evil]},
+        "explained": [f"inductor_config[{evil}]: False -> True"],
+        "bypass_reason": evil,
+        "compared_with": evil,
+    }
+    record = {"outcome": "passed", "cache_keys": {"lookups": [lookup, "garbled", {"layer": 3}], "note": evil}}
+    checker = parse(render_html(build_report(ENV_2_13, {"a::t": record})))
+    names = {tag for tag, _ in checker.tags}
+    assert "script" not in names
+    text = "".join(checker.text)
+    assert "Cache lookups" in text and f"inductor_config[{evil}]: False -> True" in text
+    assert text.count(evil) >= 5  # layer, pass, bypass reason, explanation, note: shown as text

@@ -18,7 +18,7 @@ The modules, by subject (every name is re-exported here, so
 - ``caches``: the on-disk compile caches: which layers are on and who said so,
   torch's cache counter names, entries written, bypass reasons, Triton's
   compile listener and kernel directories, portable artifacts, config forwarded
-  to a child interpreter;
+  to a child interpreter, every cache lookup's key and components;
 - ``cuda``: device presence and count, allocator snapshots and pools, cuBLAS
   workspaces, non-owning aliases of pool memory;
 - ``fx``: op overload names, custom ops, the dispatch-mode base class, pytree;
@@ -39,12 +39,15 @@ from .caches import (
     cache_counter_names,
     cache_disabled_reasons,
     cache_layers_off_by_user,
+    cache_lookup_gaps,
+    capturing_cache_lookups,
     changed_compile_config,
     clear_in_memory_compile_caches,
     counting_fx_graph_cache_writes,
     enable_default_off_caches,
     force_disable_caches_owner,
     fresh_cache_artifact_recording,
+    functorch_config_snapshot,
     has_portable_cache_artifacts,
     load_cache_artifacts,
     portable_cache_artifacts_missing,
@@ -144,6 +147,8 @@ __all__ = [
     "cache_counter_names",
     "cache_disabled_reasons",
     "cache_layers_off_by_user",
+    "cache_lookup_gaps",
+    "capturing_cache_lookups",
     "changed_compile_config",
     "clear_cublas_workspaces",
     "clear_in_memory_compile_caches",
@@ -168,6 +173,7 @@ __all__ = [
     "fail_on_any_compile",
     "force_disable_caches_owner",
     "fresh_cache_artifact_recording",
+    "functorch_config_snapshot",
     "graph_break_counter",
     "guard_failures_table",
     "has_fail_on_recompile_stance",

@@ -4,7 +4,10 @@ Both passes get the same fixture values and the same seeds.  In ``inprocess``
 mode the warm pass runs in this interpreter after every in-memory compile cache is
 dropped; in ``subprocess`` mode it is ``python -m pytest <nodeid>`` in a fresh
 interpreter that joins the cold pass's cache directory (told by the
-``CHILD_PASS_ENV`` variable) and sends back its counters and recorded tensors.
+``CHILD_PASS_ENV`` variable) and sends back its counters, recorded tensors and
+cache lookups.  A warm miss names the key components that differ from the cold
+pass's same graph; under a persistent ``--cudagraph-cache-dir`` the failure also
+says what differs from an earlier run of the test.
 The probes, the passes and the invariant are the library's (``caches``); this
 module is the pytest side: calling the test function, starting the child pytest,
 and, in that child, running the one pass it was asked for.
@@ -24,6 +27,7 @@ from typing import Any
 import pytest
 
 from .. import _compat
+from ..cache_keys import MissExplanation
 from ..cacheroot import CacheRoot
 from ..caches import (
     CHILD_PASS_ENV,
@@ -38,6 +42,7 @@ from ..caches import (
 )
 from ..errors import MisuseError
 from .items import report_nodeid
+from .recording import active_lookup_log, cross_run_explanations
 
 
 def run_marked_test(item: pytest.Function, marker: Any, cache_root: CacheRoot, record: Any) -> None:
@@ -72,10 +77,39 @@ def run_marked_test(item: pytest.Function, marker: Any, cache_root: CacheRoot, r
         result = ColdWarm(cold=cold, warm=warm, mode=marker.mode, cache_dir=str(pair_dir))
         record.set("caches", probe.result())
         record.note("compile_cache", result.to_json())
+    across_runs = _explain_pair(item, result)
     args = [f"mode={marker.mode!r}"] + [
         f"{k}={v}" for k, v in (("rtol", marker.rtol), ("atol", marker.atol)) if v is not None
     ]
-    result.check(rtol=marker.rtol, atol=marker.atol, context=f"@pytest.mark.compile_cache({', '.join(args)})")
+    result.check(
+        rtol=marker.rtol,
+        atol=marker.atol,
+        context=f"@pytest.mark.compile_cache({', '.join(args)})",
+        across_runs=across_runs,
+    )
+
+
+def _explain_pair(item: pytest.Function, result: ColdWarm) -> tuple[MissExplanation, ...]:
+    """Why the passes' lookups missed: the warm pass's against the cold pass, the rest against an earlier run.
+
+    The explanations go into the test's ``cache_keys`` record; the ones against an
+    earlier run (a persistent ``--cudagraph-cache-dir``) of lookups the cold pass
+    does not explain are returned for the failure message.
+    """
+    log = active_lookup_log(item)
+    same_run = result.explanations()
+    explained = {(e.lookup.pass_name, e.lookup.layer, e.lookup.graph) for e in same_run}
+    across = [
+        e
+        for e in cross_run_explanations(item, result.cold.lookups + result.warm.lookups)
+        if (e.lookup.pass_name, e.lookup.layer, e.lookup.graph) not in explained
+    ]
+    if log is not None:
+        for explanation in same_run:
+            log.annotate(explanation)
+        for explanation in across:
+            log.annotate(explanation, replace_existing=False)
+    return tuple(across)
 
 
 # ----------------------------------------------------------------------------

@@ -23,6 +23,12 @@ CACHE_SNAPSHOT_KEY = pytest.StashKey[Any]()
 RECOMPILE_WATCH_KEY = pytest.StashKey[Any]()
 OUTCOME_KEY = pytest.StashKey[tuple]()
 STATE_SNAPSHOT_KEY = pytest.StashKey[Any]()
+# the test's cache-key capture: (cache_keys.LookupLog, the ExitStack that ends it)
+CACHE_KEYS_KEY = pytest.StashKey[tuple]()
+# the earlier runs' keys of the test's graphs (cache_keys.StoredKey per index file), read once per test
+STORED_KEYS_KEY = pytest.StashKey[dict]()
+# this run's id in the cross-run key index and its time (one per pytest process: a run never compares with itself)
+RUN_ID_KEY = pytest.StashKey[tuple]()
 # The node id as collected: ``--dist loadgroup`` appends "@group" to it on workers,
 # and the report must name a test the same way however the run was distributed.
 NODEID_KEY = pytest.StashKey[str]()

@@ -5,6 +5,11 @@ to the controller as the test ends (pytest serialises the report's attributes), 
 a worker that crashes later, or a Ctrl-C, loses no record of a test that finished.
 The report is written by the process that sees every report: the xdist controller
 under ``-n``, the pytest process otherwise.
+
+A test that uses the plugin also records every FX-graph and AOTAutograd cache
+lookup it made, from its setup to its teardown (``cache_keys``), with why each
+miss missed; under a persistent ``--cudagraph-cache-dir`` the keys are kept for the
+next run (``cache_keys.KeyIndex``), and a miss is explained by what changed since.
 """
 
 from __future__ import annotations
@@ -24,14 +29,18 @@ from ..session import RunState
 from ..text import clip_middle
 from . import shards
 from .items import (
+    CACHE_KEYS_KEY,
     CACHE_SNAPSHOT_KEY,
     MARKERS_KEY,
     OUTCOME_KEY,
     PROGRESS_KEY,
     RECORD_KEY,
+    RUN_ID_KEY,
     STATE_KEY,
+    STORED_KEYS_KEY,
     is_worker,
     record_of,
+    report_nodeid,
     uses_plugin,
 )
 
@@ -85,6 +94,117 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         from ..counters import counter_snapshot
 
         item.stash[CACHE_SNAPSHOT_KEY] = counter_snapshot()
+    if uses_plugin(item):
+        start_cache_key_capture(item)
+
+
+# ----------------------------------------------------------------------------
+# cache keys: every lookup of a test, and what an earlier run stored
+# ----------------------------------------------------------------------------
+
+
+def start_cache_key_capture(item: pytest.Item) -> None:
+    """From the test's setup to its teardown: every FX-graph and AOTAutograd lookup, with its key's components.
+
+    Only for tests that use the plugin: while the capture is on, torch builds every
+    structured-trace payload of a compile (about 1% of a cold compile).  Imports no
+    torch: the handler waits on the logger until torch writes to it.
+    """
+    import contextlib
+
+    from ..cache_keys import capture_lookups
+
+    stack = contextlib.ExitStack()
+    log = stack.enter_context(capture_lookups())
+    item.stash[CACHE_KEYS_KEY] = (log, stack)
+
+
+def stop_cache_key_capture(item: pytest.Item) -> Any:
+    """End the test's capture; its ``cache_keys.LookupLog`` (None when none was started)."""
+    captured = item.stash.get(CACHE_KEYS_KEY, None)
+    if captured is None:
+        return None
+    del item.stash[CACHE_KEYS_KEY]
+    log, stack = captured
+    stack.close()
+    return log
+
+
+def active_lookup_log(item: pytest.Item) -> Any:
+    """The test's running ``cache_keys.LookupLog``, or None."""
+    captured = item.stash.get(CACHE_KEYS_KEY, None)
+    return captured[0] if captured else None
+
+
+def _key_index(item: pytest.Item) -> Any:
+    """The test's cross-run key index under a persistent ``--cudagraph-cache-dir``; None otherwise.
+
+    None also in the child pytest of a ``compile_cache`` warm pass: its parent stores the pass.
+    """
+    from ..envvars import CHILD_PASS_ENV
+
+    state = item.config.stash[STATE_KEY]
+    if state.options.cache_dir is None or os.environ.get(CHILD_PASS_ENV):
+        return None
+    from ..cache_keys import KeyIndex, index_directory_name
+
+    return KeyIndex(state.cache_root().cache_keys_dir_of(index_directory_name(report_nodeid(item))))
+
+
+def run_id(config: pytest.Config) -> tuple[str, str]:
+    """This pytest process's id in the key index and its time (ISO, UTC), made on first use."""
+    if RUN_ID_KEY not in config.stash:
+        import datetime
+
+        from ..cache_keys import new_run_id
+
+        created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        config.stash[RUN_ID_KEY] = (new_run_id(), created)
+    return config.stash[RUN_ID_KEY]
+
+
+def cross_run_explanations(item: pytest.Item, lookups: Any) -> list[Any]:
+    """Why these lookups of the test missed, against the keys an earlier run stored for the same graphs.
+
+    Empty without a persistent ``--cudagraph-cache-dir``.  The index is read once per
+    test (the ``compile_cache`` marker asks before its check, the record at teardown).
+    """
+    index = _key_index(item)
+    if index is None:
+        return []
+    from ..cache_keys import explain_across_runs
+
+    stored = item.stash.get(STORED_KEYS_KEY, None)
+    if stored is None:
+        try:
+            stored = index.load()
+        except OSError:
+            stored = {}
+        item.stash[STORED_KEYS_KEY] = stored
+    return explain_across_runs(lookups, stored, run_id(item.config)[0], probe_passes=True)
+
+
+def _finish_cache_keys(item: pytest.Item, record: TestRecord | None) -> TestRecord | None:
+    """The test's lookups into its record (``cache_keys``), explained across runs and stored for the next run."""
+    log = stop_cache_key_capture(item)
+    if log is None or not log.lookups:
+        return record
+    from ..cache_keys import note_version_gaps
+
+    note_version_gaps(log)
+    for explanation in cross_run_explanations(item, log.lookups):
+        log.annotate(explanation, replace_existing=False)  # the cold pass explains a warm miss first
+    index = _key_index(item)
+    if index is not None:
+        torch = sys.modules.get("torch")
+        this_run, created = run_id(item.config)
+        try:
+            index.store(log.lookups, created, str(getattr(torch, "__version__", "?")), this_run)
+        except OSError as exc:
+            log.add_note(f"the keys were not kept for the next run ({exc.strerror or exc})")
+    record = record or record_of(item)
+    record.set("cache_keys", log)
+    return record
 
 
 @pytest.hookimpl(wrapper=True)
@@ -118,6 +238,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
 def finish_record(item: pytest.Item, record: TestRecord | None) -> dict[str, Any] | None:
     """The test's finished record as ``{"nodeid", "record"}`` (plain JSON data), or None if it has none."""
     set_current_record(None)
+    record = _finish_cache_keys(item, record)
     snapshot = item.stash.get(CACHE_SNAPSHOT_KEY, None)
     if snapshot is not None or "torch" in sys.modules:
         from ..counters import counter_delta, counter_snapshot

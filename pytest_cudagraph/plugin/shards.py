@@ -43,7 +43,8 @@ def shard_of(config: pytest.Config) -> dict[str, Any] | None:
     if algorithm:
         shard["algorithm"] = str(algorithm)
     durations_path = _option(config, "durations_path")
-    if durations_path:
+    # pytest-split reads the file only where it exists; without it every test gets the same estimate
+    if durations_path and Path(durations_path).is_file():
         shard["durations_path"] = _shown_path(Path(durations_path), config.rootpath)
     return shard
 
