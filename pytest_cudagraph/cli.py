@@ -315,7 +315,9 @@ def _show(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             lines.append(describe_shard(shard))
         run = run_completeness(report)
         if not run.complete:
-            lines.append(f"INCOMPLETE run: {'; '.join(run.reasons)} ({run.not_run_count} selected tests not run)")
+            lines.append(
+                f"INCOMPLETE run: {'; '.join(run.reasons)} ({count_noun(run.not_run_count, 'selected test')} not run)"
+            )
         lines += show_lines(report)
         _write(stdout, "\n".join(lines) + "\n")
         return EXIT_OK

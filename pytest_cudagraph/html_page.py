@@ -123,6 +123,8 @@ def escape(value: Any) -> str:
 
 
 def _cell(value: Any) -> str:
+    if isinstance(value, bool):  # a reader's word, not Python's True
+        return "yes" if value else "no"
     return value if isinstance(value, Markup) else escape(value)
 
 

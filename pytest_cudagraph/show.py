@@ -51,7 +51,7 @@ from .html_page import (
     section,
     summary_html,
 )
-from .summary import needs_attention, pool_figures, pool_text, totals_line
+from .summary import gpu_skip_lines, needs_attention, pool_figures, pool_text, totals_line
 from .text import clip_nodeid, format_bytes, number
 
 __all__ = ["graph_bytes_by_size", "pool_chart_svg", "render_html"]
@@ -271,13 +271,15 @@ def render_html(report: Mapping[str, Any], title: str = "pytest-cudagraph report
     if summary.get("complete") is False:  # tests that never ran are no tests that passed
         verdict += "; the run is incomplete (see the summary)"
         attention = True
+    # GPU tests skipped for want of a GPU or of --cudagraph: a CPU run is never taken for a GPU pass
+    verdict_lines = [verdict, *gpu_skip_lines(records)]
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{escape(title)}</title><style>{CSS}</style></head><body>",
         f'<h1>{escape(title)}</h1><p class="meta">{escape(subtitle)}</p>',
-        f'<p class="verdict{" bad" if attention else ""}">{escape(verdict)}</p>',
+        f'<p class="verdict{" bad" if attention else ""}">{"<br>".join(map(escape, verdict_lines))}</p>',
         '<div class="facts"><div><h2>Environment</h2>',
         env_html(env),
         "</div><div><h2>Summary</h2>",

@@ -465,3 +465,18 @@ def test_nothing_overflows_the_page_in_chromium(tmp_path, width):
     )
     assert screenshot.exists() and screenshot.stat().st_size > 10_000
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_verdict_says_how_many_gpu_tests_skipped_and_the_summary_reads_yes_or_no():
+    no_cuda = "no CUDA device (torch 2.13.0+cpu reports torch.cuda.is_available() == False)"
+    records = {
+        "t.py::gpu_a": {"outcome": "skipped", "skip_reason": no_cuda},
+        "t.py::gpu_b": {"outcome": "skipped", "skip_reason": no_cuda},
+        "t.py::cpu": recompile_record(),
+    }
+    run = {"complete": True, "incomplete_reasons": [], "not_run": [], "not_run_count": 0, "deselected": 0}
+    page = render_html(build_report(ENV_2_13, records, run=run))
+    verdict = re.search(r'<p class="verdict[^"]*">(.*?)</p>', page, re.S).group(1)
+    assert html.escape(f"2 GPU tests skipped: {no_cuda}") in verdict
+    assert re.search(r"<th>complete</th><td[^>]*>yes</td>", page), "complete should read yes"
+    assert ">True<" not in page

@@ -181,7 +181,7 @@ def test_the_cli_exits_1_on_an_incomplete_new_run(tmp_path):
     assert "INCOMPLETE: new.json" in out
     code, out, _ = run_cli("show", "new.json", tmp_path=tmp_path, reports={"new.json": interrupted_report([SPLIT])})
     assert code == 0
-    assert out.splitlines()[-1] == f"INCOMPLETE run: {INTERRUPTED} (1 selected tests not run)"
+    assert out.splitlines()[-1] == f"INCOMPLETE run: {INTERRUPTED} (1 selected test not run)"
 
 
 def test_an_incomplete_base_is_a_warning_not_a_regression():

@@ -158,3 +158,38 @@ def test_bad():
     section = result.stdout.str().split("= cudagraph =")[1]
     assert "outcome" not in section and "test_bad.py::test_bad  error" not in section
     assert f"report written to {report}" in section and "INCOMPLETE run" in section
+
+
+def test_without_a_report_an_incomplete_run_does_not_mention_one(pytester):
+    pytester.makepyfile(
+        test_stop="""
+import pytest
+
+@pytest.mark.max_recompiles(0)
+def test_first():
+    assert False
+
+@pytest.mark.max_recompiles(0)
+def test_second():
+    assert False
+"""
+    )
+    result = pytester.runpytest("-x", "-p", "no:randomly")
+    section = result.stdout.str().split("= cudagraph =")[1]
+    assert "INCOMPLETE run: stopped early" in section and "the report says so" not in section
+
+
+def test_a_run_that_runs_no_test_prints_no_table_for_tests_refused_at_collection(pytester):
+    pytester.makepyfile(
+        test_bad="""
+import pytest
+
+@pytest.mark.max_recompiles(-1)
+def test_bad():
+    pass
+"""
+    )
+    result = pytester.runpytest("--fixtures")
+    output = result.stdout.str()
+    section = output.split("= cudagraph =")[1] if "= cudagraph =" in output else ""
+    assert "test_bad.py::test_bad  error" not in section and "1 error;" not in section

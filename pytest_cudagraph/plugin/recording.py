@@ -409,7 +409,9 @@ def write_report_and_compare(session: pytest.Session, state: RunState, progress:
     if state.baseline is not None:
         from ..compare import compare_reports
 
-        comparison = compare_reports(state.baseline, report, rules=options.baseline_rules)
+        # the paths, for the `pytest-cudagraph explain` command the comparison suggests
+        sources = (str(options.baseline_path), str(options.report_path)) if options.report_path is not None else None
+        comparison = compare_reports(state.baseline, report, rules=options.baseline_rules, sources=sources)
         state.baseline_comparison = comparison
         if comparison.regressed and session.exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -434,10 +436,15 @@ def summary_lines(config: pytest.Config, state: RunState, progress: RunProgress,
     from ..summary import terminal_summary_lines
 
     collect_only = bool(config.getoption("collectonly"))
-    # A run stopped by collection errors holds only the refused tests: pytest's errors say it all.
+    # A run stopped by collection errors, or one that ran no test (--fixtures, --markers), holds only
+    # the tests refused at collection: pytest's errors say it all.
     stopped_at_collection = progress.collection_errors > 0 and exitstatus == pytest.ExitCode.INTERRUPTED
+    only_refused = bool(state.records) and all(
+        isinstance(record.get("extra"), dict) and "collection_error" in record["extra"]
+        for record in state.records.values()
+    )
     lines = terminal_summary_lines(
-        {} if stopped_at_collection else state.records,
+        {} if stopped_at_collection or only_refused else state.records,
         None if collect_only else state.options.report_path,
         max_rows=None if config.get_verbosity() > 0 else 40,
         report_error=state.report_error,
@@ -450,7 +457,8 @@ def summary_lines(config: pytest.Config, state: RunState, progress: RunProgress,
         lines.append(describe_shard(progress.shard_fields()))
     reasons = [] if collect_only else progress.incomplete_reasons(exitstatus)
     if reasons:
-        lines.append("INCOMPLETE run, the report says so: " + "; ".join(reasons))
+        written = state.options.report_path is not None and state.report_error is None
+        lines.append(f"INCOMPLETE run{', the report says so' if written else ''}: " + "; ".join(reasons))
     if comparison is not None:
         lines += ["", f"compared with baseline {state.options.baseline_path}:"]
         lines += comparison.format_text().splitlines()
