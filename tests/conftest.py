@@ -6,6 +6,11 @@ import os
 # they import, never re-import torch: its C extension cannot be loaded twice.
 import torch  # noqa: F401
 
+# ... and so is the compile stack: an in-process run that first imports Inductor would drop
+# its modules at the end, and importing them again fails (torch 2.11: "Artifact of
+# type=autotune already registered in mega-cache artifact factory").
+import torch._inductor.compile_fx  # noqa: E402, F401
+
 # The suite itself runs in random order (pytest-randomly), so no verdict may depend
 # on which test ran first.  The small suites generated inside tests are a different
 # matter: several put a "remember the state" test before a "check it is back" one

@@ -1,4 +1,4 @@
-"""Why a cache missed, on a CUDA device: a Triton-backed warm miss explained, and a GPU run against a CPU run.
+"""Why a cache missed, on a CUDA device: a Triton-backed warm miss explained, and GPU inputs against CPU inputs.
 
 Run with ``pytest tests/gpu --cudagraph``; without it (or without a GPU) these skip.
 Each inner run is a fresh pytest subprocess that compiles with Inductor (Triton on
@@ -80,7 +80,9 @@ def test_a_triton_backed_warm_miss_names_the_config_and_a_cpu_run_differs_in_dev
     warm_fx = next(x for x in flip if x["pass"] == "warm" and x["layer"] == "fxgraph")
     assert warm_fx["explained"] == ["inductor_config[fallback_random]: False -> True"]
 
-    # the same tests on the CPU: every key differs in what names the device
+    # the same tests with CPU tensors on this machine: the keys differ in the inputs' device (the
+    # machine's system_info is the same for both; a CPU machine's report differs there too, see
+    # docs/reports/README.md)
     _, _cpu = _run(pytester, monkeypatch, "cpu")
     compared = _cli("compare", str(pytester.path / "cpu.json"), str(pytester.path / "cuda.json"))
     print(compared.stdout)
@@ -90,4 +92,3 @@ def test_a_triton_backed_warm_miss_names_the_config_and_a_cpu_run_differs_in_dev
     assert explained.returncode == 0, explained.stderr
     text = compared.stdout + explained.stdout
     assert "example_inputs[0]" in text and "device(type='cuda'" in text
-    assert "system_info[" in text
