@@ -348,6 +348,10 @@ def _load_all(paths: Sequence[str]) -> list[tuple[str, dict]]:
     return [(path, load_report(path)) for path in paths]
 
 
+def _cannot_write(out: Path, exc: OSError) -> str:
+    return f"cannot write {out} ({exc.strerror or type(exc).__name__}); give a writable path"
+
+
 def _merge(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from .report import write_report
     from .shards import describe_shard, merge_shard_reports
@@ -367,7 +371,7 @@ def _merge(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     try:
         write_report(out, merged)
     except OSError as exc:
-        return _fail(f"cannot write {out} ({exc.strerror or type(exc).__name__}); give a writable path", stderr)
+        return _fail(_cannot_write(out, exc), stderr)
     summary = merged["summary"]
     lines = [f"wrote {out}: {describe_shard(summary['shard'])}; {summary['tests']} records"]
     run = run_completeness(merged)
@@ -395,7 +399,7 @@ def _durations(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     try:
         write_text_atomically(out, durations_file_text(durations))
     except OSError as exc:
-        return _fail(f"cannot write {out} ({exc.strerror or type(exc).__name__}); give a writable path", stderr)
+        return _fail(_cannot_write(out, exc), stderr)
     for note in notes:
         _write(stderr, f"pytest-cudagraph: note: {note}\n")
     _write(
