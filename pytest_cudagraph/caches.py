@@ -81,7 +81,7 @@ from .counters import CounterSnapshot, counter_snapshot, delta_between, triton_c
 from .envvars import CHILD_PASS_ENV, environment_set
 from .errors import InvariantViolation, MisuseError, UsageProblem
 from .expect import ExpectBlock, checked_deltas
-from .text import format_table
+from .text import count_noun, format_table
 
 # Every pass of a cold/warm pair starts from these seeds (Python, torch, CUDA).
 DEFAULT_SEED = 1234
@@ -807,6 +807,15 @@ def warm_pass_problems(
     checked = [layer for layer in ("fxgraph", "aot_autograd") if layer not in off and "fxgraph" not in off]
     if "fxgraph" in checked and not cold.stats.compiled_anything:
         problems.append("the cold pass compiled nothing with Inductor (no FX-graph cache lookup at all)")
+    # first, why: one line per warm lookup that missed, naming the components that differ from the
+    # cold pass's same graph (FX-graph lookups before AOTAutograd's, whose key holds the graph's too)
+    explanations = [
+        explanation
+        for explanation in cache_keys.explain_misses(cold.lookups, warm.lookups, "the cold pass")
+        if explanation.lookup.layer in checked
+    ]
+    explanations.sort(key=lambda explanation: cache_keys.LAYERS.index(explanation.lookup.layer))
+    problems += [explanation.text() for explanation in explanations]
     w = warm.stats
     if "fxgraph" in checked and w.fxgraph.get("hit", 0) < 1:
         problems.append("fxgraph: no hit on the warm pass")
@@ -818,13 +827,7 @@ def warm_pass_problems(
             if getattr(w, layer).get(key, 0):
                 problems.append(f"{layer}: {key} {getattr(w, layer)[key]} on the warm pass")
     if w.triton.get("compiled", 0):
-        problems.append(f"triton: {w.triton['compiled']} kernel(s) compiled on the warm pass")
-    # one line per warm lookup that missed: the components that differ from the cold pass's same graph
-    problems += [
-        explanation.text()
-        for explanation in cache_keys.explain_misses(cold.lookups, warm.lookups, "the cold pass")
-        if explanation.lookup.layer in checked
-    ]
+        problems.append(f"triton: {count_noun(w.triton['compiled'], 'kernel')} compiled on the warm pass")
     problems += cold_warm_differences("returned", cold.outputs, warm.outputs, rtol=rtol, atol=atol)
     problems += _compare_recorded(cold.recorded, warm.recorded, rtol=rtol, atol=atol)
     return problems
@@ -1049,7 +1052,7 @@ def format_failure(
     """
     head = context or f"compile_cache.cold_warm(mode={result.mode!r})"
     lines = [
-        f"{head}: the warm pass was not a pure cache hit ({len(problems)} problem(s)); cache dir {result.cache_dir}"
+        f"{head}: the warm pass was not a pure cache hit ({count_noun(len(problems), 'problem')}); cache dir {result.cache_dir}"
     ]
     lines += [f"  - {p}" for p in problems]
     lines.append("")

@@ -34,7 +34,7 @@ LONG_METADATA = (
 
 # the plugin's message for a warm pass that was no pure hit: a headline, its table, a hint
 BROKEN_MESSAGE = (
-    "Failed: @pytest.mark.compile_cache(mode='inprocess'): the warm pass was not a pure cache hit (1 problem(s)); "
+    "Failed: @pytest.mark.compile_cache(mode='inprocess'): the warm pass was not a pure cache hit (1 problem); "
     "cache dir /tmp/pytest-of-ci/pytest-7/cudagraph-cache/probes/main-1-abc/test_custom_pass-1/marked-1\n"
     f"  - fxgraph: bypass 1 on the warm pass {EVIL}\n\n"
     "  layer         counter     cold  warm before  warm after  expected on warm\n"
