@@ -22,7 +22,7 @@ from typing import Any
 
 from .key_diff import lookups_of
 from .key_text import lookup_why, prominent
-from .passes import PASS_COUNTERS, PassPair, pass_pairs
+from .passes import PASS_COUNTERS, PassPair, extra_keys_read_whole, pass_pairs
 from .report import as_int, limit_hit_count
 from .shards import describe_shard
 from .summary import ATTENTION_OUTCOMES, HEADER, legend_lines, pool_figures, summary_row
@@ -393,36 +393,6 @@ def recompiles_html(rec: Mapping[str, Any]) -> str:
 # -- compile caches ------------------------------------------------------------
 
 
-def _pair_sources(extra: Any) -> tuple[list[Mapping[str, Any]], set[str]]:
-    """The raw entries behind ``pass_pairs``, in its order, and the extra keys that are drawn whole.
-
-    A key whose entries are not all pairs (a report edited by hand, a newer plugin)
-    is not drawn whole, so it stays in the raw block: nothing is hidden.
-    """
-    if not isinstance(extra, Mapping):
-        return [], set()
-
-    def is_pair(entry: Any) -> bool:
-        return (
-            isinstance(entry, Mapping)
-            and isinstance(entry.get("cold"), Mapping)
-            and isinstance(entry.get("warm"), Mapping)
-        )
-
-    entries: list[Mapping[str, Any]] = []
-    drawn: set[str] = set()
-    marked = extra.get("compile_cache")
-    if is_pair(marked):
-        entries.append(marked)
-        drawn.add("compile_cache")
-    called = extra.get("cold_warm")
-    if isinstance(called, list):
-        entries += [entry for entry in called if is_pair(entry)]
-        if called and all(is_pair(entry) for entry in called):
-            drawn.add("cold_warm")
-    return entries, drawn
-
-
 def _seconds_text(value: float | None) -> str:
     if value is None:
         return "?"
@@ -450,13 +420,13 @@ def _recorded_text(recorded: Any) -> str:
     return ", ".join(described)
 
 
-def pass_pair_html(pair: PassPair, source: Mapping[str, Any]) -> str:
+def pass_pair_html(pair: PassPair) -> str:
     """One cold/warm pair: rows are the cache layers, columns the cold pass's counters, then the warm pass's."""
     layers = [layer for layer in PASS_COUNTERS if layer in pair.cold or layer in pair.warm]
     counters: list[str] = []
     for layer in layers:
         counters += [name for name, _ in PASS_COUNTERS[layer] if name not in counters]
-    cold, warm = section(source, "cold"), section(source, "warm")
+    cold, warm = section(pair.source, "cold"), section(pair.source, "warm")
     caption = f"<b>{escape(pair.label)}</b>: cold pass {escape(_seconds_text(pair.cold_s))}"
     if isinstance(cold.get("process"), str):
         caption += f" in {escape(cold['process'])}"
@@ -558,10 +528,9 @@ def caches_html(record: Mapping[str, Any]) -> str:
     if not pairs:
         table = counters_table(caches)
         return "<h3>Compile caches</h3>" + table if table else ""
-    sources, _ = _pair_sources(record.get("extra"))
     parts = ["<h3>Compile caches: cold and warm passes</h3>"]
-    for index, pair in enumerate(pairs):
-        parts.append(pass_pair_html(pair, sources[index] if len(sources) == len(pairs) else {}))
+    for pair in pairs:
+        parts.append(pass_pair_html(pair))
     whole = counters_table(caches)
     if whole:
         parts.append(
@@ -619,7 +588,7 @@ def extra_html(extra: Any) -> str:
         return ""
     if not isinstance(extra, Mapping):
         return f"<details><summary>extra</summary>{json_block(extra)}</details>"
-    _, drawn = _pair_sources(extra)
+    drawn = extra_keys_read_whole({"extra": extra})
     rest = {str(k): v for k, v in extra.items() if k not in drawn}
     if not rest:
         return ""

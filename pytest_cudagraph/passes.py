@@ -14,7 +14,7 @@ Nothing here imports torch.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .report import as_int
@@ -47,6 +47,8 @@ class PassPair:
     cold_s: float | None
     warm_s: float | None
     warm_process: str
+    # the report's entry this pair was read from (its passes' recorded tensors, cache dirs, ...)
+    source: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 def pass_pairs(record: Mapping[str, Any]) -> list[PassPair]:
@@ -85,7 +87,27 @@ def _pair(label: str, entry: Mapping[str, Any]) -> PassPair | None:
         cold_s=_seconds(cold.get("duration_s")),
         warm_s=_seconds(warm.get("duration_s")),
         warm_process=str(warm.get("process", "")),
+        source=entry,
     )
+
+
+def extra_keys_read_whole(record: Mapping[str, Any]) -> set[str]:
+    """The keys of ``extra`` that ``pass_pairs`` read whole: every entry under them is a pair.
+
+    A key holding anything else (a report edited by hand, a newer plugin) is not
+    read whole, so a page that draws the pairs still shows that key as it is.
+    """
+    extra = record.get("extra")
+    if not isinstance(extra, Mapping):
+        return set()
+    whole = set()
+    if isinstance(extra.get("compile_cache"), Mapping) and _pair("", extra["compile_cache"]) is not None:
+        whole.add("compile_cache")
+    called = extra.get("cold_warm")
+    if isinstance(called, list) and called:
+        if all(isinstance(entry, Mapping) and _pair("", entry) is not None for entry in called):
+            whole.add("cold_warm")
+    return whole
 
 
 def _stats(one_pass: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any]]:
