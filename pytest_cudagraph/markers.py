@@ -17,12 +17,18 @@ from .errors import CudagraphError
 from .sizes import validate_capture_sizes
 
 COMPILE_CACHE_MODES = ("inprocess", "subprocess")
+TREES_POLICIES = ("all",)
+# how long ranks of a multi-rank test may wait on each other before the watchdog aborts them
+DEFAULT_RANK_TIMEOUT_S = 120.0
 
 MARKER_DOCS = {
     "cudagraph": (
-        "cudagraph(capture_sizes=None, rtol=None, atol=None): a CUDA graph test; "
-        "runs only with --cudagraph, and its arguments become the defaults of the "
-        "cudagraphs fixture."
+        "cudagraph(capture_sizes=None, rtol=None, atol=None, trees=None, world_size=None, timeout=None): "
+        "a CUDA graph test; runs only with --cudagraph, and its arguments become the defaults of the "
+        "cudagraphs fixture. trees='all' fails the test when any region compiled with "
+        "mode='reduce-overhead' ran without a CUDA graph. world_size=N runs the cudagraph_ranks "
+        "fixture's bodies on N ranks, one process per GPU; timeout (seconds, default "
+        f"{DEFAULT_RANK_TIMEOUT_S:g}) bounds how long ranks may wait on each other."
     ),
     "max_recompiles": (
         "max_recompiles(n=0): fail the test if torch.compile (Dynamo) recompiles "
@@ -83,6 +89,11 @@ class CudagraphMarker:
     capture_sizes: tuple[int, ...] | None = None
     rtol: float | None = None
     atol: float | None = None
+    # "all": every reduce-overhead region must run as a CUDA graph (TreeWatch.assert_fully_cudagraphed)
+    trees: str | None = None
+    # ranks of the cudagraph_ranks fixture (None: the fixture's own argument or 1 rank)
+    world_size: int | None = None
+    timeout: float | None = None
 
 
 @dataclass(frozen=True)
@@ -136,7 +147,7 @@ def parse_capture_sizes(value: Any, where: str) -> tuple[int, ...]:
     return validate_capture_sizes(value, where, error=MarkerArgumentError, one_int=False)
 
 
-def _cudagraph(capture_sizes=None, rtol=None, atol=None):  # pragma: no cover - signature only
+def _cudagraph(capture_sizes=None, rtol=None, atol=None, trees=None, world_size=None, timeout=None):  # pragma: no cover
     pass
 
 
@@ -151,10 +162,33 @@ def _compile_cache(mode="inprocess", rtol=None, atol=None):  # pragma: no cover 
 def parse_cudagraph(args: tuple, kwargs: dict) -> CudagraphMarker:
     bound = _bind("cudagraph", _cudagraph, args, kwargs)
     sizes = bound["capture_sizes"]
+    trees = bound["trees"]
+    if trees is not None and trees not in TREES_POLICIES:
+        raise MarkerArgumentError(
+            f"@pytest.mark.cudagraph: trees={trees!r} is not a known policy; use trees='all' to fail the test "
+            "when any reduce-overhead region ran without a CUDA graph, or leave it out"
+        )
+    world_size = bound["world_size"]
+    if world_size is not None and (not _is_int(world_size) or world_size < 1):
+        raise MarkerArgumentError(
+            f"@pytest.mark.cudagraph: world_size={world_size!r} is not a positive integer; "
+            "give the number of ranks (one GPU each), such as world_size=2"
+        )
+    timeout = bound["timeout"]
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not 0 < timeout < float("inf")
+    ):
+        raise MarkerArgumentError(
+            f"@pytest.mark.cudagraph: timeout={timeout!r} is not a positive number of seconds; "
+            f"give how long ranks may wait on each other, such as timeout=60 (default {DEFAULT_RANK_TIMEOUT_S:g})"
+        )
     return CudagraphMarker(
         capture_sizes=None if sizes is None else parse_capture_sizes(sizes, "@pytest.mark.cudagraph: capture_sizes"),
         rtol=_tolerance("cudagraph", "rtol", bound["rtol"]),
         atol=_tolerance("cudagraph", "atol", bound["atol"]),
+        trees=trees,
+        world_size=None if world_size is None else int(world_size),
+        timeout=None if timeout is None else float(timeout),
     )
 
 
