@@ -13,13 +13,14 @@ of a record the watch needs.
 from __future__ import annotations
 
 import logging
-import os
 import re
 import textwrap
 from collections.abc import Callable
 from typing import Any
 
 from . import _compat as compat
+from .call_site import relative_path
+from .guard_failures import flat_reason
 
 RECOMPILE_HEAD = re.compile(r"Recompiling function (?P<name>.+?) in (?P<file>.+):(?P<line>\d+)\s*\n")
 LIMIT_HIT = re.compile(r"hit config\.(?P<limit>\w+) \((?P<value>\d+)\)")
@@ -32,13 +33,7 @@ def function_label(name: str, filename: str, line: int | str) -> str:
 
     Relative paths keep report keys equal between checkouts in different places.
     """
-    try:
-        rel = os.path.relpath(filename)
-        if not rel.startswith(".."):
-            filename = rel
-    except ValueError:  # another drive on Windows
-        pass
-    return f"{name} ({filename}:{line})"
+    return f"{name} ({relative_path(filename)}:{line})"
 
 
 def recompiled_function(message: str) -> str:
@@ -47,13 +42,20 @@ def recompiled_function(message: str) -> str:
     return function_label(head["name"], head["file"], head["line"]) if head else "<unknown function>"
 
 
+def recompiled_code(message: str) -> tuple[str, str, int] | None:
+    """``(name, filename, first line)`` of the code object a "Recompiling function ..." record names."""
+    head = RECOMPILE_HEAD.search(message)
+    return (head["name"], head["file"], int(head["line"])) if head else None
+
+
 def limit_hit_description(message: str) -> tuple[str, str]:
     """``(function, readable line)`` of a recompile-limit WARNING."""
     limit = LIMIT_HIT.search(message)
     where = LIMIT_FUNCTION.search(message)
     why = LIMIT_REASON.search(message)
     function = function_label(where["name"], where["file"], where["line"]) if where else "<unknown function>"
-    reason = why["reason"].strip() if why else "unknown"
+    # the reason's first line without Dynamo's comment and user stack
+    reason = flat_reason(why["reason"]) if why and why["reason"].strip() else "unknown"
     text = (
         f"{function} hit config.{limit['limit']} ({limit['value']}); Dynamo then ran it eagerly "
         f"without compiling, silently; last reason: {reason}"

@@ -8,7 +8,7 @@ that ``assert_at_most``, the refusal of a compile in a strict block and
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ._compat import MARK_DYNAMIC_CALL
@@ -21,23 +21,51 @@ def indent_continuation(text: str) -> str:
     return text.rstrip().replace("\n", "\n    ")
 
 
-def recompile_table(by_function: Mapping[str, Any]) -> list[str]:
-    """Function, recompiles and guard-failure reasons, one row per reason (``FunctionRecompiles`` values)."""
-    rows = [("function", "recompiles", "guard failure reason")]
-    for name, fn in by_function.items():
-        if not fn.count:
+def recompile_table(events: Sequence[Any]) -> list[str]:
+    """Each recompile (``RecompileEvent`` values; limit hits left out): where it was called, then its failed guards.
+
+    A recompile's head names the function and the user's line that called it; under
+    it, one row per failing guard: the cached entry, the guard as Dynamo prints it,
+    the value the entry expected and the one that came.  A guard torch did not print
+    (it stops at an entry's first failing guard; the watch found the rest) is marked
+    ``*``, explained at the end.
+    """
+    lines: list[str] = []
+    shown = hidden = 0
+    unprinted = False
+    recompiles = [event for event in events if event.limit_hit is None]
+    for number, event in enumerate(recompiles, 1):
+        if shown >= MAX_REASONS_SHOWN:
+            hidden += max(1, len(event.guards))
             continue
-        reasons = [clip(r, first_line=True) for r in fn.reasons] or ["(no reason recorded)"]
-        if len(reasons) > MAX_REASONS_SHOWN:
-            # each recompile lists one reason per cached entry, so the list grows
-            # quadratically; the first ones name the change, the rest are in .reasons
-            hidden = len(reasons) - MAX_REASONS_SHOWN
-            reasons = reasons[:MAX_REASONS_SHOWN] + [
-                f"... and {hidden} more (every reason is in .reasons and the report's recompiles.reasons)"
-            ]
-        rows.append((name, str(fn.count), reasons[0]))
-        rows.extend(("", "", r) for r in reasons[1:])
-    return format_table(rows, align="<>", indent="  ")
+        site = f", called from {clip(event.call_site.describe(), 100)}" if event.call_site else ""
+        lines.append(f"  recompile {number} of {len(recompiles)}: {event.function}{site}")
+        if not event.guards:
+            lines.append("    (no reason recorded)")
+            continue
+        rows = [("entry", "failed guard", "expected", "actual")]
+        for guard in event.guards:
+            if shown >= MAX_REASONS_SHOWN:
+                hidden += 1
+                continue
+            shown += 1
+            unprinted = unprinted or not guard.reported_by_torch
+            rows.append(
+                (
+                    guard.entry or "",
+                    clip(guard.guard, 80) + ("" if guard.reported_by_torch else " *"),
+                    clip(guard.expected or "-", 30),
+                    clip(guard.actual or "-", 30),
+                )
+            )
+        lines += format_table(rows, indent="    ")
+    if hidden:
+        # each recompile fails one guard per cached entry, so the rows grow quadratically;
+        # the first ones name the change
+        lines.append(f"  ... and {hidden} more failed guards (all are in .events and the report's recompiles.events)")
+    if unprinted:
+        lines.append("  * not in torch's message, which names only the first failing guard of an entry")
+    return lines
 
 
 def _times(n: int) -> str:
@@ -47,7 +75,7 @@ def _times(n: int) -> str:
 def too_many_recompiles(
     n: int,
     count: int,
-    by_function: Mapping[str, Any],
+    events: Sequence[Any],
     limit_hits: Sequence[str],
     graph_breaks: Any,
     reasons: Sequence[str],
@@ -63,14 +91,14 @@ def too_many_recompiles(
     if limit_hits:
         head += f", and hit the recompile limit {_times(len(limit_hits))}"
     lines = [head + "."]
-    if any(fn.count for fn in by_function.values()):
-        lines += ["", *recompile_table(by_function)]
+    if count:
+        lines += ["", *recompile_table(events)]
     if limit_hits:
         lines += [
             "",
             f"recompile limit hits (Dynamo fell back to eager silently; the limit is {limit_setting}):",
         ]
-        lines += [f"  - {hit}" for hit in limit_hits]
+        lines += _limit_hit_lines(events, limit_hits)
     if graph_breaks.count:
         lines += ["", f"graph breaks (not recompiles): {graph_breaks.count}"]
         lines += [f"  - {clip(reason, first_line=True)} (x{times})" for reason, times in graph_breaks.by_reason.items()]
@@ -78,10 +106,12 @@ def too_many_recompiles(
     return "\n".join(lines)
 
 
-def compile_refused(function: str, reasons: Sequence[str], torch_said: str, when: str) -> str:
-    """A compile Dynamo refused inside a strict block: the function, its guard failures, hints."""
+def compile_refused(function: str, reasons: Sequence[str], torch_said: str, when: str, event: Any = None) -> str:
+    """A compile Dynamo refused inside a strict block: the function, where it was called, its failed guards, hints."""
     lines = [f"strict recompile check: {function} was compiled again {when}; Dynamo refused it."]
-    if reasons:
+    if event is not None and event.guards:
+        lines += recompile_table([event])
+    elif reasons:
         lines += ["guard failure(s):", *[f"  - {indent_continuation(r)}" for r in reasons]]
     else:
         lines.append(f"torch said: {clip(torch_said, first_line=True)}")
@@ -91,14 +121,24 @@ def compile_refused(function: str, reasons: Sequence[str], torch_said: str, when
     return "\n".join(lines)
 
 
-def happened_inside(by_function: Mapping[str, Any], limit_hits: Sequence[str], reasons: Sequence[str]) -> list[str]:
+def happened_inside(events: Sequence[Any], limit_hits: Sequence[str], reasons: Sequence[str]) -> list[str]:
     """What an ``expect()`` block saw, below its table: the recompiles, the limit hits, what to try."""
     lines: list[str] = []
-    if any(fn.count for fn in by_function.values()):
-        lines += ["", "recompiles inside the block:", *recompile_table(by_function)]
+    if any(event.limit_hit is None for event in events):
+        lines += ["", "recompiles inside the block:", *recompile_table(events)]
     if limit_hits:
-        lines += ["", "recompile limit hits inside the block:", *[f"  - {hit}" for hit in limit_hits]]
+        lines += ["", "recompile limit hits inside the block:", *_limit_hit_lines(events, limit_hits)]
     return lines + _what_to_try([*reasons, *limit_hits])
+
+
+def _limit_hit_lines(events: Sequence[Any], limit_hits: Sequence[str]) -> list[str]:
+    """One line per limit hit, with the user's line that called the function when it is known."""
+    sites = {event.limit_hit: event.call_site for event in events if event.limit_hit is not None}
+    lines = []
+    for hit in limit_hits:
+        site = sites.get(hit)
+        lines.append(f"  - {hit}" + (f"; called from {site.describe()}" if site is not None else ""))
+    return lines
 
 
 def _what_to_try(reasons: list[str]) -> list[str]:

@@ -27,19 +27,22 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import _compat as compat
+from .call_site import CallSite, user_call_site
 from .dynamo_log import (
     DynamoLogTap,
     function_from_refusal,
     limit_hit_description,
     reasons_from_message,
+    recompiled_code,
     recompiled_function,
 )
 from .errors import InvariantViolation, MisuseError
 from .expect import ExpectBlock, checked_deltas
+from .guard_failures import FailedGuard, flat_reason, parse_reason
 from .recompile_text import compile_refused, happened_inside, too_many_recompiles
 from .record import current_record
 
@@ -47,6 +50,7 @@ __all__ = [
     "watch_recompiles",
     "RecompileWatch",
     "RecompileStats",
+    "RecompileEvent",
     "FunctionRecompiles",
     "GraphBreaks",
 ]
@@ -88,6 +92,41 @@ class GraphBreaks:
 
 
 @dataclass(frozen=True)
+class RecompileEvent:
+    """One recompile, or one attempt that hit the recompile limit, as data.
+
+    * ``function``: ``"name (file:line)"`` of the compiled function;
+    * ``call_site``: the user's line that called it (the first frame outside torch,
+      the plugin and Python's standard library), or None when none was on the stack;
+    * ``reasons``: one flat line per cached entry that failed, ``"0/1: n == 2"``, no
+      comment or stack inside;
+    * ``guards``: every failing guard of every cached entry (:class:`FailedGuard`),
+      those torch printed and those the watch found by evaluating the entries' other
+      guards itself, with expected and actual values where known;
+    * ``verbatim``: torch's reasons as it wrote them, for exact matching;
+    * ``limit_hit``: for an attempt past the recompile limit, the readable line
+      (nothing was compiled: Dynamo ran the function eagerly), else None.
+    """
+
+    function: str
+    call_site: CallSite | None
+    reasons: tuple[str, ...]
+    guards: tuple[FailedGuard, ...]
+    verbatim: tuple[str, ...]
+    limit_hit: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "function": self.function,
+            "call_site": self.call_site.to_json() if self.call_site else None,
+            "reasons": list(self.reasons),
+            "guards": [g.to_json() for g in self.guards],
+            "verbatim": list(self.verbatim),
+            "limit_hit": self.limit_hit,
+        }
+
+
+@dataclass(frozen=True)
 class RecompileStats:
     """What a :class:`RecompileWatch` saw; the report's ``recompiles`` section."""
 
@@ -96,6 +135,7 @@ class RecompileStats:
     limit_hits: tuple[str, ...] = ()
     by_function: Mapping[str, FunctionRecompiles] = field(default_factory=dict)
     graph_breaks: GraphBreaks = field(default_factory=GraphBreaks)
+    events: tuple[RecompileEvent, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -104,6 +144,7 @@ class RecompileStats:
             "limit_hits": list(self.limit_hits),
             "by_function": {name: fn.to_json() for name, fn in self.by_function.items()},
             "graph_breaks": self.graph_breaks.to_json(),
+            "events": [event.to_json() for event in self.events],
         }
 
     def merged(self, other: RecompileStats) -> RecompileStats:
@@ -122,16 +163,48 @@ class RecompileStats:
             limit_hits=self.limit_hits + other.limit_hits,
             by_function=by_function,
             graph_breaks=GraphBreaks(self.graph_breaks.count + other.graph_breaks.count, dict(breaks)),
+            events=self.events + other.events,
         )
 
 
 @dataclass
 class _Event:
-    """One recompile attempt as Dynamo logged it."""
+    """One recompile attempt as Dynamo logged it; :meth:`public` makes the RecompileEvent."""
 
     function: str
-    reasons: list[str]
+    verbatim: list[str]
+    call_site: CallSite | None = None
+    # every failing guard the watch found by evaluating the cached entries itself (None: not evaluated)
+    evaluated: list[FailedGuard] | None = None
     limit_hit: str | None = None  # the readable description once the limit WARNING named it
+
+    @property
+    def reasons(self) -> list[str]:
+        return [flat_reason(r) for r in self.verbatim]
+
+    def public(self) -> RecompileEvent:
+        return RecompileEvent(
+            self.function,
+            self.call_site,
+            tuple(self.reasons),
+            tuple(_all_guards(self.verbatim, self.evaluated)),
+            tuple(self.verbatim),
+            self.limit_hit,
+        )
+
+
+def _all_guards(verbatim: list[str], evaluated: list[FailedGuard] | None) -> list[FailedGuard]:
+    """Torch's guards first, completed with the values the evaluation found, then the guards only it found."""
+    printed = [guard for reason in verbatim for guard in parse_reason(reason).guards]
+    extra = list(evaluated or [])
+    out = []
+    for guard in printed:
+        twin = next((e for e in extra if guard.same_check(e)), None)
+        if twin is not None:
+            extra.remove(twin)
+            guard = guard.with_values(twin.expected, twin.actual)
+        out.append(guard)
+    return out + [replace(e, reported_by_torch=False) for e in extra]
 
 
 # ----------------------------------------------------------------------------
@@ -187,6 +260,8 @@ class RecompileWatch:
         self.raise_on_recompile = raise_on_recompile
         self._events: list[_Event] = []
         self._orphan_limit_hits: list[str] = []
+        # a limit hit with no recompile record before it (its attempt was not logged as one)
+        self._orphan_events: list[_Event] = []
         self._active = False
         self._seen: dict[Any, tuple[list, int]] = {}
         self._breaks_before: dict[str, int] = {}
@@ -201,6 +276,7 @@ class RecompileWatch:
 
         self._events.clear()
         self._orphan_limit_hits.clear()
+        self._orphan_events.clear()
         self._breaks_after = None
         self._seen = self._guard_failure_positions()
         self._breaks_before = dict(compat.graph_break_counter())
@@ -298,7 +374,7 @@ class RecompileWatch:
             events = self._events[start_state[0] :]
             hits = [e.limit_hit for e in events if e.limit_hit is not None]
             hits += self._orphan_limit_hits[start_state[1] :]
-            return happened_inside(_by_function(events), hits, [r for e in events for r in e.reasons])
+            return happened_inside([e.public() for e in events], hits, [r for e in events for r in e.reasons])
 
         return ExpectBlock(
             "RecompileWatch.expect()",
@@ -339,7 +415,15 @@ class RecompileWatch:
 
     def _on_recompile(self, message: str) -> None:
         reasons = self._new_guard_failures() or reasons_from_message(message)
-        self._events.append(_Event(recompiled_function(message), reasons))
+        code = recompiled_code(message)
+        self._events.append(
+            _Event(
+                recompiled_function(message),
+                reasons,
+                call_site=_call_site(code),
+                evaluated=compat.failing_guards_of_recompile(),
+            )
+        )
 
     def _on_limit_hit(self, message: str) -> None:
         function, text = limit_hit_description(message)
@@ -349,6 +433,7 @@ class RecompileWatch:
             self._events[-1].limit_hit = text
         else:
             self._orphan_limit_hits.append(text)
+            self._orphan_events.append(_Event(function, [], call_site=_call_site(None), limit_hit=text))
 
     # -- figures ----------------------------------------------------------
     @property
@@ -366,6 +451,16 @@ class RecompileWatch:
     @property
     def by_function(self) -> dict[str, FunctionRecompiles]:
         return _by_function(self._events)
+
+    @property
+    def events(self) -> list[RecompileEvent]:
+        """Every recompile and limit hit as a :class:`RecompileEvent`, in order: call site, guards, verbatim text."""
+        return [e.public() for e in self._events] + [e.public() for e in self._orphan_events]
+
+    @property
+    def verbatim_reasons(self) -> list[str]:
+        """Torch's guard-failure reasons exactly as it wrote them (comments, user stacks), for exact matching."""
+        return [r for e in self._events if e.limit_hit is None for r in e.verbatim]
 
     @property
     def graph_breaks(self) -> GraphBreaks:
@@ -386,6 +481,7 @@ class RecompileWatch:
             limit_hits=tuple(self.limit_hits),
             by_function=self.by_function,
             graph_breaks=self.graph_breaks,
+            events=tuple(self.events),
         )
 
     # -- the check ----------------------------------------------------------
@@ -413,7 +509,7 @@ class RecompileWatch:
         return too_many_recompiles(
             n,
             self.count,
-            self.by_function,
+            self.events,
             self.limit_hits,
             self.graph_breaks,
             self.reasons,
@@ -424,10 +520,14 @@ class RecompileWatch:
     def _refusal_message(self, exc: BaseException, when: str) -> str:
         events = [e for e in self._events if e.limit_hit is None]
         if events:
-            function, reasons = events[-1].function, events[-1].reasons
+            function, reasons, event = events[-1].function, events[-1].reasons, events[-1].public()
         else:
-            function, reasons = function_from_refusal(str(exc)), reasons_from_message(str(exc))
-        return compile_refused(function, reasons, str(exc), when)
+            function, reasons = (
+                function_from_refusal(str(exc)),
+                [flat_reason(r) for r in reasons_from_message(str(exc))],
+            )
+            event = None
+        return compile_refused(function, reasons, str(exc), when, event)
 
     def __repr__(self) -> str:
         return (
@@ -464,6 +564,16 @@ class _NoCompileBlock:
 
 # the figures RecompileWatch.expect() checks, in the order its failure lists them
 EXPECT_FIGURES = ("count", "reasons", "limit_hits", "graph_breaks")
+
+
+def _call_site(code: tuple[str, str, int] | None) -> CallSite | None:
+    """The user's line that called the function being recompiled: its own frame (``code``) is not it."""
+
+    def is_compiled_function(frame: Any) -> bool:
+        f_code = frame.f_code
+        return code is not None and (f_code.co_name, f_code.co_filename, f_code.co_firstlineno) == code
+
+    return user_call_site(is_compiled_function)
 
 
 def _by_function(events: list[_Event]) -> dict[str, FunctionRecompiles]:

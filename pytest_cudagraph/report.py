@@ -972,6 +972,8 @@ _COUNTS = _Kind("a mapping of integers", frozenset((int,)), each=dict)
 _SCALAR = _Kind("a string, number, boolean or null", _JSON_SCALARS)
 _SECONDS = _Kind("a number of seconds", frozenset((int, float)))
 
+_TEXT_OR_NULL = _Kind("a string or null", frozenset((str, _NONE)))
+_NULL = _Kind("null", frozenset((_NONE,)))
 _RECOMPILES = {
     "count": _COUNT,
     "reasons": _TEXTS,
@@ -980,7 +982,25 @@ _RECOMPILES = {
     "by_function": _Each(
         _AnyOf((_TEXTS, {"count": _COUNT, "reasons": _TEXTS, "limit_hits": _AnyOf((_TEXTS, _COUNT))})), mapping=True
     ),
-    "graph_breaks": {"count": _COUNT, "reasons": _TEXTS},
+    "graph_breaks": {"count": _COUNT, "reasons": _TEXTS, "sites": _Each(_FREE)},
+    # one per recompile or limit hit (recompiles.RecompileEvent): call site, failing guards, torch's text
+    "events": _Each(
+        {
+            "function": _TEXT,
+            "call_site": _AnyOf((_NULL, {"file": _TEXT, "line": _COUNT, "code": _TEXT, "function": _TEXT})),
+            "reasons": _TEXTS,
+            "verbatim": _TEXTS,
+            "guards": _Each(
+                {
+                    **dict.fromkeys(("entry", "source", "expected", "actual", "origin"), _TEXT_OR_NULL),
+                    "kind": _TEXT,
+                    "guard": _TEXT,
+                    "reported_by_torch": _FLAG,
+                }
+            ),
+            "limit_hit": _TEXT_OR_NULL,
+        }
+    ),
 }
 # the counters compare and the summary read; a layer may hold more
 _CACHE_LAYER = dict.fromkeys(
@@ -1026,8 +1046,6 @@ _REDUCE_OVERHEAD = {
 }
 # cache keys (cache_keys.py): a component is [hash12, readable value or null]; a lookup's
 # components are null where torch gave none (a bypass, or a torch without them: "note" says)
-_TEXT_OR_NULL = _Kind("a string or null", frozenset((str, _NONE)))
-_NULL = _Kind("null", frozenset((_NONE,)))
 _COMPONENTS = _Each(_Kind("a [hash, value] pair of strings or nulls", frozenset((str, _NONE)), each=list), mapping=True)
 _LOOKUP = {
     "layer": _TEXT,

@@ -56,10 +56,11 @@ def test_dtype_flip():
     result.stdout.re_match_lines(
         [
             r".*@pytest\.mark\.max_recompiles\(0\): Dynamo recompiled 1 time, expected at most 0\.$",
-            r".*function.*recompiles.*guard failure reason",
-            r".*double \(test_bad\.py:\d+\)\s+1\s+\d+/0: "
-            + TOKENS_DTYPE_MISMATCH
-            + r"\. expected Float, actual Double",
+            # the function, the line of the test that called it, then the failed guard as a row
+            r".*recompile 1 of 1: double \(test_bad\.py:\d+\), called from test_bad\.py:\d+ "
+            r"`compiled\(torch\.ones\(2, dtype=torch\.float64\)\)`",
+            r".*entry\s+failed guard\s+expected\s+actual",
+            r".*\d+/0\s+" + TOKENS_DTYPE_MISMATCH + r"\s+Float\s+Double",
             r".*what to try:",
         ]
     )
@@ -205,7 +206,8 @@ def test_strict():
     result.stdout.re_match_lines(
         [
             r".*strict recompile check: double \(test_strict\.py:\d+\) was compiled again after its warm-up compile",
-            r".*\d+/0: " + TOKENS_DTYPE_MISMATCH,
+            r".*called from test_strict\.py:\d+",
+            r".*\d+/0\s+" + TOKENS_DTYPE_MISMATCH + r"\s+Float\s+Double",
         ]
     )
     assert "not reached" not in result.stdout.str()

@@ -64,6 +64,13 @@ from .cuda import (
     no_cuda_skip_reason,
     non_owning_alias,
 )
+from .distributed import (
+    backend_available,
+    distributed_available,
+    init_rank_process_group,
+    rendezvous_store_client,
+    rendezvous_store_server,
+)
 from .dtypes import (
     default_tolerance_table,
 )
@@ -107,6 +114,9 @@ from .fx import (
     tree_leaves,
     tree_map,
     tree_unflatten,
+)
+from .guards import (
+    failing_guards_of_recompile,
 )
 from .inductor import (
     cudagraph_skip_logger_names,
@@ -176,6 +186,7 @@ __all__ = [
     "functorch_config_snapshot",
     "graph_break_counter",
     "guard_failures_table",
+    "failing_guards_of_recompile",
     "has_fail_on_recompile_stance",
     "has_portable_cache_artifacts",
     "inductor_compiler",
@@ -221,4 +232,9 @@ __all__ = [
     "unsupported_type",
     "watch_cudagraph_recordings",
     "xdist_scope_scheduling",
+    "backend_available",
+    "distributed_available",
+    "init_rank_process_group",
+    "rendezvous_store_client",
+    "rendezvous_store_server",
 ]

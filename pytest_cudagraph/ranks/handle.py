@@ -1,0 +1,164 @@
+"""The handle a rank's body gets: who it is, its device and group, capture with collectives, agreement checks.
+
+Used inside the rank processes only (``ranks/child.py`` builds it after the process
+group is up).  Every collective of a body must be issued by every rank in the same
+order; the handle's own collectives (``assert_ranks_agree``) are too, so call it
+on every rank.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from ..capture import GraphSet, capture_graphs
+from ..errors import InvariantViolation, MisuseError
+from ..numerics import compare_tensors
+
+
+class Rank:
+    """One rank of a multi-rank body: ``.rank``, ``.world_size``, ``.group``, ``.device``, ``.backend``.
+
+    ``capture(fn, make_inputs, sizes=None, ...)`` is ``capture_graphs`` on this
+    rank's GPU (largest size first, one shared pool), with the test's default sizes
+    and tolerances; the harness resets every graph it captured before the process
+    group is destroyed (NCCL's teardown hangs while a graph holding NCCL work is
+    alive).  ``assert_ranks_agree(tensor)`` checks that every rank holds the same
+    tensor.  Every rank starts from the same seed, so ``make_inputs`` gives the same
+    tensors on every rank as long as the ranks call it in the same order.
+
+    .. warning::
+        **Same collectives, same order, on every rank.** A collective that one rank
+        issues and another does not (a branch on ``rank``, a failed capture, an
+        exception) waits forever; the harness's watchdog then stops the run and
+        names where each rank was.
+    """
+
+    def __init__(
+        self,
+        rank: int,
+        world_size: int,
+        backend: str,
+        device: torch.device,
+        *,
+        sizes: Sequence[int] | None = None,
+        rtol: float | None = None,
+        atol: float | None = None,
+    ):
+        self.rank = rank
+        self.world_size = world_size
+        self.backend = backend
+        self.device = device
+        self.group = dist.group.WORLD
+        self._sizes = tuple(sizes) if sizes else None
+        self._rtol = rtol
+        self._atol = atol
+        self.graph_sets: list[GraphSet] = []
+        self.agreement_checks = 0
+
+    def __repr__(self) -> str:
+        return f"<Rank {self.rank} of {self.world_size} on {self.device} ({self.backend})>"
+
+    # -- capture --------------------------------------------------------------
+    def capture(
+        self,
+        fn: Callable[..., Any],
+        make_inputs: Callable[[int], Any],
+        sizes: Sequence[int] | None = None,
+        **options: Any,
+    ) -> GraphSet:
+        """``capture_graphs(fn, make_inputs, sizes, ...)`` on this rank's GPU; see ``capture_graphs``.
+
+        ``fn`` may issue collectives (``dist.all_reduce``, ``all_gather_into_tensor``,
+        ``reduce_scatter_tensor``) on ``self.group``: they are warmed up eagerly, then
+        captured into each size's graph, and run again on every replay.  Every rank
+        must capture the same sizes in the same order, and call ``check_replay`` and
+        ``check_pool`` alike (both run ``fn`` eagerly, collectives included).
+
+        With NCCL the capture defaults to ``capture_error_mode="thread_local"``: NCCL's
+        watchdog thread polls CUDA events of earlier eager collectives, which the
+        default "global" mode would count as an unsafe call and invalidate the
+        capture.  A host sync in ``fn`` itself (``.item()``) still fails the capture.
+        """
+        __tracebackhide__ = True
+        if self.device.type != "cuda":
+            raise MisuseError(
+                f"rank {self.rank} runs backend={self.backend!r} on the CPU, and CUDA graphs need a GPU; "
+                f"run the body with backend='nccl' on a GPU machine"
+            )
+        chosen = sizes if sizes is not None else self._sizes
+        if chosen is None:
+            raise MisuseError(
+                "no capture sizes: give sizes=[...] to capture(), or capture_sizes= to @pytest.mark.cudagraph, "
+                "or set the cudagraph_capture_sizes ini option"
+            )
+        options.setdefault("rtol", self._rtol)
+        options.setdefault("atol", self._atol)
+        if self.backend == "nccl":
+            options.setdefault("capture_error_mode", "thread_local")
+        with torch.cuda.device(self.device):
+            graph_set = capture_graphs(fn, make_inputs, chosen, **options)
+        self.graph_sets.append(graph_set)
+        return graph_set
+
+    # -- agreement --------------------------------------------------------------
+    def assert_ranks_agree(
+        self, tensor: torch.Tensor, rtol: float = 0.0, atol: float = 0.0, name: str = "tensor"
+    ) -> float:
+        """Check that every rank holds the same ``tensor`` (bitwise by default); returns the largest difference.
+
+        Gathers every rank's tensor (``all_gather``, a collective: call it on every
+        rank) and compares each with rank 0's.  Where the math makes ranks equal,
+        after an all-reduce or an all-gather, they must be; a difference means the
+        ranks fed different inputs or issued different collectives.
+
+        Failure (InvariantViolation, raised on every rank alike): the rank, the
+        worst element, both values and the error.
+        """
+        __tracebackhide__ = True
+        if not isinstance(tensor, torch.Tensor):
+            raise MisuseError(f"assert_ranks_agree({name!r}) takes a tensor, not a {type(tensor).__name__}")
+        local = tensor.detach().contiguous().to(self.device)
+        shapes: list[Any] = [None] * self.world_size
+        dist.all_gather_object(shapes, (tuple(local.shape), str(local.dtype)), group=self.group)
+        if any(shape != shapes[0] for shape in shapes):
+            listed = ", ".join(f"rank {r}: {shape[0]} {shape[1]}" for r, shape in enumerate(shapes))
+            raise InvariantViolation(
+                f"the ranks' {name} differ in shape or dtype ({listed}); give every rank a tensor of the same "
+                f"shape to compare"
+            )
+        gathered = [torch.empty_like(local) for _ in range(self.world_size)]
+        dist.all_gather(gathered, local, group=self.group)
+        self.agreement_checks += 1
+        worst = 0.0
+        for other in range(1, self.world_size):
+            comparison = compare_tensors(gathered[other], gathered[0], rtol, atol, path=name)
+            worst = max(worst, comparison.max_abs_err)
+            if not comparison.passed:
+                raise InvariantViolation(
+                    f"rank {other}'s {name} differs from rank 0's: "
+                    f"{comparison.describe(f'rank {other}', 'rank 0')}; after an all-reduce or all-gather every "
+                    f"rank must hold the same tensor: check that every rank fed the same inputs (every rank starts "
+                    f"from the same seed, so call make_inputs in the same order on each) and issued the same "
+                    f"collectives in the same order"
+                )
+        return worst
+
+    # -- the harness's side -------------------------------------------------------
+    def graph_results(self) -> tuple[dict[str, Any], ...]:
+        """The report entries of every GraphSet captured so far (nothing new is measured)."""
+        return tuple(graph_set.result().to_json() for graph_set in self.graph_sets)
+
+    def release(self) -> None:
+        """Reset every graph the handle captured, so that the process group can be destroyed."""
+        errors = []
+        for graph_set in self.graph_sets:
+            try:
+                graph_set.close()
+            except Exception as exc:  # release the others before reporting
+                errors.append(exc)
+        if errors:
+            raise errors[0]

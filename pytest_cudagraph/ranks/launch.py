@@ -1,0 +1,452 @@
+"""Run a body on ``world_size`` ranks, one process each, and never wait forever for them.
+
+The launcher (this process) holds the rendezvous store, spawns the ranks with
+torch.multiprocessing's spawn context, and watches them:
+
+- a rank whose body raises reports its error (``ranks/child.py``) and waits; the
+  launcher then reads where every other rank was (SIGUSR1: a faulthandler dump),
+  stops them all (SIGTERM, then SIGKILL after a grace period) and fails with the
+  first failing rank's own error;
+- a rank that dies without reporting (a segfault, ``os._exit``) is a failure too;
+- when ``timeout`` seconds have passed since the start, whatever is still running
+  is dumped and stopped, and the message says where each rank was waiting.
+
+Why spawn and not fork: a forked child inherits the parent's CUDA context and
+threads (NCCL, Inductor's compile workers), which CUDA does not support; spawn
+starts a fresh interpreter that imports the body by name, so the body must be a
+module-level function of an importable module (the children get the parent's
+``sys.path``).  Why files and not a queue: a rank killed while writing to a pipe
+leaves it half-written and can block the reader; a file renamed into place is
+either there whole or not at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import math
+import numbers
+import os
+import pickle
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import MisuseError
+from . import results as R
+from .child import ENTRY, HARNESS_FUNCTIONS, RankSpec, rank_main
+from .stacks import default_library_dirs, describe_waiting, main_thread_frames
+
+BACKENDS = ("nccl", "gloo")
+DEFAULT_TIMEOUT_S = 120.0
+# Set in every rank's environment unless the user set them: NVLink multicast (NVLS) and
+# symmetric-memory multicast stay off (the H200 machines this was proven on need that),
+# NCCL tears a rank down on its own errors instead of leaving it blocked (3 = SkipCleanUp,
+# torch's default since 2.2, made explicit), and one OpenMP thread per rank, as torchrun sets,
+# so that N ranks do not oversubscribe the CPU.
+RANK_ENV_DEFAULTS: Mapping[str, str] = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3",
+    "OMP_NUM_THREADS": "1",
+}
+POLL_S = 0.05
+# how long a stopped rank gets to write its stack dump, then to exit on SIGTERM, before SIGKILL
+DUMP_WAIT_S = 2.0
+TERMINATE_GRACE_S = 3.0
+OUTPUT_TAIL_CHARS = 8000
+
+
+# ----------------------------------------------------------------------------
+# arguments
+# ----------------------------------------------------------------------------
+
+
+def body_reference(body: Callable[..., Any]) -> tuple[str, str]:
+    """``(module, qualname)`` of a body the rank processes can import; MisuseError otherwise."""
+    __tracebackhide__ = True
+    if not callable(body):
+        raise MisuseError(f"the body must be a function taking the rank handle first, not a {type(body).__name__}")
+    module = getattr(body, "__module__", None)
+    qualname = getattr(body, "__qualname__", None)
+    shown = getattr(body, "__name__", repr(body))
+    if not module or not qualname or "<lambda>" in qualname or "<locals>" in qualname:
+        raise MisuseError(
+            f"the body {shown!r} is a lambda or a function defined inside another function, which the rank "
+            f"processes cannot import; define it with def at module level (the rank processes import it by name)"
+        )
+    try:
+        target: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            target = getattr(target, part)
+    except Exception:
+        target = None
+    if target is not body:
+        raise MisuseError(
+            f"the body {module}.{qualname} cannot be imported under that name, so the rank processes cannot find "
+            f"it; define it at module level in an importable module (a test module or a helper module on sys.path)"
+        )
+    return module, qualname
+
+
+def _check_arguments(world_size: Any, timeout: Any, backend: Any) -> None:
+    __tracebackhide__ = True
+    if isinstance(world_size, bool) or not isinstance(world_size, numbers.Integral) or world_size < 1:
+        raise MisuseError(f"world_size={world_size!r} is not a positive integer; give the number of ranks, such as 2")
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not 0 < float(timeout) < math.inf:
+        raise MisuseError(
+            f"timeout={timeout!r} is not a positive number of seconds; give how long the ranks may run, such as 60"
+        )
+    if backend not in BACKENDS:
+        raise MisuseError(
+            f"backend={backend!r} is not supported; use backend='nccl' (GPUs) or backend='gloo' (CPU processes)"
+        )
+
+
+def _check_picklable(args: tuple) -> None:
+    __tracebackhide__ = True
+    from multiprocessing.reduction import ForkingPickler
+
+    try:
+        ForkingPickler.dumps(args)
+    except Exception as exc:
+        raise MisuseError(
+            f"the body's arguments cannot be sent to the rank processes ({type(exc).__name__}: {exc}); pass "
+            f"tensors, plain values or module-level objects, and build anything else inside the body"
+        ) from None
+
+
+def gpu_shortfall(world_size: int, visible: int, pinned_device: str | None = None) -> str | None:
+    """Why ``world_size`` NCCL ranks cannot run here (the skip reason), or None when there are enough GPUs."""
+    if visible >= world_size:
+        return None
+    if pinned_device is not None:
+        return (
+            f"needs {world_size} GPUs, sees {visible}: --cudagraph-devices pinned this process to GPU "
+            f"{pinned_device}; run the multi-rank tests in a pytest run without --cudagraph-devices "
+            f"(and without -n), such as pytest -m 'not slow' -k ranks --cudagraph"
+        )
+    return f"needs {world_size} GPUs, sees {visible}"
+
+
+def _devices(backend: str, world_size: int, devices: Sequence[int] | None) -> list[int | None]:
+    __tracebackhide__ = True
+    if backend == "gloo":
+        if devices is not None:
+            raise MisuseError("devices= places NCCL ranks on GPUs; leave it out with backend='gloo' (CPU ranks)")
+        return [None] * world_size
+    from .. import _compat
+
+    if not _compat.backend_available("nccl") or not _compat.cuda_available():
+        raise MisuseError(
+            "backend='nccl' needs CUDA devices and a torch built with NCCL, and this one has neither; "
+            "use backend='gloo' for CPU ranks, or run on a GPU machine"
+        )
+    visible = _compat.cuda_device_count()
+    chosen = list(range(world_size)) if devices is None else list(devices)
+    if len(chosen) != world_size or len(set(chosen)) != world_size:
+        raise MisuseError(f"devices={devices!r} must name {world_size} different GPUs, one per rank")
+    if any(not isinstance(d, int) or isinstance(d, bool) or not 0 <= d < visible for d in chosen):
+        shortfall = gpu_shortfall(world_size, visible)
+        raise MisuseError(
+            shortfall + "; run on a machine with enough GPUs"
+            if shortfall
+            else f"devices={devices!r} names a GPU this process does not see; give indices below {visible}"
+        )
+    return chosen
+
+
+def rank_environment(overrides: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What the launcher adds to every rank's environment: RANK_ENV_DEFAULTS the user left unset, then ``overrides``."""
+    env = {key: value for key, value in RANK_ENV_DEFAULTS.items() if key not in os.environ}
+    env.update(overrides or {})
+    return env
+
+
+# ----------------------------------------------------------------------------
+# the run
+# ----------------------------------------------------------------------------
+
+
+def run_ranks(
+    body: Callable[..., Any],
+    *args: Any,
+    world_size: int,
+    timeout: float = DEFAULT_TIMEOUT_S,
+    backend: str = "nccl",
+    devices: Sequence[int] | None = None,
+    sizes: Sequence[int] | None = None,
+    rtol: float | None = None,
+    atol: float | None = None,
+    seed: int = 0,
+    env: Mapping[str, str] | None = None,
+) -> R.RanksResult:
+    """Run ``body(rank, *args)`` on ``world_size`` processes with torch.distributed initialised (plain API).
+
+    Rank ``r`` runs on GPU ``devices[r]`` (default ``r``) with NCCL, its process group
+    bound to that GPU, or on the CPU with ``backend="gloo"``.  ``rank`` is a
+    ``ranks.handle.Rank``: ``.rank``, ``.world_size``, ``.group``, ``.device``,
+    ``.capture(fn, make_inputs, sizes=None, ...)`` (``sizes``/``rtol``/``atol`` here
+    are its defaults) and ``.assert_ranks_agree(tensor)``.  Every rank starts from
+    ``seed``.  Returns the RanksResult (``.values``: what each rank's body returned).
+
+    Invariant: the call returns, or raises, within about ``timeout`` seconds
+    (start-up, body and teardown together) plus a few seconds to stop the ranks.
+
+    Failure (``RanksFailed``, an InvariantViolation): the first failing rank's own
+    exception type and message (a CaptureError names the op and the line, as on
+    one GPU), then where each other rank was when the harness stopped it; or,
+    when time ran out, where each rank was waiting.  ``.result`` holds every rank's
+    result.  Bad arguments (a lambda as body, world_size=0, a backend without
+    devices) raise MisuseError before anything is spawned.
+
+    .. warning::
+        **The body is imported by name.** The ranks are fresh interpreters (spawn),
+        so ``body`` must be a module-level function of an importable module, and
+        ``args`` must pickle (tensors, plain values, module-level objects).
+
+    Example::
+
+        def body(rank, n):
+            t = torch.full((n,), float(rank.rank + 1), device=rank.device)
+            dist.all_reduce(t)
+            rank.assert_ranks_agree(t)
+
+        run_ranks(body, 4, world_size=2, backend="gloo", timeout=30)
+    """
+    __tracebackhide__ = True
+    _check_arguments(world_size, timeout, backend)
+    module, qualname = body_reference(body)
+    _check_picklable(args)
+    from .. import _compat
+
+    if not _compat.distributed_available() or not _compat.backend_available(backend):
+        raise MisuseError(
+            f"this torch has no torch.distributed {backend} backend; use a build with it "
+            f"(the Linux wheels have gloo, and NCCL with CUDA)"
+        )
+    placed = _devices(backend, int(world_size), devices)
+    import torch.multiprocessing as torch_mp
+
+    timeout_s = float(timeout)
+    context = torch_mp.get_context("spawn")
+    store, port = _compat.rendezvous_store_server()
+    with tempfile.TemporaryDirectory(prefix="cudagraph-ranks-") as directory:
+        specs = [
+            RankSpec(
+                rank=rank,
+                world_size=int(world_size),
+                backend=backend,
+                port=port,
+                timeout_s=timeout_s,
+                directory=directory,
+                body_module=module,
+                body_qualname=qualname,
+                device_index=placed[rank],
+                env=rank_environment(env),
+                seed=seed,
+                sizes=tuple(sizes) if sizes else None,
+                rtol=rtol,
+                atol=atol,
+            )
+            for rank in range(int(world_size))
+        ]
+        watch = _Watch(specs, timeout_s)
+        try:
+            for spec in specs:
+                process = context.Process(target=rank_main, args=(spec, args), name=f"cudagraph-rank-{spec.rank}")
+                process.start()
+                watch.processes.append(process)
+            result = watch.run()
+        finally:
+            watch.stop_all()
+            del store
+        watch.echo_output()
+    if not result.passed:
+        raise R.RanksFailed(result)
+    return result
+
+
+class _Watch:
+    """The launcher's watchdog over one run's processes."""
+
+    def __init__(self, specs: list[RankSpec], timeout_s: float):
+        self.specs = specs
+        self.timeout_s = timeout_s
+        self.processes: list[Any] = []
+        self.start = time.monotonic()
+        self.deadline = self.start + timeout_s
+        self.reported: dict[int, R.RankResult] = {}
+        self.crashed: dict[int, float] = {}
+        self.waiting_at: dict[int, str | None] = {}
+        self.library_dirs = default_library_dirs()
+
+    # -- reading what the ranks wrote ---------------------------------------------
+    def _read_result(self, rank: int) -> R.RankResult | None:
+        if rank in self.reported:
+            return self.reported[rank]
+        path = self.specs[rank].path("result")
+        if not path.exists():
+            return None
+        try:
+            result = pickle.loads(path.read_bytes())
+        except Exception:  # renamed into place, so whole; a rank's value from a module we cannot import
+            return None
+        self.reported[rank] = result
+        return result
+
+    def _stage(self, rank: int) -> str | None:
+        try:
+            return self.specs[rank].path("stage").read_text() or None
+        except OSError:
+            return None
+
+    def _output(self, rank: int) -> str:
+        try:
+            text = self.specs[rank].path("log").read_text(errors="replace")
+        except OSError:
+            return ""
+        return text[-OUTPUT_TAIL_CHARS:]
+
+    # -- the loop ---------------------------------------------------------------------
+    def run(self) -> R.RanksResult:
+        """Poll until every rank passed and exited, a rank failed, or the deadline passed; then build the result."""
+        while True:
+            failed = False
+            for rank, process in enumerate(self.processes):
+                result = self._read_result(rank)
+                if result is not None and result.outcome == "failed":
+                    failed = True
+                elif result is None and not process.is_alive() and rank not in self.crashed:
+                    # the result may have been written just before the process exited
+                    if self._read_result(rank) is None:
+                        self.crashed[rank] = time.time()
+                        failed = True
+            if failed or self.crashed:
+                return self._finish(timed_out=False)
+            if all(not process.is_alive() for process in self.processes):
+                return self._finish(timed_out=False)
+            if time.monotonic() >= self.deadline:
+                return self._finish(timed_out=True)
+            time.sleep(POLL_S)
+
+    def _finish(self, timed_out: bool) -> R.RanksResult:
+        self._dump_stacks()
+        self.stop_all()
+        per_rank = [self._rank_result(rank, timed_out) for rank in range(len(self.specs))]
+        failures = [rank for rank in per_rank if rank.outcome in ("failed", "crashed")]
+        first = min(failures, key=lambda r: r.failed_at or math.inf).rank if failures else None
+        if first is not None:
+            outcome = "failed"
+        elif any(rank.outcome != "passed" for rank in per_rank):
+            outcome = "timeout" if timed_out else "failed"
+        else:
+            outcome = "passed"
+        message = None
+        if outcome != "passed":
+            message = R.failure_message(per_rank, len(self.specs), self.timeout_s, first, timed_out)
+        return R.RanksResult(
+            world_size=len(self.specs),
+            backend=self.specs[0].backend,
+            timeout_s=self.timeout_s,
+            outcome=outcome,
+            per_rank=tuple(per_rank),
+            duration_s=time.monotonic() - self.start,
+            first_failure=first,
+            message=message,
+        )
+
+    def _rank_result(self, rank: int, timed_out: bool) -> R.RankResult:
+        spec = self.specs[rank]
+        process = self.processes[rank] if rank < len(self.processes) else None
+        exitcode = process.exitcode if process is not None else None
+        stage = self._stage(rank)
+        output = self._output(rank)
+        reported = self._read_result(rank)
+        if reported is not None and reported.outcome == "failed":
+            return R.with_outcome(reported, exitcode=exitcode, output=output)
+        if reported is not None and exitcode == 0:
+            return R.with_outcome(reported, stage=stage, exitcode=exitcode, output=output)
+        if rank in self.crashed:
+            return R.RankResult(
+                rank=rank,
+                device="cpu" if spec.device_index is None else f"cuda:{spec.device_index}",
+                outcome="crashed",
+                stage=stage,
+                exitcode=exitcode,
+                failed_at=self.crashed[rank],
+                output=output,
+                graph_sets=reported.graph_sets if reported is not None else (),
+                placement=reported.placement if reported is not None else {},
+            )
+        # still running when the run ended: the deadline passed, or another rank failed
+        outcome = "timeout" if timed_out else "aborted"
+        base = reported or R.RankResult(
+            rank=rank, device="cpu" if spec.device_index is None else f"cuda:{spec.device_index}", outcome=outcome
+        )
+        return R.with_outcome(
+            base, outcome=outcome, stage=stage, waiting_at=self.waiting_at.get(rank), exitcode=exitcode, output=output
+        )
+
+    # -- stopping ----------------------------------------------------------------------
+    def _dump_stacks(self) -> None:
+        """Ask every live rank that has not reported an error for its stack; read the dumps."""
+        if not hasattr(signal, "SIGUSR1"):
+            return
+        asked = []
+        for rank, process in enumerate(self.processes):
+            reported = self.reported.get(rank)
+            if not process.is_alive() or (reported is not None and reported.outcome == "failed"):
+                continue
+            if self._stage(rank) is None:
+                continue  # its faulthandler is not registered yet: SIGUSR1 would simply kill it
+            with contextlib.suppress(OSError):
+                os.kill(process.pid, signal.SIGUSR1)
+                asked.append(rank)
+        until = time.monotonic() + DUMP_WAIT_S
+        pending = set(asked)
+        while pending and time.monotonic() < until:
+            for rank in list(pending):
+                path = self.specs[rank].path("stacks")
+                if path.exists() and path.stat().st_size > 0:
+                    time.sleep(POLL_S)  # faulthandler writes the dump in a few writes: let it finish
+                    pending.discard(rank)
+            time.sleep(POLL_S)
+        for rank in asked:
+            text = self.specs[rank].path("stacks").read_text(errors="replace")
+            frames = main_thread_frames(text, ENTRY)
+            self.waiting_at[rank] = describe_waiting(frames, self.library_dirs, HARNESS_FUNCTIONS)
+
+    def stop_all(self) -> None:
+        """SIGTERM every live rank, SIGKILL whoever is left after the grace period; never waits unbounded."""
+        live = [process for process in self.processes if process.is_alive()]
+        for process in live:
+            with contextlib.suppress(OSError):
+                process.terminate()
+        until = time.monotonic() + TERMINATE_GRACE_S
+        for process in live:
+            process.join(max(0.0, until - time.monotonic()))
+        for process in live:
+            if process.is_alive():
+                with contextlib.suppress(OSError):
+                    process.kill()
+                process.join(5.0)
+
+    def echo_output(self) -> None:
+        """Each rank's stdout and stderr, prefixed with its rank, on this process's stderr (pytest captures it)."""
+        for rank in range(len(self.specs)):
+            text = self._output(rank)
+            if text.strip():
+                prefix = f"[rank {rank}] "
+                sys.stderr.write("".join(prefix + line for line in text.splitlines(keepends=True)))
+                if not text.endswith("\n"):
+                    sys.stderr.write("\n")
+
+
+def directory_of(result: R.RanksResult) -> Path | None:  # pragma: no cover - kept for symmetry
+    return None
