@@ -25,6 +25,10 @@ from .guard_failures import flat_reason
 RECOMPILE_HEAD = re.compile(r"Recompiling function (?P<name>.+?) in (?P<file>.+):(?P<line>\d+)\s*\n")
 LIMIT_HIT = re.compile(r"hit config\.(?P<limit>\w+) \((?P<value>\d+)\)")
 LIMIT_FUNCTION = re.compile(r"function: '(?P<name>.+?)' \((?P<file>.+):(?P<line>\d+)\)")
+GRAPH_BREAK_AT = re.compile(
+    r"in user code at (?P<file>.+?):(?P<line>\d+)\n(?:Graph Break )?Reason: (?P<reason>.*?)(?:\nUser code traceback:|\Z)",
+    re.S,
+)
 LIMIT_REASON = re.compile(r"last reason: (?P<reason>.*?)(?:\nTo log all recompilation reasons|\Z)", re.S)
 
 
@@ -63,6 +67,26 @@ def limit_hit_description(message: str) -> tuple[str, str]:
     return function, text
 
 
+def graph_break_description(message: str) -> tuple[str, str | None] | None:
+    """``(reason, "file:line")`` of a graph-break record: one line of reason, where in the compiled code it broke.
+
+    The reason is torch's first line with its explanation when it gives one:
+    "Failed to trace builtin operator: Dynamo does not know how to trace builtin operator `print` ...".
+    """
+    match = GRAPH_BREAK_AT.search(message)
+    if match is None:
+        return None
+    lines = [line.strip() for line in match["reason"].strip().splitlines() if line.strip()]
+    # 2.8+ opens with "Encountered graph break when attempting to trace CALL: ...:"
+    if len(lines) > 1 and lines[0].startswith("Encountered graph break when attempting to trace"):
+        lines = lines[1:]
+    reason = lines[0] if lines else "unknown"
+    explanation = next((line for line in lines[1:] if line.startswith("Explanation:")), None)
+    if explanation:
+        reason = f"{reason.rstrip(':')}: {explanation.removeprefix('Explanation:').strip()}"
+    return reason, f"{relative_path(match['file'])}:{match['line']}"
+
+
 def reasons_from_message(message: str) -> list[str]:
     """The "- reason" lines of Dynamo's recompile message (used when guard_failures had none)."""
     _, _, tail = message.partition("guard failure(s):")
@@ -88,10 +112,16 @@ def function_from_refusal(message: str) -> str:
 
 
 class _Handler(logging.Handler):
-    def __init__(self, on_recompile: Callable[[str], None], on_limit_hit: Callable[[str], None]):
+    def __init__(
+        self,
+        on_recompile: Callable[[str], None],
+        on_limit_hit: Callable[[str], None],
+        on_graph_break: Callable[[str], None] | None,
+    ):
         super().__init__(level=logging.DEBUG)
         self.on_recompile = on_recompile
         self.on_limit_hit = on_limit_hit
+        self.on_graph_break = on_graph_break
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
@@ -100,15 +130,23 @@ class _Handler(logging.Handler):
             return
         if compat.is_recompile_log(record.name):
             self.on_recompile(message)
+        elif self.on_graph_break is not None and record.name in compat.graph_break_log_names():
+            self.on_graph_break(message)
         elif record.levelno >= logging.WARNING and LIMIT_HIT.search(message):
             self.on_limit_hit(message)
 
 
 class DynamoLogTap:
-    """While attached, every recompile record and recompile-limit WARNING goes to the two callbacks."""
+    """While attached, every recompile record, recompile-limit WARNING and graph-break record goes to its callback."""
 
-    def __init__(self, on_recompile: Callable[[str], None], on_limit_hit: Callable[[str], None]):
-        self._handler = _Handler(on_recompile, on_limit_hit)
+    def __init__(
+        self,
+        on_recompile: Callable[[str], None],
+        on_limit_hit: Callable[[str], None],
+        on_graph_break: Callable[[str], None] | None = None,
+    ):
+        self._handler = _Handler(on_recompile, on_limit_hit, on_graph_break)
+        self._tap_graph_breaks = on_graph_break is not None
         self._restore: list[Callable[[], Any]] = []
 
     def attach(self) -> None:
@@ -122,6 +160,8 @@ class DynamoLogTap:
                 self._restore.append(lambda: compat.set_log_artifact(artifact, False))
             for name in compat.recompile_log_names():
                 self._tap(logging.getLogger(name), logging.DEBUG, keep_off_stderr=not user_asked)
+            if self._tap_graph_breaks:
+                self._turn_on(compat.GRAPH_BREAK_LOG_ARTIFACT, compat.graph_break_log_names())
             for name in compat.recompile_limit_logger_names():
                 logger = logging.getLogger(name)
                 # The user may have silenced Dynamo's warnings; the limit WARNING is still
@@ -130,6 +170,15 @@ class DynamoLogTap:
         except BaseException:
             self.detach()
             raise
+
+    def _turn_on(self, artifact: str, logger_names: tuple[str, ...]) -> None:
+        """Turn on one artifact unless the user did, tap its loggers, keep its echo off stderr unless asked."""
+        user_asked = compat.log_artifact_enabled(artifact)
+        if not user_asked:
+            compat.set_log_artifact(artifact, True)
+            self._restore.append(lambda: compat.set_log_artifact(artifact, False))
+        for name in logger_names:
+            self._tap(logging.getLogger(name), logging.DEBUG, keep_off_stderr=not user_asked)
 
     def _tap(self, logger: logging.Logger, level: int, keep_off_stderr: bool) -> None:
         old_level, old_propagate = logger.level, logger.propagate

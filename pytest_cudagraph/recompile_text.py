@@ -68,6 +68,21 @@ def recompile_table(events: Sequence[Any]) -> list[str]:
     return lines
 
 
+def graph_break_lines(graph_breaks: Any) -> list[str]:
+    """One line per graph-break site: the reason, times, where it broke, the user's line that called the function.
+
+    Torch's counter reasons stand in where the log named no site (a torch that did not log it).
+    """
+    if not graph_breaks.sites:
+        return [f"  - {clip(reason, first_line=True)} (x{times})" for reason, times in graph_breaks.by_reason.items()]
+    lines = []
+    for site in graph_breaks.sites:
+        where = f" at {site.location}" + (f" `{clip(site.code, 60)}`" if site.code else "") if site.location else ""
+        called = f", called from {clip(site.call_site.describe(), 80)}" if site.call_site else ""
+        lines.append(f"  - {clip(site.reason, 140)} (x{site.count}){where}{called}")
+    return lines
+
+
 def _times(n: int) -> str:
     return f"{n} time{'s' if n != 1 else ''}"
 
@@ -100,8 +115,7 @@ def too_many_recompiles(
         ]
         lines += _limit_hit_lines(events, limit_hits)
     if graph_breaks.count:
-        lines += ["", f"graph breaks (not recompiles): {graph_breaks.count}"]
-        lines += [f"  - {clip(reason, first_line=True)} (x{times})" for reason, times in graph_breaks.by_reason.items()]
+        lines += ["", f"graph breaks (not recompiles): {graph_breaks.count}", *graph_break_lines(graph_breaks)]
     lines += _what_to_try([*reasons, *limit_hits])
     return "\n".join(lines)
 

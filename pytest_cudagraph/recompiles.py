@@ -25,8 +25,10 @@ Everything the watch changes (artifact set, logger levels, propagation, handlers
 
 from __future__ import annotations
 
+import linecache
+import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -35,6 +37,7 @@ from .call_site import CallSite, user_call_site
 from .dynamo_log import (
     DynamoLogTap,
     function_from_refusal,
+    graph_break_description,
     limit_hit_description,
     reasons_from_message,
     recompiled_code,
@@ -53,6 +56,7 @@ __all__ = [
     "RecompileEvent",
     "FunctionRecompiles",
     "GraphBreaks",
+    "GraphBreakSite",
 ]
 
 # ----------------------------------------------------------------------------
@@ -73,22 +77,69 @@ class FunctionRecompiles:
 
 
 @dataclass(frozen=True)
+class GraphBreakSite:
+    """Where graph breaks happened: one ``reason``, the ``location`` in the compiled code, the user's ``call_site``.
+
+    ``location`` is ``file:line`` of the statement Dynamo could not trace (inside the
+    compiled function or a function it inlined); ``call_site`` the user's line that
+    called the compiled function; ``count`` how many breaks share all three.
+    """
+
+    reason: str
+    location: str | None
+    call_site: CallSite | None
+    count: int = 1
+
+    @property
+    def code(self) -> str:
+        """The source line at ``location``, when it can be read."""
+        if not self.location:
+            return ""
+        file, _, line = self.location.rpartition(":")
+        return linecache.getline(file, int(line)).strip() if line.isdigit() else ""
+
+    def key(self) -> tuple[Any, ...]:
+        return (self.reason, self.location, self.call_site)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "reason": self.reason,
+            "location": self.location,
+            "code": self.code,
+            "call_site": self.call_site.to_json() if self.call_site else None,
+            "count": self.count,
+        }
+
+
+def _merge_sites(sites: Sequence[GraphBreakSite]) -> tuple[GraphBreakSite, ...]:
+    counts: dict[tuple[Any, ...], GraphBreakSite] = {}
+    for site in sites:
+        known = counts.get(site.key())
+        counts[site.key()] = site if known is None else replace(known, count=known.count + site.count)
+    return tuple(counts.values())
+
+
+@dataclass(frozen=True)
 class GraphBreaks:
-    """Graph breaks seen while watching: ``count`` and ``by_reason`` (message -> times).
+    """Graph breaks seen while watching: ``count``, ``by_reason`` (message -> times) and ``sites``.
 
     Kept apart from recompiles: a graph break splits one compile into several
-    graphs, it does not make Dynamo compile again.
+    graphs, it does not make Dynamo compile again.  ``count`` and ``by_reason`` are
+    torch's ``counters["graph_break"]``; ``sites`` (:class:`GraphBreakSite`) say where
+    each break was and which user line called the compiled function, from Dynamo's
+    graph-break log.
     """
 
     count: int = 0
     by_reason: Mapping[str, int] = field(default_factory=dict)
+    sites: tuple[GraphBreakSite, ...] = ()
 
     @property
     def reasons(self) -> list[str]:
         return list(self.by_reason)
 
     def to_json(self) -> dict[str, Any]:
-        return {"count": self.count, "reasons": self.reasons}
+        return {"count": self.count, "reasons": self.reasons, "sites": [site.to_json() for site in self.sites]}
 
 
 @dataclass(frozen=True)
@@ -162,7 +213,11 @@ class RecompileStats:
             reasons=self.reasons + other.reasons,
             limit_hits=self.limit_hits + other.limit_hits,
             by_function=by_function,
-            graph_breaks=GraphBreaks(self.graph_breaks.count + other.graph_breaks.count, dict(breaks)),
+            graph_breaks=GraphBreaks(
+                self.graph_breaks.count + other.graph_breaks.count,
+                dict(breaks),
+                _merge_sites(self.graph_breaks.sites + other.graph_breaks.sites),
+            ),
             events=self.events + other.events,
         )
 
@@ -266,7 +321,8 @@ class RecompileWatch:
         self._seen: dict[Any, tuple[list, int]] = {}
         self._breaks_before: dict[str, int] = {}
         self._breaks_after: dict[str, int] | None = None
-        self._tap = DynamoLogTap(self._on_recompile, self._on_limit_hit)
+        self._break_sites: list[GraphBreakSite] = []
+        self._tap = DynamoLogTap(self._on_recompile, self._on_limit_hit, self._on_graph_break)
 
     # -- context manager --------------------------------------------------
     def __enter__(self) -> RecompileWatch:
@@ -277,6 +333,7 @@ class RecompileWatch:
         self._events.clear()
         self._orphan_limit_hits.clear()
         self._orphan_events.clear()
+        self._break_sites.clear()
         self._breaks_after = None
         self._seen = self._guard_failure_positions()
         self._breaks_before = dict(compat.graph_break_counter())
@@ -425,6 +482,12 @@ class RecompileWatch:
             )
         )
 
+    def _on_graph_break(self, message: str) -> None:
+        described = graph_break_description(message)
+        if described is not None:
+            reason, location = described
+            self._break_sites.append(GraphBreakSite(reason, location, user_call_site()))
+
     def _on_limit_hit(self, message: str) -> None:
         function, text = limit_hit_description(message)
         # Dynamo logs the reasons of this attempt just before the WARNING: that
@@ -472,7 +535,7 @@ class RecompileWatch:
             delta = times - before if times >= before else times
             if delta > 0:
                 by_reason[reason] = delta
-        return GraphBreaks(sum(by_reason.values()), by_reason)
+        return GraphBreaks(sum(by_reason.values()), by_reason, _merge_sites(self._break_sites))
 
     def result(self) -> RecompileStats:
         return RecompileStats(
@@ -566,12 +629,23 @@ class _NoCompileBlock:
 EXPECT_FIGURES = ("count", "reasons", "limit_hits", "graph_breaks")
 
 
+RESUME_FUNCTION = re.compile(r"torch_dynamo_resume_in_(?P<function>\w+?)_at_\d+$")
+
+
 def _call_site(code: tuple[str, str, int] | None) -> CallSite | None:
     """The user's line that called the function being recompiled: its own frame (``code``) is not it."""
 
+    # The code after a graph break is a resume function Dynamo made, called from the
+    # frame of the function that broke: that frame is the compiled code too.
+    resumed = RESUME_FUNCTION.match(code[0]) if code is not None else None
+
     def is_compiled_function(frame: Any) -> bool:
         f_code = frame.f_code
-        return code is not None and (f_code.co_name, f_code.co_filename, f_code.co_firstlineno) == code
+        if code is None:
+            return False
+        if (f_code.co_name, f_code.co_filename, f_code.co_firstlineno) == code:
+            return True
+        return resumed is not None and f_code.co_name == resumed["function"] and f_code.co_filename == code[1]
 
     return user_call_site(is_compiled_function)
 

@@ -170,7 +170,7 @@ def test_watch(recompiles):
     [reason] = recompiles["reasons"]
     assert re.fullmatch(r"\d+/0: " + TOKENS_DTYPE_MISMATCH + r"\. expected Float, actual Double", reason), reason
     assert recompiles["by_function"]["double (test_fixture.py:4)"]["count"] == 1
-    assert recompiles["graph_breaks"] == {"count": 0, "reasons": []}
+    assert recompiles["graph_breaks"] == {"count": 0, "reasons": [], "sites": []}
 
 
 def test_fixture_assert_at_most_fails_the_test_with_the_report(pytester):

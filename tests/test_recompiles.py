@@ -267,7 +267,7 @@ def test_result_is_frozen_and_serialises():
     data = stats.to_json()
     assert set(data) == {"count", "reasons", "limit_hits", "by_function", "graph_breaks", "events"}
     assert data["count"] == 1 and data["reasons"] == w.reasons
-    assert set(data["graph_breaks"]) == {"count", "reasons"}
+    assert set(data["graph_breaks"]) == {"count", "reasons", "sites"}
 
 
 def test_assert_at_most_message_is_a_small_report():

@@ -75,6 +75,7 @@ from .dtypes import (
     default_tolerance_table,
 )
 from .dynamo import (
+    GRAPH_BREAK_LOG_ARTIFACT,
     MARK_DYNAMIC_CALL,
     RECOMPILE_LOG_ARTIFACTS,
     TORCH_TRACE_LOGGER,
@@ -84,6 +85,7 @@ from .dynamo import (
     error_on_recompile,
     fail_on_any_compile,
     graph_break_counter,
+    graph_break_log_names,
     guard_failures_table,
     has_fail_on_recompile_stance,
     is_recompile_log,
@@ -186,6 +188,8 @@ __all__ = [
     "functorch_config_snapshot",
     "graph_break_counter",
     "guard_failures_table",
+    "GRAPH_BREAK_LOG_ARTIFACT",
+    "graph_break_log_names",
     "failing_guards_of_recompile",
     "has_fail_on_recompile_stance",
     "has_portable_cache_artifacts",

@@ -109,6 +109,18 @@ def recompile_log_names() -> tuple[str, ...]:
     return tuple(f"torch._dynamo.guards.__{artifact}" for artifact in RECOMPILE_LOG_ARTIFACTS)
 
 
+# Dynamo's graph-break log: one DEBUG record per graph break while the artifact is on,
+# "Graph break [...] in user code at FILE:LINE" then "Reason: ..." (2.6) or
+# "Graph Break Reason: ..." (2.8+); repeats say "(details suppressed)" or "(user stack
+# suppressed ...)" but are logged all the same.
+GRAPH_BREAK_LOG_ARTIFACT = "graph_breaks"
+
+
+def graph_break_log_names() -> tuple[str, ...]:
+    """Loggers that carry one DEBUG record per graph break (``torch._dynamo.symbolic_convert``, 2.4+)."""
+    return (f"torch._dynamo.symbolic_convert.__{GRAPH_BREAK_LOG_ARTIFACT}",)
+
+
 def is_recompile_log(logger_name: str) -> bool:
     """Whether a log record's logger is one of ``recompile_log_names()``."""
     return logger_name in recompile_log_names()
