@@ -28,14 +28,16 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-__all__ = ["FailedGuard", "ParsedReason", "flat_reason", "parse_guard", "parse_reason"]
+__all__ = ["FailedGuard", "ParsedReason", "evaluated_guard", "flat_reason", "parse_guard", "parse_reason"]
 
 ENTRY = re.compile(r"^\s*(?P<entry>\d+/\d+): ")
 TENSOR_MISMATCH = re.compile(
-    r"^tensor '(?P<name>[^']+)' (?P<what>.+?) mismatch(?: at index (?P<index>-?\d+))?"
+    r"^tensor '(?P<name>.+?)' (?P<what>.+?) mismatch(?: at index (?P<index>-?\d+))?"
     r"\.\s*expected (?P<expected>.+?), actual (?P<actual>.+?)\s*$"
 )
-TENSOR_OTHER = re.compile(r"^tensor '(?P<name>[^']+)' (?P<what>.+?)\s*$")
+TENSOR_OTHER = re.compile(r"^tensor '(?P<name>.+?)' (?P<what>.+?)\s*$")
+# torch 2.6 prints a frame local as L['x'], 2.8+ as x
+LOCAL_SCOPE = re.compile(r"\bL\[\s*(['\"])(?P<name>.*?)\1\s*\]")
 GLOBAL_STATE = re.compile(r"^GLOBAL_STATE changed:\s*(?P<what>.*?)\s*$")
 CHECK_CALL = re.compile(r"^(?:not\s+)?(?P<func>___\w+|hasattr|isinstance|len)\((?P<args>.*)\)$")
 USER_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
@@ -94,7 +96,11 @@ class FailedGuard:
 
     def same_check(self, other: FailedGuard) -> bool:
         """Both name the same check of the same entry (torch's text and the watch's evaluation of one guard)."""
-        return self.entry == other.entry and self.source == other.source and self.kind == other.kind
+        return (
+            self.entry == other.entry
+            and self.kind == other.kind
+            and _local_names(self.source or "") == _local_names(other.source or "")
+        )
 
     def with_values(self, expected: str | None, actual: str | None) -> FailedGuard:
         return replace(self, expected=self.expected or expected, actual=self.actual or actual)
@@ -108,6 +114,60 @@ class ParsedReason:
     flat: str
     guards: tuple[FailedGuard, ...]
     verbatim: str
+
+
+def _local_names(text: str) -> str:
+    """``L['x'].size()[0]`` -> ``x.size()[0]``: the way torch 2.8+ prints a frame local."""
+    return LOCAL_SCOPE.sub(lambda m: m["name"], text)
+
+
+# the C++ guard classes the evaluation names, as this module's kinds
+_EVALUATED_KINDS = {
+    "EQUALS_MATCH": "value",
+    "LAMBDA_GUARD": "value",
+    "TRUE_MATCH": "value",
+    "FALSE_MATCH": "value",
+    "NONE_MATCH": "value",
+    "SYMBOLIC_SHAPE_GUARD": "value",
+    "ID_MATCH": "identity",
+    "TYPE_MATCH": "type",
+    "GLOBAL_STATE": "global_state",
+    "LENGTH_CHECK": "length",
+    "NO_HASATTR": "attribute",
+    "NO_TENSOR_ALIASING": "aliasing",
+    "OBJECT_ALIASING": "aliasing",
+    "STORAGE_OVERLAPPING": "aliasing",
+    "BACKEND_MATCH": "backend",
+}
+_TENSOR_PROPERTIES = {"size": "size", "stride": "stride", "dtype": "dtype", "requires_grad": "requires_grad"}
+_TENSOR_PROPERTIES.update({"rank": "rank", "device index": "device"})
+
+
+def evaluated_guard(found: dict[str, Any]) -> FailedGuard:
+    """A guard the watch's own evaluation found failing (``_compat.failing_guards_of_recompile``) as a FailedGuard."""
+    kind_name = str(found.get("kind") or "")
+    prop = found.get("property")
+    source = _local_names(str(found["source"])) if found.get("source") else None
+    message = _local_names(str(found.get("message") or found.get("code") or ""))
+    if kind_name == "TENSOR_MATCH":
+        kind = _TENSOR_PROPERTIES.get(str(prop), "tensor")
+        guard = message.split(". expected", 1)[0]
+    elif kind_name == "GLOBAL_STATE":
+        kind, source = "global_state", str(prop) if prop else source
+        guard = f"GLOBAL_STATE changed: {prop}" if prop else "GLOBAL_STATE changed"
+    else:
+        kind = _EVALUATED_KINDS.get(kind_name, "other")
+        guard = _local_names(str(found.get("code") or message))
+    expected, actual = found.get("expected"), found.get("actual")
+    return FailedGuard(
+        entry=found.get("entry"),
+        source=source,
+        kind=kind,
+        guard=guard,
+        expected=None if expected is None else str(expected),
+        actual=None if actual is None else str(actual),
+        reported_by_torch=False,
+    )
 
 
 def _split_top_level(text: str, separator: str) -> list[str]:

@@ -45,7 +45,7 @@ from .dynamo_log import (
 )
 from .errors import InvariantViolation, MisuseError
 from .expect import ExpectBlock, checked_deltas
-from .guard_failures import FailedGuard, flat_reason, parse_reason
+from .guard_failures import FailedGuard, evaluated_guard, flat_reason, parse_reason
 from .recompile_text import compile_refused, happened_inside, too_many_recompiles
 from .record import current_record
 
@@ -478,7 +478,7 @@ class RecompileWatch:
                 recompiled_function(message),
                 reasons,
                 call_site=_call_site(code),
-                evaluated=compat.failing_guards_of_recompile(),
+                evaluated=_evaluated_guards(),
             )
         )
 
@@ -627,6 +627,12 @@ class _NoCompileBlock:
 
 # the figures RecompileWatch.expect() checks, in the order its failure lists them
 EXPECT_FIGURES = ("count", "reasons", "limit_hits", "graph_breaks")
+
+
+def _evaluated_guards() -> list[FailedGuard] | None:
+    """The watch's own evaluation of every cached entry's guards, inside the recompile record; None if not done."""
+    found = compat.failing_guards_of_recompile()
+    return None if found is None else [evaluated_guard(item) for item in found]
 
 
 RESUME_FUNCTION = re.compile(r"torch_dynamo_resume_in_(?P<function>\w+?)_at_\d+$")

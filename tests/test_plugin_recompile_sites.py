@@ -49,8 +49,8 @@ def run(x, y):
 
 @pytest.mark.max_recompiles(0)
 def test_two_guards_change():
-    run(torch.ones(4), torch.ones(4))
-    run(torch.ones(8), torch.ones(8, dtype=torch.float64))
+    run(torch.ones(4), torch.ones(1))
+    run(torch.ones(8), torch.ones(1, dtype=torch.float64))
 """
 
 
@@ -83,7 +83,7 @@ def test_recompile_names_the_helpers_call_line_and_every_failed_guard(pytester, 
     assert (size["entry"], size["kind"], size["expected"], size["actual"]) == ("0/0", "size", "4", "8")
     assert size["reported_by_torch"] is True
     assert (dtype["entry"], dtype["kind"], dtype["reported_by_torch"]) == ("0/0", "dtype", False)
-    assert re.fullmatch(Y, dtype["source"]) and "64" in dtype["actual"] or "Double" in dtype["actual"]
+    assert dtype["source"] == "y" and dtype["expected"] == "torch.float32" and dtype["actual"] == "torch.float64"
     # reasons: one flat line per failed entry, torch's words; the verbatim text is kept apart
     assert [re.sub(X, "x", r) for r in record["reasons"]] == [
         "0/0: tensor 'x' size mismatch at index 0. expected 4, actual 8"
@@ -115,10 +115,11 @@ def test_reasons_are_flat_first_lines_without_comments_or_stacks(pytester, tmp_p
     record = json.loads(report.read_text())["tests"]["test_flat.py::test_scalar"]["recompiles"]
     [reason] = record["reasons"]
     assert re.fullmatch(r"0/0: (?:L\['n'\]|n) == 2", reason), reason
-    # the comment and the user stack Dynamo appends are in the verbatim text only
+    # the quoted source line and the user stack torch 2.8+ appends are in the verbatim text only
     [event] = record["events"]
     assert "a comment Dynamo quotes" not in reason and "User stack" not in reason
-    assert any("a comment Dynamo quotes" in text or "shift" in text for text in event["verbatim"])
+    [verbatim] = event["verbatim"]
+    assert verbatim.startswith(reason)
     [guard] = event["guards"]
     assert guard["kind"] == "value" and guard["expected"] == "2"
     assert guard["actual"] in ("3", None)  # the value that came, where the watch could evaluate it
@@ -138,7 +139,7 @@ compiled = torch.compile(shift, backend="eager", dynamic=False)
 
 @pytest.mark.max_recompiles(100)
 def test_limit():
-    with torch._dynamo.config.patch({LIMIT!r}: 2):
+    with torch._dynamo.config.patch({LIMIT: 2}):
         for n in range(4):
             compiled(torch.ones(2), n)
 """
@@ -147,7 +148,7 @@ def test_limit():
 def test_a_limit_hit_is_an_event_with_its_call_site_and_guards(pytester, tmp_path):
     from pytest_cudagraph import _compat
 
-    pytester.makepyfile(test_limit=LIMIT_HIT.replace("{LIMIT!r}", repr(_compat.recompile_limit_name())))
+    pytester.makepyfile(test_limit=LIMIT_HIT.replace("LIMIT", repr(_compat.recompile_limit_name())))
     report = tmp_path / "report.json"
     result = pytester.runpytest(f"--cudagraph-report={report}", "-p", "no:randomly")
     result.assert_outcomes(failed=1)

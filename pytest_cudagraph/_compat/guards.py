@@ -1,13 +1,621 @@
-"""Every failing guard of a recompile, evaluated from Dynamo's cache entries (torch reports only the first).
+"""Every failing guard of a recompile, evaluated from Dynamo's cache entries: torch reports only the first.
 
-Placeholder until the evaluation lands: returns None, so callers keep torch's text.
+Dynamo's reason for a recompile names one guard per cached entry: the first its
+C++ guard tree found failing (``get_guard_fail_reason_helper``).  With static
+shapes a change of x's size then hides a change of y's dtype.  This module finds
+the rest, from inside the recompile log record (Dynamo emits it synchronously
+while its reason function still holds the frame and the cache entries):
+
+* :func:`failing_guards_of_recompile` walks the Python stack up to Dynamo's
+  ``get_and_maybe_log_recompilation_reason(s)`` (2.13+: a ``cache_entries`` list;
+  2.6 and 2.11: the head of a linked list, read from the caller, because the
+  function's own loop has used its local up by the time it logs);
+* each entry's guard tree is walked (``get_leaf_guards``, ``get_child_managers``,
+  ``get_key_value_managers``, ``get_epilogue_lambda_guards``) and every leaf's code
+  is evaluated in Python in the scope torch itself uses for verbose reasons.  No
+  C++ leaf is called: Python has no check for one, and the relational guards'
+  state is reset only by a root check;
+* ``check_tensor(...)`` code is parsed and every property compared (torch stops at
+  the first); ``EQUALS_MATCH`` also compares the exact type (``3.0 == 3`` fails the
+  guard); ``GLOBAL_STATE`` is diffed against this compile's snapshot.
+
+It never raises and gives up after :data:`TIME_BUDGET_S` (a model with thousands of
+parameter guards is walked in well under that); None means "not evaluated", and the
+caller keeps torch's text.  Verified on torch 2.6, 2.11, 2.13 and 2.14.
 """
 
 from __future__ import annotations
 
+import ast
+import json
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
+__all__ = ["failing_guards_of_recompile"]
 
-def failing_guards_of_recompile() -> list[Any] | None:
-    """Called inside Dynamo's recompile log record: every failing guard of every cached entry, or None."""
+# seconds one recompile's evaluation may take before the rest of its guards are left out
+TIME_BUDGET_S = 2.0
+# failing guards kept per entry: the first ones name the change
+MAX_PER_ENTRY = 32
+
+
+def failing_guards_of_recompile() -> list[dict[str, Any]] | None:
+    """Inside Dynamo's recompile log record: every failing guard of every cached entry, or None.
+
+    Each is ``{entry, kind, source, code, expected, actual, message, property}``:
+    ``kind`` is the C++ guard class (``TENSOR_MATCH``, ``EQUALS_MATCH``, ...),
+    ``source`` the guarded expression (``L['x']``), ``property`` the tensor property
+    or global-state field that differs.
+    """
+    try:
+        context = find_recompile_context(sys._getframe(1))
+        if context is None:
+            return None
+        return all_failing_guards(context.cache_entries, context.f_locals, context.backend)
+    except Exception:  # the user's compile must never fail because of the watch
+        return None
+
+
+_REASON_FUNCS = (
+    "get_and_maybe_log_recompilation_reasons",  # 2.11 (linked-list head "cache_entry"), 2.13+ ("cache_entries" list)
+    "get_and_maybe_log_recompilation_reason",  # 2.6 (linked-list head "cache_entry")
+)
+
+
+# --------------------------------------------------------------------------
+# Reaching Dynamo's frame and cache entries from inside a log handler
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class RecompileContext:
+    frame: Any  # Dynamo's frame object (DynamoFrameType): f_code, f_locals, f_globals
+    f_locals: dict
+    code: Any
+    cache_entries: list = field(default_factory=list)
+    backend: Any = None  # the new call's backend (2.13+ local "backend"), None before
+    reason_frame: Any = None  # the python frame of get_and_maybe_log_recompilation_reason(s)
+
+
+def _is_guards_py(code) -> bool:
+    return code.co_filename.endswith(os.path.join("_dynamo", "guards.py"))
+
+
+def _entries_from_linked_list(head) -> list:
+    out = []
+    while head is not None and len(out) < 10_000:
+        out.append(head)
+        head = getattr(head, "next", None)
+    return out
+
+
+def find_recompile_context(start=None) -> RecompileContext | None:
+    """From a logging handler's emit(): find the frame Dynamo is checking and its cache entries."""
+    f = start if start is not None else sys._getframe(1)
+    while f is not None:
+        code = f.f_code
+        if code.co_name in _REASON_FUNCS and _is_guards_py(code):
+            loc = f.f_locals
+            frame = loc.get("frame")
+            if frame is None:
+                return None
+            entries = loc.get("cache_entries")  # 2.13+: a list
+            if entries is None:
+                # 2.6 / 2.11: the local "cache_entry" was walked to None by the time it logs; the
+                # caller (convert_frame._compile) still holds the head of the linked list
+                caller = f.f_back
+                head = caller.f_locals.get("cache_entry") if caller is not None else None
+                entries = _entries_from_linked_list(head)
+                if not entries:
+                    try:
+                        from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+                        entries = list(_debug_get_cache_entry_list(frame.f_code))
+                    except Exception:
+                        entries = []
+            try:
+                f_locals = frame.f_locals
+            except Exception:
+                f_locals = {}
+            return RecompileContext(
+                frame=frame,
+                f_locals=f_locals,
+                code=frame.f_code,
+                cache_entries=list(entries),
+                backend=loc.get("backend"),
+                reason_frame=f,
+            )
+        f = f.f_back
     return None
+
+
+_RELATIONAL = {"NO_TENSOR_ALIASING", "OBJECT_ALIASING", "STORAGE_OVERLAPPING"}
+
+
+def _iter_managers(mgr, depth=0):
+    """Yield every GuardManager of the tree (pre-order), DictGuardManager keys/values too."""
+    if depth > 200:
+        return
+    yield mgr
+    kids = []
+    try:
+        kids.extend(mgr.get_child_managers())
+    except Exception:
+        pass
+    if hasattr(mgr, "get_key_value_managers"):
+        try:
+            for _idx, pair in mgr.get_key_value_managers().items():
+                for m in pair:
+                    if m is not None:
+                        kids.append(m)
+        except Exception:
+            pass
+    for k in kids:
+        yield from _iter_managers(k, depth + 1)
+
+
+def _strip(verbose_part: str, code_parts: list[str]) -> str:
+    """Verbose parts (2.11+) carry '  # user source  # file:line in fn'; gm.code_parts don't."""
+    best = ""
+    for cp in code_parts:
+        if len(cp) > len(best) and verbose_part.startswith(cp):
+            best = cp
+    if best:
+        return best.strip()
+    m = re.search(r"\s{2,}#\s", verbose_part)
+    return (verbose_part[: m.start()] if m else verbose_part).strip()
+
+
+class _Scope:
+    def __init__(self, gm, f_locals):
+        gs = dict(getattr(gm, "global_scope", None) or {})
+        self.globals = gs
+        self.locals = {"L": f_locals, "G": gs.get("G", {})}
+        self.locals.update(getattr(gm, "closure_vars", None) or {})
+
+    def eval(self, expr: str):
+        g = dict(self.globals)
+        g["__compile_source__"] = expr
+        return eval(expr, g, self.locals)
+
+
+_MISSING = object()
+
+
+def _try_eval(scope: _Scope, expr: str):
+    try:
+        return scope.eval(expr)
+    except Exception:
+        return _MISSING
+
+
+def _short(v, n=120) -> str:
+    try:
+        import torch
+
+        if isinstance(v, torch.Tensor):
+            return f"Tensor(size={list(v.shape)}, dtype={v.dtype}, device={v.device})"
+        s = repr(v)
+    except Exception:
+        s = f"<{type(v).__name__}>"
+    return s if len(s) <= n else s[: n - 3] + "..."
+
+
+def _type_by_id(tid: int):
+    """Resolve a type id (TYPE_MATCH's ___check_type_id arg) by walking object's subclasses."""
+    seen = set()
+    stack = [object, type]
+    while stack:
+        t = stack.pop()
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        if id(t) == tid:
+            return t
+        try:
+            subs = type.__subclasses__(t) if t is type else t.__subclasses__()
+        except Exception:
+            continue
+        stack.extend(subs)
+    return None
+
+
+def _type_name(t) -> str:
+    return f"{t.__module__}.{t.__qualname__}" if t.__module__ != "builtins" else t.__qualname__
+
+
+def _generic_expected_actual(scope: _Scope, code: str, gm):
+    """expected/actual for a failing Python-evaluable code part, from its AST."""
+    try:
+        node = ast.parse(code, mode="eval").body
+    except SyntaxError:
+        return None, None, None
+    # X == c / X is c / X <= c ... : actual = X, expected = "<op> c"
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        lnode, rnode, opn = node.left, node.comparators[0], node.ops[0]
+        # shape-env guards read "2 <= L['x'].size()[0]": put the constant on the right
+        flip = {
+            ast.Lt: ast.Gt,
+            ast.LtE: ast.GtE,
+            ast.Gt: ast.Lt,
+            ast.GtE: ast.LtE,
+            ast.Eq: ast.Eq,
+            ast.NotEq: ast.NotEq,
+        }
+        if isinstance(lnode, ast.Constant) and not isinstance(rnode, ast.Constant) and type(opn) in flip:
+            lnode, rnode, opn = rnode, lnode, flip[type(opn)]()
+            node = ast.Compare(left=lnode, ops=[opn], comparators=[rnode])
+        left = ast.unparse(node.left)
+        right = ast.unparse(node.comparators[0])
+        lv = _try_eval(scope, left)
+        rv = _try_eval(scope, right)
+        op = {
+            ast.Eq: "",
+            ast.Is: "is ",
+            ast.NotEq: "!= ",
+            ast.IsNot: "is not ",
+            ast.Lt: "< ",
+            ast.LtE: "<= ",
+            ast.Gt: "> ",
+            ast.GtE: ">= ",
+            ast.In: "in ",
+            ast.NotIn: "not in ",
+        }.get(type(node.ops[0]), "? ")
+        exp = op + (_short(rv) if rv is not _MISSING else right)
+        act = _short(lv) if lv is not _MISSING else None
+        if lv is not _MISSING and rv is not _MISSING and type(lv) is not type(rv) and lv == rv:
+            exp, act = f"{exp} ({_type_name(type(rv))})", f"{act} ({_type_name(type(lv))})"
+        return left, exp, act
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) == 2:
+        fname = node.func.id
+        src = ast.unparse(node.args[0])
+        try:
+            want = int(ast.literal_eval(node.args[1]))
+        except Exception:
+            want = None
+        val = _try_eval(scope, src)
+        if fname == "___check_type_id" and want is not None:
+            t = _type_by_id(want)
+            exp = _type_name(t) if t is not None else f"type id {want}"
+            act = _type_name(type(val)) if val is not _MISSING else None
+            return src, exp, act
+        if fname == "___check_obj_id" and want is not None:
+            exp = f"object id {want}"
+            for o in (True, False, None, Ellipsis, NotImplemented):  # 2.6 ID_MATCHes bools
+                if id(o) == want:
+                    exp = repr(o)
+            # id_matched_objs: {local_name: weakref} of ID_MATCH'ed objects (2.x)
+            for ref in (getattr(gm, "id_matched_objs", None) or {}).values():
+                try:
+                    o = ref()
+                except Exception:
+                    o = None
+                if o is not None and id(o) == want:
+                    exp = f"{_short(o)} (id {want})"
+            act = f"{_short(val)} (id {id(val)})" if val is not _MISSING else None
+            return src, exp, act
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        inner = ast.unparse(node.operand)
+        return inner, "falsy", _short(_try_eval(scope, inner))
+    return None, None, None
+
+
+def _equals_type_ok(scope: _Scope, code: str) -> bool:
+    """EQUALS_MATCH compares Py_TYPE first: 3.0 == 3 is True in Python but fails the guard."""
+    try:
+        node = ast.parse(code, mode="eval").body
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
+            lv = scope.eval(ast.unparse(node.left))
+            rv = scope.eval(ast.unparse(node.comparators[0]))
+            return type(lv) is type(rv)
+    except Exception:
+        pass
+    return True
+
+
+def _tensor_match(scope: _Scope, code: str) -> list[dict]:
+    """Parse check_tensor(SRC, Type, DispatchKeySet(...), dtype, device=, requires_grad=, size=, stride=)
+    and compare every property with the actual value (torch stops at the first)."""
+    import torch
+
+    try:
+        call = ast.parse(code, mode="eval").body
+        assert isinstance(call, ast.Call)
+    except Exception:
+        return []
+    src = ast.unparse(call.args[0])
+    t = _try_eval(scope, src)
+    if t is _MISSING:
+        return []
+    name = _strip_L(src)
+    out = []
+
+    def add(prop, exp, act, idx=None):
+        at = f" at index {idx}" if idx is not None else ""
+        out.append(
+            dict(
+                source=src,
+                property=prop,
+                expected=exp,
+                actual=act,
+                message=f"tensor '{name}' {prop} mismatch{at}. expected {exp}, actual {act}",
+            )
+        )
+
+    if not isinstance(t, torch.Tensor):
+        add("type", "a Tensor", _type_name(type(t)))
+        return out
+    kw = {k.arg: k.value for k in call.keywords}
+    if len(call.args) > 1:
+        exp_t = ast.unparse(call.args[1])
+        if type(t).__name__ != exp_t.split(".")[-1]:
+            add("Tensor type", exp_t, type(t).__name__)
+    if len(call.args) > 3:
+        exp_dtype = ast.unparse(call.args[3])
+        if str(t.dtype) != exp_dtype:
+            add("dtype", exp_dtype, str(t.dtype))
+    if "device" in kw:
+        try:
+            exp_dev = ast.literal_eval(kw["device"])
+            if exp_dev != t.device.index:
+                add("device index", exp_dev, t.device.index)
+        except Exception:
+            pass
+    if "requires_grad" in kw:
+        try:
+            exp_rg = ast.literal_eval(kw["requires_grad"])
+            if exp_rg != t.requires_grad:
+                add("requires_grad", exp_rg, t.requires_grad)
+        except Exception:
+            pass
+    for prop, actual in (("size", list(t.shape)), ("stride", list(t.stride()) if t.layout == torch.strided else None)):
+        if prop not in kw or actual is None:
+            continue
+        try:
+            exp = ast.literal_eval(kw[prop])  # [4] / [None] (dynamic dims are None)
+        except Exception:
+            continue
+        if len(exp) != len(actual):
+            add("rank" if prop == "size" else prop, len(exp), len(actual))
+            continue
+        for i, (e, a) in enumerate(zip(exp, actual)):
+            if e is not None and e != a:
+                add(prop, e, a, i)
+    if len(call.args) > 2 and not out:
+        # dispatch keys: compare last, only as a last resort (TLS include/exclude matter)
+        exp_keys = ast.unparse(call.args[2])
+        try:
+            ks = torch._C._dispatch_keys(t)
+            try:
+                ks = (ks | torch._C._dispatch_tls_local_include_set()) - torch._C._dispatch_tls_local_exclude_set()
+            except Exception:
+                pass
+            if _norm_keys(str(ks)) != _norm_keys(exp_keys):
+                add("dispatch key set", exp_keys, str(ks))
+        except Exception:
+            pass
+    return out
+
+
+def _norm_keys(s: str) -> str:
+    return re.sub(r"\s+", "", s)
+
+
+def _strip_L(s: str) -> str:
+    return re.sub(r"L\[\s*['\"](.*?)['\"]\s*\]", r"\1", s)
+
+
+def _global_state_detail(part: str, gm) -> list[dict]:
+    """GLOBAL_STATE: 2.11+ code reads '___check_global_state() against {json}' (expected);
+    the snapshot is also ``gm.closure_vars['___check_global_state'].__self__`` (all versions)."""
+    import torch._C._dynamo.guards as cg
+
+    snap_fn = (getattr(gm, "closure_vars", None) or {}).get("___check_global_state")
+    snap = getattr(snap_fn, "__self__", None)
+    expected = None
+    m = re.search(r" against (\{.*\})", part)
+    if m:
+        try:
+            expected = json.loads(m.group(1))
+        except Exception:
+            expected = None
+    if expected is None and snap is not None:
+        try:
+            st = snap.__getstate__()
+            expected = json.loads(st) if isinstance(st, str) else None
+        except Exception:
+            expected = None
+    try:
+        st = cg.GlobalStateGuard().__getstate__()
+        actual = json.loads(st) if isinstance(st, str) else None
+    except Exception:
+        actual = None
+    out = []
+    if expected is not None and actual is not None:
+        for k in sorted(set(expected) | set(actual)):
+            if expected.get(k) != actual.get(k):
+                out.append(dict(property=k, expected=expected.get(k), actual=actual.get(k)))
+        return out
+    # 2.6: no JSON; GlobalStateGuard.reason() names the fields (e.g. "grad_mode ")
+    reason = ""
+    try:
+        reason = snap.reason() if snap is not None else ""
+    except Exception:
+        pass
+    import torch
+
+    getters = {
+        "grad_mode": torch.is_grad_enabled,
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled,
+        "torch_function": lambda: torch._C._is_torch_function_enabled(),
+        "default_dtype": torch.get_default_dtype,
+        "num_threads": torch.get_num_threads,
+    }
+    for k in reason.split():
+        act = None
+        try:
+            act = getters[k]() if k in getters else None
+        except Exception:
+            pass
+        exp = (not act) if isinstance(act, bool) else None
+        out.append(dict(property=k, expected=exp, actual=act))
+    return out
+
+
+def _aliasing(scope: _Scope, kind: str, code: str) -> dict | None:
+    """check_no_aliasing(L['x'], L['y']) and friends: the sources that now share an object."""
+    try:
+        call = ast.parse(code, mode="eval").body
+        srcs = [ast.unparse(a) for a in call.args]
+    except Exception:
+        return None
+    by_id: dict[int, list[str]] = {}
+    for s in srcs:
+        v = _try_eval(scope, s)
+        if v is _MISSING:
+            return None
+        by_id.setdefault(id(v), []).append(s)
+    dups = [v for v in by_id.values() if len(v) > 1]
+    if kind == "NO_TENSOR_ALIASING" and dups:
+        return dict(expected="distinct tensors", actual=" is ".join(dups[0]))
+    return None
+
+
+def _failures_for_entry(entry, f_locals, backend, deadline: float) -> list[dict]:
+    gm = entry.guard_manager
+    eid = str(getattr(entry, "compile_id", "?"))
+    if type(gm).__name__ == "DeletedGuardManagerWrapper":
+        return [
+            dict(
+                entry=eid,
+                kind="DELETED",
+                source=None,
+                code=getattr(gm, "invalidation_reason", ""),
+                expected=None,
+                actual=None,
+                message=getattr(gm, "invalidation_reason", ""),
+            )
+        ]
+    scope = _Scope(gm, f_locals)
+    code_parts = list(getattr(gm, "code_parts", None) or [])
+    out: list[dict] = []
+    seen: set[tuple[str, str]] = set()
+
+    def record(kind, source, code, expected, actual, message=None, **extra):
+        key = (kind, code, str(extra.get("property")))
+        if key in seen:
+            return
+        seen.add(key)
+        d = dict(
+            entry=eid,
+            kind=kind,
+            source=source,
+            code=code,
+            expected=expected,
+            actual=actual,
+            message=message or _strip_L(code),
+        )
+        d.update(extra)
+        out.append(d)
+
+    def leaves_of(mgr):
+        try:
+            return list(mgr.get_leaf_guards())
+        except Exception:
+            return []
+
+    root = gm.root
+    pairs = []  # (manager source, leaf)
+    for mgr in _iter_managers(root):
+        try:
+            msrc = mgr.get_source()
+        except Exception:
+            msrc = None
+        for leaf in leaves_of(mgr):
+            pairs.append((msrc, leaf))
+    try:
+        for leaf in root.get_epilogue_lambda_guards():  # 2.6: shape-env lambda guards live here
+            pairs.append(("L", leaf))
+    except Exception:
+        pass
+
+    for msrc, leaf in pairs:
+        if len(out) >= MAX_PER_ENTRY or time.monotonic() > deadline:
+            break
+        kind = type(leaf).__name__
+        try:
+            vparts = list(leaf.verbose_code_parts())
+        except Exception:
+            continue
+        for vp in vparts:
+            code = _strip(vp, code_parts)
+            try:
+                if kind == "TENSOR_MATCH":
+                    for m in _tensor_match(scope, code):
+                        record(
+                            kind, m["source"], code, m["expected"], m["actual"], m["message"], property=m["property"]
+                        )
+                    continue
+                if kind == "GLOBAL_STATE":
+                    fn = scope.locals.get("___check_global_state")
+                    ok = fn() if fn is not None else True
+                    if not ok:
+                        for m in _global_state_detail(vp, gm) or [dict(property=None, expected=None, actual=None)]:
+                            record(
+                                kind,
+                                None,
+                                code.split(" against ")[0],
+                                m["expected"],
+                                m["actual"],
+                                f"GLOBAL_STATE changed: {m['property']}: expected {m['expected']}, actual {m['actual']}",
+                                property=m["property"],
+                            )
+                    continue
+                if kind in _RELATIONAL:
+                    r = _aliasing(scope, kind, code)
+                    if r:
+                        record(kind, None, code, r["expected"], r["actual"], f"{kind}: {_strip_L(r['actual'])}")
+                    continue
+                res = scope.eval(code)
+                if kind == "EQUALS_MATCH" and res is True:
+                    res = _equals_type_ok(scope, code)  # C++ EQUALS_MATCH also checks the exact type
+            except Exception:
+                continue  # not evaluable here (e.g. an earlier guard on the path failed): skip
+            if isinstance(res, bool) and not res:
+                src, exp, act = _generic_expected_actual(scope, code, gm)
+                record(kind, src if src is not None else msrc, code, exp, act)
+            elif isinstance(res, str):  # ___check_tensors-style verbose reason
+                record(kind, msrc, code, None, None, res)
+
+    if not out:
+        # safety net: what torch itself says (first failure only), or the backend
+        try:
+            info = root.check_verbose(f_locals)
+            if not info.result:
+                record(
+                    "UNKNOWN", None, "; ".join(info.verbose_code_parts), None, None, "; ".join(info.verbose_code_parts)
+                )
+            elif backend is not None and getattr(entry, "backend", backend) is not backend:
+                record("BACKEND_MATCH", None, "backend", _short(entry.backend), _short(backend))
+        except Exception:
+            pass
+    return out
+
+
+def all_failing_guards(cache_entries, f_locals, backend=None) -> list[dict]:
+    """Every failing guard of every cache entry, as dicts:
+    {entry, kind, source, code, expected, actual, message[, property]}.  Never raises."""
+    out: list[dict] = []
+    deadline = time.monotonic() + TIME_BUDGET_S
+    for e in cache_entries or []:
+        if time.monotonic() > deadline:
+            break
+        try:
+            out.extend(_failures_for_entry(e, f_locals, backend, deadline))
+        except Exception:  # one entry the walk does not understand: torch's text still names it
+            continue
+    return out
