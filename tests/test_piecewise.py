@@ -232,6 +232,21 @@ def test_two_instances_of_one_class_get_their_own_trace():
         assert (a.stats.pieces, b.stats.pieces) == (3, 5)
 
 
+def test_every_piece_without_a_graph_says_why():
+    model = ToyModel(layers=2)
+    with piecewise_compile(model, [model.splitting_op], [1, 4], backend="eager") as compiled:
+        compiled(torch.randn(3, model.hidden))
+        uncaptured = compiled.stats.uncaptured
+    # the two splitting pieces name their op; the three others why nothing was captured
+    splitting = [p for p in uncaptured if p.reason.startswith("splitting op")]
+    assert [p.reason for p in splitting] == [f"splitting op {ATTENTION_OP}: runs eagerly between the graphs"] * 2
+    others = [p for p in uncaptured if p not in splitting]
+    assert len(others) == 3
+    expected = "no CUDA device" if not compat.cuda_available() else "a CPU input ('x' on cpu)"
+    assert all(p.reason.startswith(expected) for p in others), others
+    assert len({p.piece for p in uncaptured}) == 5  # every piece once, by its name in the split graph
+
+
 def test_result_goes_into_the_report_record_when_closed():
     record = TestRecord("test_x.py::test_y")
     model = ToyModel(layers=2)
@@ -243,6 +258,7 @@ def test_result_goes_into_the_report_record_when_closed():
     assert entry["pieces"] == 5 and entry["capturable_pieces"] == 3 and entry["graphs_captured"] == 0
     assert entry["backend_compilations"] == 3
     assert entry["splitting_op_calls"] == {ATTENTION_OP: 2} and entry["splitting_op_calls_total"] == 2
+    assert len(entry["uncaptured"]) == 5 and all(set(p) == {"piece", "reason"} for p in entry["uncaptured"])
     assert entry["sizes"] == [1, 4] and entry["strategy"] == "fx_split" and entry["backend"] == "eager"
     assert "pool_bytes" not in entry  # nothing captured
     assert 0 <= entry["max_abs_err"] <= 1e-4

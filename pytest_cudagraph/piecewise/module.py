@@ -7,6 +7,7 @@ runtime) and holds the checks a test calls: ``stats``, ``check_replay``,
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -68,6 +69,7 @@ class PiecewiseModule:
         self._trace = GraphTrace(module, batch_dim)
         self._split = GraphSplit(owner, self.splitting_ops, strategy, backend, state)
         self._runtime = PiecewiseRuntime(state, self._trace, self._padding, self.splitting_ops)
+        self._runtime.arg_names = _forward_argument_names(module)
         self._built = False
         self._closed = False
         self._max_abs_err: float | None = None
@@ -97,7 +99,8 @@ class PiecewiseModule:
                 "piecewise stats exist after the first call, which traces and captures; call the module or "
                 "check_replay first"
             )
-        return self._split.stats(self._runtime.last_calls)
+        runtime = self._runtime
+        return self._split.stats(runtime.last_calls, runtime.not_captured, runtime.uncaptured_calls)
 
     @property
     def captured(self) -> bool:
@@ -286,6 +289,15 @@ class PiecewiseModule:
         self._split.check(gm)
         self._runtime.state.static_ids = self._trace.static_ids(example_inputs)
         return self._split.compile(gm, example_inputs)
+
+
+def _forward_argument_names(module: torch.nn.Module) -> list[str]:
+    """The names of ``module.forward``'s positional arguments, to name an input in a message."""
+    try:
+        parameters = inspect.signature(module.forward).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
 
 def piecewise_compile(

@@ -8,6 +8,17 @@ from typing import Any
 
 
 @dataclass(frozen=True)
+class UncapturedPiece:
+    """A piece that runs without a CUDA graph, and why: a splitting op, a CPU input, no CUDA device."""
+
+    piece: str
+    reason: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"piece": self.piece, "reason": self.reason}
+
+
+@dataclass(frozen=True)
 class PiecewiseStats:
     """vLLM's figures for one split graph (``compilation_counter`` names in brackets).
 
@@ -17,7 +28,9 @@ class PiecewiseStats:
     ``backend_compilations`` [num_backend_compilations] the compiles of pieces
     (one per capturable piece for ``fx_split``, one for ``inductor_partition``);
     ``splitting_op_calls`` the eager calls of each splitting op (``"ns::op"`` ->
-    count) during the last call.
+    count) during the last call; ``uncaptured`` every piece that runs without a
+    graph with the reason (:class:`UncapturedPiece`); ``uncaptured_calls`` the calls
+    that replayed no graph at all, by reason (a batch above the largest captured size).
     """
 
     pieces: int
@@ -25,6 +38,8 @@ class PiecewiseStats:
     graphs_captured: int
     backend_compilations: int
     splitting_op_calls: Mapping[str, int] = field(default_factory=dict)
+    uncaptured: tuple[UncapturedPiece, ...] = ()
+    uncaptured_calls: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def splitting_op_calls_total(self) -> int:
@@ -38,6 +53,8 @@ class PiecewiseStats:
             "backend_compilations": self.backend_compilations,
             "splitting_op_calls": dict(self.splitting_op_calls),
             "splitting_op_calls_total": self.splitting_op_calls_total,
+            "uncaptured": [piece.to_json() for piece in self.uncaptured],
+            "uncaptured_calls": dict(self.uncaptured_calls),
         }
 
 

@@ -49,13 +49,28 @@ class PiecewiseRuntime:
         self.captured = False
         self.capture_s: float | None = None
         self.last_calls: Counter[str] = Counter()
+        # why the capturable pieces were not captured (None once they were, or before the first call)
+        self.not_captured: str | None = None
+        # calls that replayed no graph, by reason
+        self.uncaptured_calls: Counter[str] = Counter()
+        # the module's forward argument names, to name an input in a reason
+        self.arg_names: list[str] = []
 
     def capture_all(self, args: Sequence[Any]) -> None:
         """Capture every capturable piece at every size, largest first, into one pool."""
         __tracebackhide__ = True
         devices = {a.device.type for a in args if isinstance(a, torch.Tensor)}
-        if devices != {"cuda"} or not compat.cuda_available():
-            return  # the CPU path: the split pieces run uncaptured
+        if not compat.cuda_available():
+            self.not_captured = "no CUDA device: the split pieces run without graphs"
+            return
+        if devices != {"cuda"}:  # the CPU path: the split pieces run uncaptured
+            on_cpu = [
+                f"{self.arg_names[i] if i < len(self.arg_names) else f'input {i}'!r} on {a.device}"
+                for i, a in enumerate(args)
+                if isinstance(a, torch.Tensor) and a.device.type != "cuda"
+            ]
+            self.not_captured = f"a CPU input ({', '.join(on_cpu)}): the split pieces run without graphs"
+            return
         from ..capture import new_pool
 
         state = self.state
@@ -111,6 +126,9 @@ class PiecewiseRuntime:
         if padded is None:
             inputs = [a.contiguous() if isinstance(a, torch.Tensor) else a for a in args]
             size = rows
+            if self.captured:
+                largest = max(padding.capture_sizes)
+                self.uncaptured_calls[f"batch size above the largest captured size {largest}: ran without graphs"] += 1
         else:
             inputs = padding.stage(args, padded)
             size = padded

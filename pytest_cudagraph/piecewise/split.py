@@ -22,7 +22,7 @@ from .. import _compat as compat
 from ..errors import MisuseError
 from .ops import SplittingOp, is_splitting, op_label
 from .pieces import CapturablePiece, PassState, SplittingPiece
-from .results import PiecewiseStats
+from .results import PiecewiseStats, UncapturedPiece
 
 STRATEGIES = ("fx_split", "inductor_partition")
 
@@ -76,6 +76,8 @@ class GraphSplit:
         self.splitting: list[SplittingPiece] = []
         self.splitting_nodes = 0
         self.backend_compilations = 0
+        # (piece, why it runs without a graph) for every splitting piece or node
+        self.eager_pieces: list[tuple[str, str]] = []
 
     def check(self, gm: torch.fx.GraphModule) -> None:
         """Raise a MisuseError unless the graph calls a splitting op and holds for every batch size."""
@@ -89,6 +91,11 @@ class GraphSplit:
                 f"{self.owner}; its registered ops are {calls or 'none'}: pass one of those"
             )
         self.splitting_nodes = len(split_nodes)
+        if self.strategy != "fx_split":  # partitions: the splitting nodes run between them
+            self.eager_pieces = [
+                (node.name, f"splitting op {op_label(node) or node.target}: runs eagerly between the partitions")
+                for node in split_nodes
+            ]
         conditions = batch_size_guards()
         if conditions:
             raise MisuseError(
@@ -131,6 +138,8 @@ class GraphSplit:
             if piece_id in splitting_ids:
                 wrapper: Any = SplittingPiece(position, name, submodule)
                 self.splitting.append(wrapper)
+                ops = sorted({op_label(n) or str(n.target) for n in submodule.graph.nodes if n.op == "call_function"})
+                self.eager_pieces.append((name, f"splitting op {', '.join(ops)}: runs eagerly between the graphs"))
             else:
                 example = [
                     n.meta.get("example_value", n.meta.get("val"))
@@ -171,9 +180,20 @@ class GraphSplit:
         self.backend_compilations += 1
         return compiled
 
-    def stats(self, splitting_op_calls: Mapping[str, int]) -> PiecewiseStats:
-        """The split's figures, with the splitting ops' eager calls of the last call."""
+    def stats(
+        self,
+        splitting_op_calls: Mapping[str, int],
+        not_captured: str | None = None,
+        uncaptured_calls: Mapping[str, int] | None = None,
+    ) -> PiecewiseStats:
+        """The split's figures, with the splitting ops' eager calls of the last call.
+
+        ``not_captured``: why no capturable piece was captured (None when they were).
+        """
         capturable = len(self.capturable)
+        uncaptured = [UncapturedPiece(name, reason) for name, reason in self.eager_pieces]
+        if not_captured is not None:
+            uncaptured += [UncapturedPiece(piece.name, not_captured) for piece in self.capturable]
         pieces = capturable + (len(self.splitting) if self.strategy == "fx_split" else self.splitting_nodes)
         return PiecewiseStats(
             pieces=pieces,
@@ -181,6 +201,8 @@ class GraphSplit:
             graphs_captured=sum(len(p.graphs) for p in self.capturable),
             backend_compilations=self.backend_compilations,
             splitting_op_calls=dict(splitting_op_calls),
+            uncaptured=tuple(uncaptured),
+            uncaptured_calls=dict(uncaptured_calls or {}),
         )
 
     def captured_graphs(self) -> dict[tuple[int, int], Any]:
