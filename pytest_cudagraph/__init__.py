@@ -28,6 +28,8 @@ _LAZY = {
     "RecompileStats": "recompiles",
     "FunctionRecompiles": "recompiles",
     "GraphBreaks": "recompiles",
+    "GraphBreakSite": "recompiles",
+    "RecompileEvent": "recompiles",
     # cache_probe -> CacheProbe; .stats() -> CacheStats; .cold_warm() -> ColdWarm of PassResults;
     # .result() -> ProbeResult
     "cache_probe": "caches",
@@ -48,6 +50,11 @@ _LAZY = {
     "watch_trees": "trees",
     "TreeWatch": "trees",
     "ReduceOverheadResult": "trees",
+    # run_ranks -> RanksResult (per_rank: RankResult); a failing rank raises RanksFailed
+    "run_ranks": "ranks",
+    "RanksResult": "ranks",
+    "RankResult": "ranks",
+    "RanksFailed": "ranks",
     "load_report": "report",
     "CudagraphError": "errors",
     "UsageProblem": "errors",

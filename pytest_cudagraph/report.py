@@ -1038,6 +1038,9 @@ _PIECEWISE_SET = {
     "capture_s": _MEASURE,
     "strategy": _TEXT,
     "backend": _TEXT,
+    # every piece that runs without a graph, and why; calls that replayed none, by reason
+    "uncaptured": _Each({"piece": _TEXT, "reason": _TEXT}),
+    "uncaptured_calls": _COUNTS,
 }
 _REDUCE_OVERHEAD = {
     **dict.fromkeys(("recordings", "skips", "recorded_non_static_inputs", "partitions", "tree_nodes"), _COUNT),
@@ -1060,6 +1063,32 @@ _LOOKUP = {
     "compared_with": _TEXT,
 }
 _CACHE_KEYS = {"lookups": _Each(_LOOKUP), "note": _TEXT}
+# a multi-rank run (ranks/results.py): the run, then each rank with its own GraphSets; a test that ran
+# several bodies keeps each run under "runs"
+_RANK = {
+    "rank": _COUNT,
+    "device": _TEXT,
+    "outcome": _TEXT,
+    "stage": _TEXT_OR_NULL,
+    "error": _AnyOf(({"type": _TEXT, "message": _TEXT, "where": _TEXT_OR_NULL}, _NULL)),
+    "waiting_at": _TEXT_OR_NULL,
+    "agreement_checks": _COUNT,
+    "placement": _Each(_SCALAR, mapping=True),
+    "duration_s": _MEASURE,
+    "exitcode": _AnyOf((_COUNT, _NULL)),
+    "graphs": {**_GRAPH_SET, "sets": _Each(_GRAPH_SET)},
+}
+_RANKS_RUN = {
+    "world_size": _COUNT,
+    "backend": _TEXT,
+    "timeout_s": _MEASURE,
+    "outcome": _TEXT,
+    "duration_s": _MEASURE,
+    "first_failure": _AnyOf((_COUNT, _NULL)),
+    "message": _TEXT_OR_NULL,
+    "per_rank": _Each(_RANK),
+}
+_RANKS = {**_RANKS_RUN, "runs": _Each(_RANKS_RUN)}
 _RECORD = {
     "outcome": _TEXT,
     "duration_s": _MEASURE,
@@ -1069,6 +1098,7 @@ _RECORD = {
     "graphs": {**_GRAPH_SET, "sets": _Each(_GRAPH_SET)},
     "piecewise": {**_PIECEWISE_SET, "sets": _Each(_PIECEWISE_SET)},
     "reduce_overhead": _REDUCE_OVERHEAD,
+    "ranks": _RANKS,
     "placement": _Each(_SCALAR, mapping=True),
     "failure": {"when": _TEXT, "message": _TEXT},
     "skip_reason": _TEXT,

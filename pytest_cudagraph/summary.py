@@ -127,9 +127,24 @@ def _own_figures(source: Any) -> PoolFigures:
     return PoolFigures(pool, largest, workspace, ratio)
 
 
+def _ranks_cells(ranks: Mapping[str, Any]) -> tuple[str, str]:
+    """A multi-rank test: the graphs of every rank and the world size; the pool of the rank whose ratio is worst."""
+    per_rank = [r for r in ranks.get("per_rank") or [] if isinstance(r, Mapping)]
+    rank_graphs = [r["graphs"] for r in per_rank if isinstance(r.get("graphs"), Mapping)]
+    captured = sum(as_int(graphs.get("captured")) for graphs in rank_graphs)
+    text = f"{captured} ({count_noun(as_int(ranks.get('world_size')), 'rank')})"
+    figures = [pool_figures(graphs) for graphs in rank_graphs]
+    rated = [f for f in figures if f.ratio is not None]
+    worst = max(rated, key=lambda f: f.ratio) if rated else (figures[0] if figures else None)
+    return text, pool_text(worst) if worst is not None else "-"
+
+
 def _graphs_cells(record: Mapping[str, Any]) -> tuple[str, str]:
     graphs = _section(record, "graphs")
     piecewise = _section(record, "piecewise")
+    ranks = _section(record, "ranks")
+    if not graphs and not piecewise and ranks:
+        return _ranks_cells(ranks)
     if not graphs and not piecewise:
         return "-", "-"
     if graphs:

@@ -63,3 +63,20 @@ def test_broken_graph_cases_fail_with_their_messages_on_gpu(pytester):
     assert "parameter 'up.weight' of Mlp was replaced after the graph" in out
     # the failed capture left the process usable: later tests captured and replayed
     assert "Offset increment outside graph capture" not in out
+
+
+def test_broken_rank_cases_skip_without_gpu_flag(pytester):
+    result, out = run_example(pytester, "test_ranks_broken.py")
+    result.assert_outcomes(skipped=2)
+    assert "needs --cudagraph" in out
+
+
+@pytest.mark.cudagraph
+def test_broken_rank_cases_fail_without_hanging_on_two_gpus(pytester):
+    """Both cases fail within their timeouts, naming the failing rank; neither hangs (needs two GPUs)."""
+    if compat.cuda_device_count() < 2:
+        pytest.skip(f"needs 2 GPUs, sees {compat.cuda_device_count()}")
+    result, out = run_example(pytester, "test_ranks_broken.py", "--cudagraph")
+    result.assert_outcomes(failed=2)
+    assert "rank 1 of 2 failed: CaptureError" in out and ".item()" in out
+    assert "rank 0 did not finish within 15 s" in out

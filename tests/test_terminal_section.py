@@ -193,3 +193,19 @@ def test_bad():
     output = result.stdout.str()
     section = output.split("= cudagraph =")[1] if "= cudagraph =" in output else ""
     assert "test_bad.py::test_bad  error" not in section and "1 error;" not in section
+
+
+def test_a_multi_rank_test_shows_every_ranks_graphs_and_the_world_size():
+    def rank(index: int, pool: int) -> dict:
+        graphs = {"captured": 8, "sizes": [1, 2, 4, 8, 16, 32, 48, 64], "pool_bytes": pool}
+        graphs["largest_graph_bytes"] = 2 * 1024 * 1024
+        return {"rank": index, "device": f"cuda:{index}", "outcome": "passed", "graphs": graphs}
+
+    record = {
+        "outcome": "passed",
+        "ranks": {"world_size": 2, "backend": "nccl", "per_rank": [rank(0, 2 * 1024 * 1024), rank(1, 3 * 1024 * 1024)]},
+    }
+    cells = dict(zip(HEADER, summary_row("t.py::test_tp", record)))
+    assert cells["graphs"] == "16 (2 ranks)"
+    # the rank whose pool is worst against its largest graph
+    assert cells["pool / largest"] == "3.0M / 2.0M  1.50x"

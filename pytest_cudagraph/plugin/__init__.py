@@ -13,6 +13,7 @@ explicitly in ``pytest_configure``:
 - ``marker_checks``: the ``max_recompiles`` and ``compile_cache`` markers (the
   latter's cold and warm passes are ``compile_cache_marker``'s);
 - ``fixtures``: ``cudagraphs``, ``recompiles``, ``compile_cache``, ``piecewise``;
+- ``ranks``: ``cudagraph_ranks``, a test body on several ranks, one process per GPU;
 - ``handles``: the objects the ``cudagraphs`` and ``piecewise`` fixtures hand to a
   test (imported by ``fixtures``; no hooks);
 - ``state_isolation``: global torch state put back after each plugin test;
@@ -33,7 +34,7 @@ from ..envvars import CHILD_PASS_ENV
 from ..errors import ReportError, UsageProblem
 from ..markers import MARKER_DOCS
 from ..session import RunState, read_options
-from . import collection, fixtures, marker_checks, recording, startup, state_isolation, torch_trace, xdist
+from . import collection, fixtures, marker_checks, ranks, recording, startup, state_isolation, torch_trace, xdist
 from .items import PROGRESS_KEY, STATE_KEY
 from .xdist import WORKER_ROOT
 
@@ -151,6 +152,7 @@ def pytest_configure(config: pytest.Config) -> None:
         ("cudagraph-recording", recording),
         ("cudagraph-marker-checks", marker_checks),
         ("cudagraph-fixtures", fixtures),
+        ("cudagraph-ranks", ranks),
         ("cudagraph-state-isolation", state_isolation),
     ):
         manager.register(module, name)

@@ -33,10 +33,11 @@ RUN_ID_KEY = pytest.StashKey[tuple]()
 # and the report must name a test the same way however the run was distributed.
 NODEID_KEY = pytest.StashKey[str]()
 
-PLUGIN_FIXTURES = frozenset({"cudagraphs", "recompiles", "compile_cache", "piecewise"})
+PLUGIN_FIXTURES = frozenset({"cudagraphs", "recompiles", "compile_cache", "piecewise", "cudagraph_ranks"})
 # Fixtures of CUDA graph work: with --cudagraph-group=module their tests stay on one worker, marked or not.
-# Only the cudagraphs fixture is also gated by --cudagraph: piecewise runs on the CPU too, its pieces uncaptured.
-GPU_FIXTURES = frozenset({"cudagraphs", "piecewise"})
+# Only the cudagraphs fixture is also gated by --cudagraph: piecewise runs on the CPU too, its pieces uncaptured,
+# and cudagraph_ranks with the gloo backend (it gates its NCCL runs itself).
+GPU_FIXTURES = frozenset({"cudagraphs", "piecewise", "cudagraph_ranks"})
 GATED_FIXTURES = frozenset({"cudagraphs"})
 
 

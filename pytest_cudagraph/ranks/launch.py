@@ -33,7 +33,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from ..errors import MisuseError
@@ -60,6 +59,8 @@ POLL_S = 0.05
 DUMP_WAIT_S = 2.0
 TERMINATE_GRACE_S = 3.0
 OUTPUT_TAIL_CHARS = 8000
+SETTLE_S = 0.5
+_STARTED = (R.STAGE_BODY, R.STAGE_TEARDOWN, R.STAGE_DESTROYING, R.STAGE_DONE)
 
 
 # ----------------------------------------------------------------------------
@@ -195,8 +196,10 @@ def run_ranks(
     are its defaults) and ``.assert_ranks_agree(tensor)``.  Every rank starts from
     ``seed``.  Returns the RanksResult (``.values``: what each rank's body returned).
 
-    Invariant: the call returns, or raises, within about ``timeout`` seconds
-    (start-up, body and teardown together) plus a few seconds to stop the ranks.
+    Invariant: the call returns, or raises, within about twice ``timeout`` seconds
+    plus a few to stop the ranks: ``timeout`` bounds the start-up (spawn, imports,
+    the process group) and, from the moment every rank reached its body, the
+    bodies and the teardown.
 
     Failure (``RanksFailed``, an InvariantViolation): the first failing rank's own
     exception type and message (a CaptureError names the op and the line, as on
@@ -225,7 +228,7 @@ def run_ranks(
     _check_picklable(args)
     from .. import _compat
 
-    if not _compat.distributed_available() or not _compat.backend_available(backend):
+    if backend == "gloo" and not _compat.backend_available(backend):
         raise MisuseError(
             f"this torch has no torch.distributed {backend} backend; use a build with it "
             f"(the Linux wheels have gloo, and NCCL with CUDA)"
@@ -284,6 +287,8 @@ class _Watch:
         self.reported: dict[int, R.RankResult] = {}
         self.crashed: dict[int, float] = {}
         self.waiting_at: dict[int, str | None] = {}
+        self.alive_at_end: set[int] = set()
+        self.bodies_started = False
         self.library_dirs = default_library_dirs()
 
     # -- reading what the ranks wrote ---------------------------------------------
@@ -322,21 +327,48 @@ class _Watch:
                 result = self._read_result(rank)
                 if result is not None and result.outcome == "failed":
                     failed = True
-                elif result is None and not process.is_alive() and rank not in self.crashed:
-                    # the result may have been written just before the process exited
-                    if self._read_result(rank) is None:
+                elif not process.is_alive() and rank not in self.crashed:
+                    # read again: the result may have been written just before the process exited
+                    if self._read_result(rank) is None or process.exitcode != 0:
                         self.crashed[rank] = time.time()
                         failed = True
-            if failed or self.crashed:
+            if failed:
+                # A rank that dies takes its connections down, and its peers fail within
+                # milliseconds with "connection reset": give a death the moment to show, so that
+                # the rank that died, not its echo, is named first.
+                time.sleep(SETTLE_S)
+                self._note_deaths()
                 return self._finish(timed_out=False)
+            self._extend_deadline_once_started()
             if all(not process.is_alive() for process in self.processes):
                 return self._finish(timed_out=False)
             if time.monotonic() >= self.deadline:
                 return self._finish(timed_out=True)
             time.sleep(POLL_S)
 
+    def _note_deaths(self) -> None:
+        first_error = min(
+            (r.failed_at or math.inf for r in self.reported.values() if r.outcome == "failed"), default=None
+        )
+        for rank, process in enumerate(self.processes):
+            if rank in self.crashed or process.is_alive():
+                continue
+            if self._read_result(rank) is None or process.exitcode != 0:
+                # died about when the first error was reported: the death is the cause, the error its echo
+                self.crashed[rank] = min(time.time(), (first_error or math.inf) - 1e-3)
+
+    def _extend_deadline_once_started(self) -> None:
+        """The body's time starts when every rank has reached its body: start-up is bounded on its own."""
+        if self.bodies_started:
+            return
+        stages = [self._stage(rank) for rank in range(len(self.specs))]
+        if all(stage in _STARTED for stage in stages):
+            self.bodies_started = True
+            self.deadline = time.monotonic() + self.timeout_s
+
     def _finish(self, timed_out: bool) -> R.RanksResult:
         self._dump_stacks()
+        self.alive_at_end = {rank for rank, process in enumerate(self.processes) if process.is_alive()}
         self.stop_all()
         per_rank = [self._rank_result(rank, timed_out) for rank in range(len(self.specs))]
         failures = [rank for rank in per_rank if rank.outcome in ("failed", "crashed")]
@@ -368,27 +400,27 @@ class _Watch:
         stage = self._stage(rank)
         output = self._output(rank)
         reported = self._read_result(rank)
+        device = "cpu" if spec.device_index is None else f"cuda:{spec.device_index}"
         if reported is not None and reported.outcome == "failed":
             return R.with_outcome(reported, exitcode=exitcode, output=output)
-        if reported is not None and exitcode == 0:
-            return R.with_outcome(reported, stage=stage, exitcode=exitcode, output=output)
-        if rank in self.crashed:
+        if rank not in self.alive_at_end:
+            if reported is not None and exitcode == 0:
+                return R.with_outcome(reported, stage=stage, exitcode=exitcode, output=output)
+            # died without reporting, or reported and then failed (or was killed) in its teardown
             return R.RankResult(
                 rank=rank,
-                device="cpu" if spec.device_index is None else f"cuda:{spec.device_index}",
+                device=device,
                 outcome="crashed",
                 stage=stage,
                 exitcode=exitcode,
-                failed_at=self.crashed[rank],
+                failed_at=self.crashed.get(rank, time.time()),
                 output=output,
                 graph_sets=reported.graph_sets if reported is not None else (),
                 placement=reported.placement if reported is not None else {},
             )
         # still running when the run ended: the deadline passed, or another rank failed
         outcome = "timeout" if timed_out else "aborted"
-        base = reported or R.RankResult(
-            rank=rank, device="cpu" if spec.device_index is None else f"cuda:{spec.device_index}", outcome=outcome
-        )
+        base = reported or R.RankResult(rank=rank, device=device, outcome=outcome)
         return R.with_outcome(
             base, outcome=outcome, stage=stage, waiting_at=self.waiting_at.get(rank), exitcode=exitcode, output=output
         )
@@ -446,7 +478,3 @@ class _Watch:
                 sys.stderr.write("".join(prefix + line for line in text.splitlines(keepends=True)))
                 if not text.endswith("\n"):
                     sys.stderr.write("\n")
-
-
-def directory_of(result: R.RanksResult) -> Path | None:  # pragma: no cover - kept for symmetry
-    return None

@@ -199,11 +199,17 @@ class RankSections:
 # ----------------------------------------------------------------------------
 
 
-def _whereabouts(rank: RankResult) -> str:
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _whereabouts(rank: RankResult, first: RankResult | None = None) -> str:
     """Where one of the other ranks was when the run ended, as a clause."""
     name = f"rank {rank.rank}"
     if rank.outcome == "failed" and rank.error is not None:
-        return f"{name} failed too: {_first_line(rank.error.headline())}"
+        if first is not None and first.error is not None and first.error.headline() == rank.error.headline():
+            return f"{name} failed too, with the same error"
+        return f"{name} failed too: {_clip(_first_line(rank.error.headline()), 300)}"
     if rank.outcome == "crashed":
         return f"{name} {_crash_clause(rank)}"
     if rank.outcome == "passed":
@@ -242,7 +248,7 @@ def failure_message(
             head = f"rank {culprit.rank} of {world_size} failed: {culprit.error.headline()}"
             if culprit.error.where and culprit.error.where not in culprit.error.message:
                 head += f"\n  (raised at {culprit.error.where})"
-        tail = "; ".join(_whereabouts(rank) for rank in others)
+        tail = "; ".join(_whereabouts(rank, culprit) for rank in others)
         if not tail:
             return head
         return f"{head}\nThe harness then stopped the other ranks: {tail}."
