@@ -34,6 +34,7 @@ from these.
 from __future__ import annotations
 
 import contextlib
+import linecache
 import math
 import os
 import re
@@ -47,6 +48,7 @@ from typing import Any
 import torch
 
 from . import _compat, open_objects
+from .call_site import is_library_file
 from .errors import CaptureError, InvariantViolation, MisuseError, StaleGraphError
 from .memory import PoolCheck, PoolId, PoolMeter
 from .numerics import TensorComparison, compare_tensor_trees, max_abs_error, replay_mismatch_message
@@ -156,7 +158,7 @@ def _user_frame(exc: BaseException) -> traceback.FrameSummary | None:
         filename = os.path.abspath(frame.filename)
         if filename.startswith(_TORCH_DIR) or filename.startswith(_PLUGIN_DIR):
             continue
-        if filename.startswith("<"):
+        if filename.startswith("<") or _compat.is_generated_code(frame.filename):
             continue
         return frame
     return None
@@ -169,19 +171,55 @@ def _op_of(line: str) -> str | None:
     return None
 
 
+def _generated_code_site(exc: BaseException) -> tuple[traceback.FrameSummary, str] | None:
+    """For a failure inside Inductor's generated code: the user's line behind the op, and what ran there.
+
+    The traceback's innermost frame in a generated module (``/tmp/torchinductor_*/..py``,
+    function ``call``) is mapped through the line map Inductor recorded while writing
+    it, to the user's source line of the op; the text names the generated line and
+    the ATen ops of its comment.  None when no frame is generated or nothing maps.
+    """
+    tb = exc.__traceback__
+    generated = None
+    compiled_graph = None
+    while tb is not None:
+        frame = tb.tb_frame
+        compiled_graph = _compat.compiled_graph_of_frame(frame) or compiled_graph
+        if _compat.is_generated_code(frame.f_code.co_filename):
+            generated = (frame.f_code.co_filename, tb.tb_lineno)
+        tb = tb.tb_next
+    if generated is None:
+        return None
+    origin = _compat.generated_code_origin(*generated, compiled_graph=compiled_graph)
+    if origin is None:
+        return None
+    user = next((f for f in origin["frames"] if not is_library_file(f["filename"])), None)
+    if user is None:
+        return None
+    line = linecache.getline(user["filename"], int(user["line"])).strip()
+    summary = traceback.FrameSummary(user["filename"], int(user["line"]), user["name"], line=line)
+    inside = f"in the compiled code `{origin['generated_line']}`"
+    if origin.get("aten"):
+        inside += f" (ATen: {origin['aten']})"
+    return summary, inside
+
+
 def describe_capture_failure(exc: BaseException, label: str, fn_name: str) -> tuple[str, str | None]:
     """``(message, op)`` for a failed capture: the kind, the real cause, the op and the fix."""
     cause = real_cause(exc)
     text = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
     text = text.replace("CUDA error: ", "")
     kind = next((meaning for marker, meaning in _CAUSE_KINDS if marker in str(cause)), None)
-    frame = _user_frame(cause)
+    site = _generated_code_site(cause) or _generated_code_site(exc)
+    frame, inside = site if site is not None else (_user_frame(cause), None)
     op = None
     if frame is not None:
         line = (frame.line or "").strip()
         op = _op_of(line)
         where = f"{os.path.basename(frame.filename)}:{frame.lineno} `{line}`"
         op_text = f"the op {op} at {where}" if op else f"the op at {where}"
+        if inside:
+            op_text += f", {inside}"
     else:
         op_text = "no line of the captured function (it failed when the capture ended)"
     if kind is None:

@@ -186,3 +186,30 @@ def test_the_validator_raises_the_callers_error_type():
 
     with pytest.raises(MarkerError, match=r"@pytest.mark.cudagraph: capture_sizes=\[0\] must be"):
         validate_capture_sizes([0], "@pytest.mark.cudagraph: capture_sizes", error=MarkerError)
+
+
+def _cholesky_of_sine(x):
+    y = x.sin()
+    z = torch.linalg.cholesky(y)  # raises inside Inductor's generated code
+    return z * 2
+
+
+def test_an_error_inside_inductor_generated_code_maps_to_the_users_line():
+    """What a failed capture inside compiled code names: the user's line of the op, not the generated file."""
+    import inspect
+
+    from pytest_cudagraph.capture import _generated_code_site
+
+    compiled = torch.compile(_cholesky_of_sine)
+    with pytest.raises(Exception) as info:
+        compiled(-torch.eye(3))
+    site = _generated_code_site(info.value)
+    assert site is not None, "the error was not raised inside generated code"
+    frame, inside = site
+    source, first = inspect.getsourcelines(_cholesky_of_sine)
+    assert (
+        frame.lineno == first + 2
+        and frame.line == "z = torch.linalg.cholesky(y)  # raises inside Inductor's generated code"
+    )
+    assert frame.filename == __file__
+    assert inside.startswith("in the compiled code `") and "linalg" in inside

@@ -121,13 +121,16 @@ from .guards import (
     failing_guards_of_recompile,
 )
 from .inductor import (
+    compiled_graph_of_frame,
     cudagraph_skip_logger_names,
     cudagraph_tree_manager,
     cudagraph_tree_node_count,
     cudagraph_tree_pool,
+    generated_code_origin,
     inductor_compiler,
     inductor_partition_at_ops,
     inductor_partition_missing,
+    is_generated_code,
     load_cudagraph_trees,
     watch_cudagraph_recordings,
 )
@@ -188,6 +191,9 @@ __all__ = [
     "functorch_config_snapshot",
     "graph_break_counter",
     "guard_failures_table",
+    "compiled_graph_of_frame",
+    "generated_code_origin",
+    "is_generated_code",
     "GRAPH_BREAK_LOG_ARTIFACT",
     "graph_break_log_names",
     "failing_guards_of_recompile",

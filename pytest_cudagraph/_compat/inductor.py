@@ -6,6 +6,7 @@ Everything imports torch lazily.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -135,3 +136,97 @@ def cudagraph_tree_node_count(manager: Any) -> int:
 def cudagraph_tree_pool(manager: Any) -> tuple[int, int] | None:
     pool = getattr(manager, "cuda_graphs_thread_pool", None)
     return tuple(pool) if pool is not None else None
+
+
+# --------------------------------------------------------------------------
+# Inductor-generated wrapper code: which user line an op came from (capture.py)
+# --------------------------------------------------------------------------
+
+
+def _inductor_cache_root() -> str | None:
+    try:
+        from torch._inductor.runtime.cache_dir_utils import cache_dir  # 2.8+
+    except ImportError:
+        try:
+            from torch._inductor.utils import cache_dir  # 2.6
+        except ImportError:
+            return None
+    try:
+        return os.path.realpath(cache_dir())
+    except Exception:
+        return None
+
+
+def is_generated_code(filename: str) -> bool:
+    """Whether ``filename`` is a module Inductor generated (its Python wrapper code), not the user's.
+
+    Inductor registers each generated module's line map with ``PyCodeCache.linemaps``
+    when it loads it (cache hits too); a module under Inductor's cache directory is
+    generated even where that table does not know it.
+    """
+    try:
+        from torch._inductor.codecache import PyCodeCache
+
+        if filename in getattr(PyCodeCache, "linemaps", {}):
+            return True
+    except Exception:
+        return False
+    root = _inductor_cache_root()
+    return root is not None and os.path.realpath(filename).startswith(root + os.sep)
+
+
+def generated_code_origin(filename: str, line: int, compiled_graph: Any = None) -> dict[str, Any] | None:
+    """The user's source behind one line of Inductor's generated wrapper code, or None.
+
+    Returns ``{"frames": [{"filename", "line", "name"}, ...] innermost first,
+    "generated_line": the code at ``line``, "aten": "aten.sin, aten._to_copy" from the
+    ``Original ATen: [...]`` comment above it (or None)}``.
+
+    The frames come from the line map Inductor always records while it writes the
+    code (each scheduler node's FX stack trace, no config needed):
+    ``PyCodeCache.stack_frames_for_code`` (2.4-2.14), else the ``cache_linemap`` of the
+    ``CompiledFxGraph`` on the traceback (``compiled_graph``), bisected.
+    """
+    import bisect
+    import linecache
+    import re
+
+    frames: list[dict[str, Any]] = []
+    try:
+        from torch._inductor.codecache import PyCodeCache
+
+        found = PyCodeCache.stack_frames_for_code(filename, line)
+        frames = [dict(f) for f in found or []]
+    except Exception:
+        frames = []
+    if not frames and compiled_graph is not None:
+        linemap = getattr(compiled_graph, "cache_linemap", None) or []
+        try:
+            starts = [start for start, _ in linemap]
+            index = bisect.bisect_right(starts, line)
+            trace = linemap[index - 1][1] if index else None
+        except Exception:
+            trace = None
+        if trace:
+            parsed = re.findall(r'File "(.+?)", line (\d+), in (\S+)', trace)
+            frames = [{"filename": f, "line": int(n), "name": name} for f, n, name in reversed(parsed)]
+    if not frames:
+        return None
+    aten = None
+    for above in range(line - 1, max(0, line - 12), -1):
+        text = linecache.getline(filename, above).strip()
+        if not text.startswith("#"):
+            if aten is not None or text:
+                break
+            continue
+        match = re.search(r"Original ATen: \[(.*?)\]", text)
+        if match:
+            aten = match.group(1)
+            break
+    return {"frames": frames, "generated_line": linecache.getline(filename, line).strip(), "aten": aten}
+
+
+def compiled_graph_of_frame(frame: Any) -> Any:
+    """The ``CompiledFxGraph`` a traceback frame runs (``self`` of its ``__call__``), or None."""
+    owner = frame.f_locals.get("self")
+    return owner if type(owner).__name__ == "CompiledFxGraph" else None

@@ -386,3 +386,27 @@ def test_reduce_overhead_recordings_and_skip_reason_are_reported(cudagraphs):
     finally:
         torch._dynamo.reset()
         cudagraph_trees.reset_cudagraph_trees()
+
+
+# --------------------------------------------------------------------------
+# a failed capture inside code Inductor generated names the user's line
+# --------------------------------------------------------------------------
+
+
+def copies_to_host(x):
+    y = x.sin()
+    host = y.cpu()  # a device-to-host copy: not capturable
+    return host * 2
+
+
+def test_capture_failure_inside_compiled_code_names_the_users_line():
+    compiled = torch.compile(copies_to_host)
+    compiled(torch.randn(8, 16, device="cuda"))  # compile outside the capture
+    with pytest.raises(CaptureError) as info:
+        capture_graphs(compiled, inputs_for(16), [8, 4])
+    text = str(info.value)
+    print(f"\n{text}")
+    # the user's source line of the op, not the generated wrapper's file
+    assert "test_capture_gpu.py:" in text and "host = y.cpu()" in text and "the op .cpu()" in text
+    assert "in the compiled code" in text
+    assert "torchinductor" not in text
