@@ -1046,6 +1046,21 @@ _REDUCE_OVERHEAD = {
     **dict.fromkeys(("recordings", "skips", "recorded_non_static_inputs", "partitions", "tree_nodes"), _COUNT),
     "skip_reasons": _TEXTS,
     "pool_bytes": _MEASURE,
+    # trees.CudagraphSkip per skip; per region, its calls by what they did (trees.py)
+    "skipped": _Each(
+        {
+            **dict.fromkeys(("function", "location"), _TEXT_OR_NULL),
+            "reason": _TEXT,
+            "code": _TEXT,
+            "arguments": _TEXTS,
+            "named_by": _TEXT,
+        }
+    ),
+    "regions": _Each(_COUNTS, mapping=True),
+    "regions_total": _COUNT,
+    "regions_cudagraphed": _COUNT,
+    "calls": _COUNTS,
+    "fraction_of_calls": _MEASURE,
 }
 # cache keys (cache_keys.py): a component is [hash12, readable value or null]; a lookup's
 # components are null where torch gave none (a bypass, or a torch without them: "note" says)

@@ -29,7 +29,7 @@ from typing import Any
 
 from .passes import LETTER_MEANING, cold_to_warm_text, letters_in, pass_pairs
 from .report import as_int, limit_hit_count, summarize
-from .text import clip_nodeid, count_noun, format_bytes, format_table
+from .text import clip_nodeid, count_noun, format_bytes, format_table, number
 
 HEADER = ["test", "outcome", "graphs", "pool / largest", "recompiles", "fxgraph", "aot", "triton"]
 
@@ -127,6 +127,19 @@ def _own_figures(source: Any) -> PoolFigures:
     return PoolFigures(pool, largest, workspace, ratio)
 
 
+def _trees_cell(trees: Mapping[str, Any]) -> str:
+    """Reduce-overhead: graphs recorded, and how much ran as graphs: ``2 (2/3 regions, 67% calls)``."""
+    text = str(as_int(trees.get("recordings")))
+    total = trees.get("regions_total")
+    if isinstance(total, int) and total:
+        share = number(trees.get("fraction_of_calls"))
+        calls = f", {share:.0%} calls" if share is not None else ""
+        text += f" ({as_int(trees.get('regions_cudagraphed'))}/{total} regions{calls})"
+    elif as_int(trees.get("skips")):
+        text += f" ({count_noun(as_int(trees.get('skips')), 'skip')})"
+    return text
+
+
 def _ranks_cells(ranks: Mapping[str, Any]) -> tuple[str, str]:
     """A multi-rank test: the graphs of every rank and the world size; the pool of the rank whose ratio is worst."""
     per_rank = [r for r in ranks.get("per_rank") or [] if isinstance(r, Mapping)]
@@ -145,6 +158,9 @@ def _graphs_cells(record: Mapping[str, Any]) -> tuple[str, str]:
     ranks = _section(record, "ranks")
     if not graphs and not piecewise and ranks:
         return _ranks_cells(ranks)
+    trees = _section(record, "reduce_overhead")
+    if not graphs and not piecewise and trees:
+        return _trees_cell(trees), pool_text(PoolFigures(trees.get("pool_bytes"), None, None, None))
     if not graphs and not piecewise:
         return "-", "-"
     if graphs:
@@ -268,6 +284,10 @@ def legend_lines(rows: list[list[str]]) -> list[str]:
     pools = [row[column["pool / largest"]] for row in rows]
     if any(cell.endswith("x") or "x (set" in cell for cell in pools):
         parts.append("pool / largest: the shared pool and the largest graph alone, 1.43x = (pool - cuBLAS) / largest")
+    if any(" regions" in row[column["graphs"]] for row in rows):
+        parts.append(
+            "n/m regions, p% calls: reduce-overhead regions that ran as CUDA graphs, and the calls after warm-up"
+        )
     recompile_cells = [row[column["recompiles"]] for row in rows]
     if any("LIMIT" in cell for cell in recompile_cells):
         parts.append("LIMIT: hit the recompile limit, so Dynamo ran frames eagerly")

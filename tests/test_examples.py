@@ -80,3 +80,18 @@ def test_broken_rank_cases_fail_without_hanging_on_two_gpus(pytester):
     result.assert_outcomes(failed=2)
     assert "rank 1 of 2 failed: CaptureError" in out and ".item()" in out
     assert "rank 0 did not finish within 15 s" in out
+
+
+def test_broken_reduce_overhead_cases_skip_without_gpu_flag(pytester):
+    result, out = run_example(pytester, "test_reduce_overhead_broken.py")
+    result.assert_outcomes(skipped=3)
+
+
+@pytest.mark.cudagraph
+def test_broken_reduce_overhead_cases_name_the_argument_and_line_on_gpu(pytester):
+    result, out = run_example(pytester, "test_reduce_overhead_broken.py", "--cudagraph")
+    result.assert_outcomes(failed=3)
+    assert "mutated inputs (1 instances), argument 'total', in accumulate" in out
+    assert "argument 'factors', in scale_by" in out
+    assert "host = y.cpu()" in out and "in the compiled code" in out
+    assert "torchinductor" not in out

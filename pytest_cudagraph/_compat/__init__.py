@@ -64,6 +64,10 @@ from .cuda import (
     no_cuda_skip_reason,
     non_owning_alias,
 )
+from .cudagraph_trees import (
+    TreeCallMeter,
+    cudagraph_skip_context,
+)
 from .distributed import (
     backend_available,
     distributed_available,
@@ -191,6 +195,8 @@ __all__ = [
     "functorch_config_snapshot",
     "graph_break_counter",
     "guard_failures_table",
+    "TreeCallMeter",
+    "cudagraph_skip_context",
     "compiled_graph_of_frame",
     "generated_code_origin",
     "is_generated_code",

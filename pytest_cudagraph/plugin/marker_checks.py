@@ -1,4 +1,4 @@
-"""The markers that check a test's call: ``max_recompiles`` and ``compile_cache``.
+"""The markers that check a test's call: ``max_recompiles``, ``compile_cache`` and ``cudagraph(trees="all")``.
 
 A violated invariant fails the test in its call phase (FAILED, not a teardown
 ERROR), with the plugin's own sentence and table and no traceback.
@@ -40,6 +40,26 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     # Failed outside the except block: pytest would print the InvariantViolation
     # again as the "During handling ..." context.
     pytest.fail(failure, pytrace=False)
+
+
+@pytest.hookimpl(wrapper=True, specname="pytest_runtest_call")
+def check_fully_cudagraphed(item: pytest.Item) -> Iterator[None]:
+    """Around the call of a ``cudagraph(trees="all")`` test: every reduce-overhead region must run as a graph."""
+    marker = item.stash.get(MARKERS_KEY, {}).get("cudagraph")
+    if marker is None or marker.trees != "all":
+        return (yield)
+    from .. import _compat
+
+    if not _compat.cuda_available():  # the test skips; there are no trees to watch
+        return (yield)
+    from ..trees import not_fully_cudagraphed, watch_trees
+
+    with watch_trees(record=record_of(item)) as trees:
+        result = yield
+    failure = not_fully_cudagraphed(trees.result(), context="@pytest.mark.cudagraph(trees='all')")
+    if failure is not None:
+        pytest.fail(failure, pytrace=False)
+    return result
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -1,0 +1,289 @@
+"""Cudagraph trees from the inside: which input a skip concerns, and what each call of a region did.
+
+``mode="reduce-overhead"`` hands each compiled graph (or each partition of one,
+Inductor's ``graph_partition`` being on by default from 2.9) to the thread's
+``CUDAGraphTreeManager`` as a function (a ``FunctionID``).  Every call of it goes
+through ``CUDAGraphTreeManager._run``, which either replays a recorded graph
+(``execute_node``), records one (``record_function``), warms up (``run_eager``),
+or, for a function it gave up on (an input it mutates, past the re-record
+limit), runs the function without graphs.  A graph Inductor decided not to
+cudagraph at compile time (a CPU input without partitioning, dynamic shapes, an
+incompatible op) never reaches the manager: its ``CompiledFxGraph`` runs the plain
+code.  Verified in the source of 2.6, 2.11, 2.13 and 2.14 and on an H200 with 2.11.
+
+* :class:`TreeCallMeter` counts, over a block, what each call did.  It wraps
+  ``_run`` and its three outcomes and ``CompiledFxGraph.__call__`` at class level
+  (``add_function`` binds ``self.run`` into a partial, so an instance patch would
+  miss calls); meters share one patch, removed when the last one ends.
+* :func:`cudagraph_skip_context` is called from a handler of the
+  "skipping cudagraphs due to ..." record and reads, from the frames still on the
+  stack, the tensors a mutation skip concerns (the manager's
+  ``_update_non_cudagraph_managed_mutation``), or the Dynamo sources of the graph
+  inputs a compile-time skip names (``CompiledFxGraph.__init__``'s graph, whose
+  placeholders carry AOTAutograd's ``PlainAOTInput`` descriptors, 2.9+).
+
+Nothing here raises into torch: every read is guarded, and a torch whose internals
+differ gives empty figures (None) instead.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections import Counter
+from typing import Any
+
+__all__ = ["TreeCallMeter", "cudagraph_skip_context"]
+
+CALL_KINDS = ("replayed", "recorded", "warmup", "without_graph")
+
+
+class _Patch:
+    """The one class-level patch every active meter listens to."""
+
+    lock = threading.Lock()
+    meters: list[TreeCallMeter] = []
+    undo: list[tuple[Any, str, Any]] = []
+    state = threading.local()
+
+    @classmethod
+    def add(cls, meter: TreeCallMeter) -> bool:
+        with cls.lock:
+            if not cls.meters and not cls._install():
+                return False
+            cls.meters.append(meter)
+            return True
+
+    @classmethod
+    def remove(cls, meter: TreeCallMeter) -> None:
+        with cls.lock:
+            if meter in cls.meters:
+                cls.meters.remove(meter)
+            if not cls.meters:
+                for owner, name, original in reversed(cls.undo):
+                    setattr(owner, name, original)
+                cls.undo.clear()
+
+    @classmethod
+    def _install(cls) -> bool:
+        try:
+            from torch._inductor import cudagraph_trees
+            from torch._inductor.output_code import CompiledFxGraph
+
+            manager = cudagraph_trees.CUDAGraphTreeManager
+            for name in ("_run", "execute_node", "record_function", "run_eager"):
+                if not callable(getattr(manager, name, None)):
+                    return False
+            if "__call__" not in CompiledFxGraph.__dict__:
+                return False
+        except Exception:
+            return False
+        state = cls.state
+
+        def patch(owner: Any, name: str, make: Any) -> None:
+            original = owner.__dict__[name]
+            setattr(owner, name, make(original))
+            cls.undo.append((owner, name, original))
+
+        def run_wrapper(original: Any) -> Any:
+            def _run(self: Any, new_inputs: Any, function_id: Any) -> Any:
+                outer = getattr(state, "call", None) is None
+                if outer:
+                    state.call = {"outcome": None}
+                try:
+                    return original(self, new_inputs, function_id)
+                finally:
+                    if outer:
+                        call, state.call = state.call, None
+                        graph_call = getattr(state, "graph_call", None)
+                        if graph_call is not None:
+                            graph_call["managed"] = True
+                        cls._publish("on_region_call", ("tree", _function_key(function_id)), _name(self, function_id),
+                                     call["outcome"] or "without_graph")  # fmt: skip
+
+            return _run
+
+        def outcome_wrapper(outcome: str) -> Any:
+            def make(original: Any) -> Any:
+                def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+                    call = getattr(state, "call", None)
+                    if call is not None and call["outcome"] is None:
+                        call["outcome"] = outcome
+                    return original(self, *args, **kwargs)
+
+                return wrapped
+
+            return make
+
+        def graph_call_wrapper(original: Any) -> Any:
+            def __call__(self: Any, inputs: Any) -> Any:
+                outer = getattr(state, "graph_call", None) is None
+                if outer:
+                    state.graph_call = {"managed": False}
+                try:
+                    return original(self, inputs)
+                finally:
+                    if outer:
+                        graph_call, state.graph_call = state.graph_call, None
+                        if not graph_call["managed"]:
+                            # this compiled graph runs without the tree manager: not cudagraphed at all
+                            cls._publish("on_region_call", ("graph", id(self)), _graph_name(self), "without_graph")
+
+            return __call__
+
+        try:
+            patch(manager, "_run", run_wrapper)
+            patch(manager, "execute_node", outcome_wrapper("replayed"))
+            patch(manager, "record_function", outcome_wrapper("recorded"))
+            patch(manager, "run_eager", outcome_wrapper("warmup"))
+            patch(CompiledFxGraph, "__call__", graph_call_wrapper)
+        except Exception:
+            for owner, name, original in reversed(cls.undo):
+                setattr(owner, name, original)
+            cls.undo.clear()
+            return False
+        return True
+
+    @classmethod
+    def _publish(cls, method: str, *args: Any) -> None:
+        for meter in list(cls.meters):
+            try:
+                getattr(meter, method)(*args)
+            except Exception:  # a meter must never break the user's call
+                pass
+
+
+def _function_key(function_id: Any) -> Any:
+    return getattr(function_id, "id", function_id)
+
+
+def _name(manager: Any, function_id: Any) -> str:
+    try:
+        return str(manager.get_func_name(function_id))
+    except Exception:
+        return f"function {_function_key(function_id)}"
+
+
+def _graph_name(compiled_graph: Any) -> str:
+    key = getattr(compiled_graph, "_fx_graph_cache_key", None)
+    return f"compiled graph {key[:12] if isinstance(key, str) else id(compiled_graph)}"
+
+
+class TreeCallMeter:
+    """Counts, while active, each call of a reduce-overhead region and what it did.
+
+    A region is a cudagraph-tree function (a compiled graph, or one partition of
+    it) or a compiled graph that never reached the tree manager.  Each call is
+    ``replayed`` (a recorded graph ran), ``recorded`` (a graph was recorded, and run),
+    ``warmup`` (the first call of a function runs eagerly) or ``without_graph``.
+    ``available`` is False where this torch's trees cannot be metered.
+    """
+
+    def __init__(self) -> None:
+        self.regions: dict[Any, dict[str, Any]] = {}
+        self.available = False
+
+    def __enter__(self) -> TreeCallMeter:
+        self.available = _Patch.add(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.available:
+            _Patch.remove(self)
+
+    def on_region_call(self, key: Any, name: str, outcome: str) -> None:
+        region = self.regions.setdefault(key, {"name": name, "calls": Counter()})
+        region["calls"][outcome] += 1
+
+    def calls(self) -> Counter:
+        total: Counter = Counter()
+        for region in self.regions.values():
+            total.update(region["calls"])
+        return total
+
+
+# --------------------------------------------------------------------------
+# what a skip concerns, from the frames of the code that logs it
+# --------------------------------------------------------------------------
+
+
+def _source_name(source: Any) -> str | None:
+    name = getattr(source, "name", None)
+    if callable(name):  # a method before 2.11, a cached property after
+        try:
+            name = name()
+        except Exception:
+            return None
+    return name if isinstance(name, str) else None
+
+
+def cudagraph_skip_context() -> dict[str, Any] | None:
+    """Inside the skip record: what it concerns, from the frames of the code that logs it, or None.
+
+    ``{"tensors": [the mutated input tensors], "placeholders": [graph input names],
+    "sources": [Dynamo source names such as "L['x']"], "function": the tree's name
+    for the function, "frame": the frame to start looking for the user's from}``;
+    a key is missing where it could not be read.
+    """
+    try:
+        frame = sys._getframe(1)
+        while frame is not None:
+            name = frame.f_code.co_name
+            owner = frame.f_locals.get("self")
+            if name == "_update_non_cudagraph_managed_mutation" and owner is not None:
+                return _mutation_context(frame, owner)
+            if name == "__init__" and type(owner).__name__ == "CompiledFxGraph" and "gm" in frame.f_locals:
+                return _compile_time_context(frame, frame.f_locals["gm"])
+            frame = frame.f_back
+    except Exception:
+        return None
+    return None
+
+
+def _mutation_context(frame: Any, manager: Any) -> dict[str, Any]:
+    import torch
+
+    function_id, inputs = frame.f_locals.get("function_id"), frame.f_locals.get("inputs")
+    out: dict[str, Any] = {"frame": frame, "function": _name(manager, function_id)}
+    wrapped = manager.ids_to_funcs[function_id]
+    try:
+        recorded = manager._get_cuda_graph_recorded_tensor_checker()
+    except Exception:
+        recorded = None
+    static = set(getattr(wrapped, "static_input_idxs", ()) or ())
+    indices = [
+        i
+        for i in getattr(wrapped, "mutated_input_idxs", ()) or ()
+        if i not in static
+        and inputs is not None
+        and i < len(inputs)
+        and not (recorded is not None and isinstance(inputs[i], torch.Tensor) and recorded(inputs[i]))
+    ]
+    placeholders = getattr(wrapped, "placeholders", None) or []
+    out["placeholders"] = [getattr(placeholders[i], "name", f"input {i}") if i < len(placeholders) else f"input {i}"
+                           for i in indices]  # fmt: skip
+    out["tensors"] = [inputs[i] for i in indices] if inputs is not None else []
+    return out
+
+
+def _compile_time_context(frame: Any, graph_module: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"frame": frame}
+    sources: dict[str, str] = {}
+    try:
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+
+        translator = InstructionTranslator.current_tx()
+        graph_args = list(translator.output.graphargs) if translator is not None else []
+    except Exception:
+        graph_args = []
+    for node in graph_module.graph.nodes:
+        if node.op != "placeholder":
+            continue
+        desc = node.meta.get("desc")
+        index = getattr(desc, "idx", None) if type(desc).__name__ == "PlainAOTInput" else None
+        if isinstance(index, int) and index < len(graph_args):
+            name = _source_name(getattr(graph_args[index], "source", None))
+            if name:
+                sources[node.name] = name
+    out["sources"] = sources
+    return out
