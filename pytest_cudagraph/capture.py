@@ -34,6 +34,7 @@ from these.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import linecache
 import math
 import os
@@ -178,30 +179,82 @@ def _generated_code_site(exc: BaseException) -> tuple[traceback.FrameSummary, st
     function ``call``) is mapped through the line map Inductor recorded while writing
     it, to the user's source line of the op; the text names the generated line and
     the ATen ops of its comment.  None when no frame is generated or nothing maps.
+
+    A line map read from the FX graph cache holds the stack traces of the compile
+    that filled the cache, which may be another function with the same graph (in
+    another file); it is used only where it lies in a function of this traceback,
+    else its statement is looked up in that function's source.
     """
     tb = exc.__traceback__
     generated = None
     compiled_graph = None
+    user_code = []
     while tb is not None:
         frame = tb.tb_frame
         compiled_graph = _compat.compiled_graph_of_frame(frame) or compiled_graph
-        if _compat.is_generated_code(frame.f_code.co_filename):
-            generated = (frame.f_code.co_filename, tb.tb_lineno)
+        filename = frame.f_code.co_filename
+        if _compat.is_generated_code(filename):
+            generated = (filename, tb.tb_lineno)
+        elif not is_library_file(filename):
+            user_code.append(frame.f_code)
         tb = tb.tb_next
     if generated is None:
         return None
     origin = _compat.generated_code_origin(*generated, compiled_graph=compiled_graph)
     if origin is None:
         return None
-    user = next((f for f in origin["frames"] if not is_library_file(f["filename"])), None)
-    if user is None:
+    frames = [f for f in origin["frames"] if not is_library_file(f["filename"])]
+    if not frames:
         return None
-    line = linecache.getline(user["filename"], int(user["line"])).strip()
-    summary = traceback.FrameSummary(user["filename"], int(user["line"]), user["name"], line=line)
     inside = f"in the compiled code `{origin['generated_line']}`"
     if origin.get("aten"):
         inside += f" (ATen: {origin['aten']})"
-    return summary, inside
+    if any(_in_code(code, f["filename"], int(f["line"])) for f in frames for code in user_code):
+        user = frames[0]
+        filename, lineno, name = user["filename"], int(user["line"]), user["name"]
+    else:
+        # the map is from a cached compile of another function: find its statement in this one's source
+        found = _same_statement(user_code, frames[0]["filename"], int(frames[0]["line"]))
+        if found is None:
+            return None
+        filename, lineno, name = found
+    line = linecache.getline(filename, lineno).strip()
+    return traceback.FrameSummary(filename, lineno, name, line=line), inside
+
+
+def _line_range(code: Any) -> range:
+    """The lines of ``code``'s function in its file, read from the source (Dynamo runs a frame with
+    rewritten bytecode whose line table may name only the ``def`` line)."""
+    lines = linecache.getlines(code.co_filename)
+    first = code.co_firstlineno
+    if not lines or first > len(lines):
+        return range(first, first + 1)
+    try:
+        block = inspect.getblock(lines[first - 1 :])
+    except Exception:  # tokenize errors on odd source: the def line alone
+        block = lines[first - 1 : first]
+    return range(first, first + max(1, len(block)))
+
+
+def _in_code(code: Any, filename: str, line: int) -> bool:
+    """Whether ``filename:line`` is a line of ``code``'s function."""
+    return os.path.abspath(code.co_filename) == os.path.abspath(filename) and line in _line_range(code)
+
+
+def _statement(filename: str, line: int) -> str:
+    return linecache.getline(filename, line).split("#", 1)[0].strip()
+
+
+def _same_statement(user_code: list[Any], filename: str, line: int) -> tuple[str, int, str] | None:
+    """``(file, line, function)`` of the one line in the traceback's user functions that reads like ``filename:line``."""
+    wanted = _statement(filename, line)
+    if not wanted:
+        return None
+    for code in reversed(user_code):
+        for number in _line_range(code):
+            if _statement(code.co_filename, number) == wanted:
+                return code.co_filename, number, code.co_name
+    return None
 
 
 def describe_capture_failure(exc: BaseException, label: str, fn_name: str) -> tuple[str, str | None]:

@@ -194,22 +194,86 @@ def _cholesky_of_sine(x):
     return z * 2
 
 
-def test_an_error_inside_inductor_generated_code_maps_to_the_users_line():
-    """What a failed capture inside compiled code names: the user's line of the op, not the generated file."""
+def _same_graph_elsewhere(x):
+    y = x.sin()
+    z = torch.linalg.cholesky(y)  # the same graph: Inductor's cache serves the first one's code
+    return z * 2
+
+
+@pytest.mark.parametrize("function", [_cholesky_of_sine, _same_graph_elsewhere])
+def test_an_error_inside_inductor_generated_code_maps_to_the_users_line(function):
+    """What a failed capture inside compiled code names: the user's line of the op, not the generated file.
+
+    The second function compiles to the graph of the first, so its generated code (and the
+    line map in it) may come from the FX graph cache, naming the first function's lines:
+    each must still be mapped to its own line.
+    """
     import inspect
 
     from pytest_cudagraph.capture import _generated_code_site
 
-    compiled = torch.compile(_cholesky_of_sine)
+    compiled = torch.compile(function)
     with pytest.raises(Exception) as info:
         compiled(-torch.eye(3))
     site = _generated_code_site(info.value)
     assert site is not None, "the error was not raised inside generated code"
     frame, inside = site
-    source, first = inspect.getsourcelines(_cholesky_of_sine)
-    assert (
-        frame.lineno == first + 2
-        and frame.line == "z = torch.linalg.cholesky(y)  # raises inside Inductor's generated code"
-    )
-    assert frame.filename == __file__
+    _, first = inspect.getsourcelines(function)
+    assert (frame.filename, frame.lineno, frame.name) == (__file__, first + 2, function.__name__)
+    assert frame.line.startswith("z = torch.linalg.cholesky(y)")
     assert inside.startswith("in the compiled code `") and "linalg" in inside
+
+
+OTHER_FILE = """
+import torch
+
+
+# padding, so that this copy's lines differ from the test file's
+
+
+def compiled_elsewhere(x, index):
+    y = x.sin()
+    z = y[index]
+    return z * 2
+
+
+try:
+    torch.compile(compiled_elsewhere)(torch.ones(4), torch.tensor([7]))
+except Exception:
+    pass
+"""
+
+
+def _gather_out_of_bounds(x, index):
+    y = x.sin()
+    z = y[index]  # an index past the end: Inductor's kernel raises
+    return z * 2
+
+
+@pytest.mark.slow
+def test_a_line_map_from_another_files_cached_compile_is_not_trusted(tmp_path):
+    """Inductor's FX graph cache serves the code another file compiled, line map included: map by statement."""
+    import subprocess
+    import sys
+
+    from pytest_cudagraph.caches import cache_probe, child_environment
+    from pytest_cudagraph.capture import _generated_code_site
+
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    other = tmp_path / "other_model.py"
+    other.write_text(OTHER_FILE)
+    with cache_probe(directory=cache) as probe:
+        subprocess.run([sys.executable, str(other)], check=True, timeout=300, env=child_environment(cache))
+        compiled = torch.compile(_gather_out_of_bounds)
+        with pytest.raises(Exception) as info:
+            compiled(torch.ones(4), torch.tensor([7]))
+        stats = probe.stats()
+    assert stats.fxgraph["hit"] == 1, stats.fxgraph  # the code, and its line map, came from the other file
+    site = _generated_code_site(info.value)
+    assert site is not None
+    frame, _ = site
+    import inspect
+
+    lines, first = inspect.getsourcelines(_gather_out_of_bounds)
+    assert frame.filename == __file__ and first < frame.lineno < first + len(lines), frame

@@ -80,3 +80,9 @@ def test_project_mark():
     )
     result = pytester.runpytest()
     result.assert_outcomes(passed=1)
+
+
+def test_the_trees_all_check_wraps_the_call_of_every_test(pytestconfig):
+    """The trees='all' check is a wrapper of pytest_runtest_call (its effect needs a GPU: tests/gpu/test_trees_gpu.py)."""
+    names = [impl.function.__name__ for impl in pytestconfig.pluginmanager.hook.pytest_runtest_call.get_hookimpls()]
+    assert "pytest_runtest_call_fully_cudagraphed" in names

@@ -42,8 +42,9 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     pytest.fail(failure, pytrace=False)
 
 
+# pytest reads only attributes named pytest_*: a second wrapper of one hook needs its own such name
 @pytest.hookimpl(wrapper=True, specname="pytest_runtest_call")
-def check_fully_cudagraphed(item: pytest.Item) -> Iterator[None]:
+def pytest_runtest_call_fully_cudagraphed(item: pytest.Item) -> Iterator[None]:
     """Around the call of a ``cudagraph(trees="all")`` test: every reduce-overhead region must run as a graph."""
     marker = item.stash.get(MARKERS_KEY, {}).get("cudagraph")
     if marker is None or marker.trees != "all":

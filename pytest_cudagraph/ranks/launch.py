@@ -394,6 +394,13 @@ class _Watch:
         )
 
     def _rank_result(self, rank: int, timed_out: bool) -> R.RankResult:
+        """The rank's result, with the process id the harness started it as (to check it is gone)."""
+        result = self._rank_outcome(rank, timed_out)
+        process = self.processes[rank] if rank < len(self.processes) else None
+        pid = getattr(process, "pid", None)
+        return R.with_outcome(result, pid=pid) if pid is not None and result.pid is None else result
+
+    def _rank_outcome(self, rank: int, timed_out: bool) -> R.RankResult:
         spec = self.specs[rank]
         process = self.processes[rank] if rank < len(self.processes) else None
         exitcode = process.exitcode if process is not None else None
