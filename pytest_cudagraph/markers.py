@@ -23,7 +23,7 @@ DEFAULT_RANK_TIMEOUT_S = 120.0
 
 MARKER_DOCS = {
     "cudagraph": (
-        "cudagraph(capture_sizes=None, rtol=None, atol=None, trees=None, world_size=None, timeout=None): "
+        "cudagraph(capture_sizes=None, rtol=None, atol=None, *, trees=None, world_size=None, timeout=None): "
         "a CUDA graph test; runs only with --cudagraph, and its arguments become the defaults of the "
         "cudagraphs fixture. trees='all' fails the test when any region compiled with "
         "mode='reduce-overhead' ran without a CUDA graph. world_size=N runs the cudagraph_ranks "
@@ -147,7 +147,9 @@ def parse_capture_sizes(value: Any, where: str) -> tuple[int, ...]:
     return validate_capture_sizes(value, where, error=MarkerArgumentError, one_int=False)
 
 
-def _cudagraph(capture_sizes=None, rtol=None, atol=None, trees=None, world_size=None, timeout=None):  # pragma: no cover
+def _cudagraph(
+    capture_sizes=None, rtol=None, atol=None, *, trees=None, world_size=None, timeout=None
+):  # pragma: no cover
     pass
 
 

@@ -47,8 +47,8 @@ from .html_page import (
     nodeid_html,
     overview_html,
     recompiles_html,
-    record_section_html,
     section,
+    section_html,
     summary_html,
 )
 from .summary import gpu_skip_lines, needs_attention, pool_figures, pool_text, totals_line
@@ -248,7 +248,7 @@ def _test_html(nodeid: str, anchor: str, record: Mapping[str, Any]) -> str:
     for key, value in record.items():
         if key in _DRAWN or value in (None, {}, []) or (key == "skip_reason" and isinstance(value, str)):
             continue
-        parts.append(record_section_html(str(key), value))
+        parts.append(section_html(str(key), value))
     parts.append(extra_html(record.get("extra")))
     parts.append("</section>")
     return "".join(parts)

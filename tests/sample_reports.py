@@ -374,3 +374,193 @@ def cache_key_report_pair() -> tuple[dict[str, Any], dict[str, Any]]:
     base = build_report(dict(ENV_2_13), base_tests, exitstatus=0, created="2025-01-31T12:00:00+00:00", run=COMPLETE_RUN)
     new = build_report(env_new, new_tests, exitstatus=0, created="2025-02-07T12:00:00+00:00", run=COMPLETE_RUN)
     return base, new
+
+
+# ----------------------------------------------------------------------------
+# where and why: recompile events, graph-break sites, reduce-overhead regions and skips,
+# pieces without a graph, ranks
+# ----------------------------------------------------------------------------
+
+FORWARD = "forward (tests/model.py:12)"
+
+
+def call_site(line: int = 10, code: str = "out = model(x)") -> dict[str, Any]:
+    """A ``CallSite.to_json()``: the user's line that called the compiled function."""
+    return {"file": "tests/test_x.py", "line": line, "code": code, "function": "test_dynamic_batch"}
+
+
+def failed_guard(entry: str, kind: str, guard: str, expected: str, actual: str, printed: bool = True) -> dict:
+    """A ``FailedGuard.to_json()``."""
+    return {
+        "entry": entry,
+        "source": "x",
+        "kind": kind,
+        "guard": guard,
+        "expected": expected,
+        "actual": actual,
+        "origin": "tests/model.py:14",
+        "reported_by_torch": printed,
+    }
+
+
+def recompile_events_record() -> dict[str, Any]:
+    """A failed test whose function recompiled twice (a size, then a dtype torch did not print) and hit the limit."""
+    size_0 = failed_guard("0/0", "size", "tensor 'x' size mismatch at index 0", "2", "4")
+    size_1 = failed_guard("0/1", "size", "tensor 'x' size mismatch at index 0", "4", "8")
+    dtype_1 = failed_guard(
+        "0/1", "dtype", "check_tensor(L['x'], Tensor, DispatchKeySet(CPU), torch.float32)", "float32", "bfloat16", False
+    )
+    reasons = ["0/0: tensor 'x' size mismatch at index 0. expected 2, actual 4"]
+    limit = f"{FORWARD}: hit config.recompile_limit (8); ran it eagerly"
+    events = [
+        {
+            "function": FORWARD,
+            "call_site": call_site(),
+            "reasons": reasons,
+            "guards": [size_0],
+            "verbatim": reasons,
+            "limit_hit": None,
+        },
+        {
+            "function": FORWARD,
+            "call_site": call_site(11, "out = model(y)"),
+            "reasons": ["0/1: tensor 'x' size mismatch at index 0. expected 4, actual 8"],
+            "guards": [size_1, dtype_1],
+            "verbatim": ["0/1: tensor 'x' size mismatch at index 0. expected 4, actual 8"],
+            "limit_hit": None,
+        },
+        {"function": FORWARD, "call_site": None, "reasons": [], "guards": [], "verbatim": [], "limit_hit": limit},
+    ]
+    site = {
+        "reason": "Unsupported: call to builtin print",
+        "location": "tests/model.py:30",
+        "code": "print(x.shape)",
+        "call_site": call_site(),
+        "count": 2,
+    }
+    return recompile_record(
+        2,
+        outcome="failed",
+        recompiles={
+            "count": 2,
+            "reasons": ["tensor 'x' size mismatch at index 0. expected 2, actual 4"] * 2,
+            "limit_hits": [limit],
+            "by_function": {FORWARD: {"count": 2, "reasons": ["old flat reason"], "limit_hits": [limit]}},
+            "graph_breaks": {"count": 2, "reasons": ["Unsupported: call to builtin print"], "sites": [site]},
+            "events": events,
+        },
+    )
+
+
+def reduce_overhead_record() -> dict[str, Any]:
+    """A reduce-overhead test: two of three regions ran as graphs; one skipped for a mutated input."""
+    return {
+        "outcome": "failed",
+        "duration_s": 2.5,
+        "reduce_overhead": {
+            "recordings": 2,
+            "skips": 1,
+            "skip_reasons": ["skipping cudagraphs due to mutated inputs (1 instances). Found from : ..."],
+            "recorded_non_static_inputs": 0,
+            "partitions": 0,
+            "tree_nodes": 2,
+            "pool_bytes": 8 * MiB,
+            "skipped": [
+                {
+                    "reason": "mutated inputs (1 instances)",
+                    "function": "step",
+                    "location": "tests/model.py:40",
+                    "code": "cache.add_(x)",
+                    "arguments": ["cache"],
+                    "named_by": "identity",
+                }
+            ],
+            "regions": {
+                "forward": {"replayed": 8, "recorded": 1, "warmup": 1, "without_graph": 0},
+                "head": {"replayed": 8, "recorded": 1, "warmup": 1, "without_graph": 0},
+                "step": {"replayed": 0, "recorded": 0, "warmup": 0, "without_graph": 10},
+            },
+            "regions_total": 3,
+            "regions_cudagraphed": 2,
+            "calls": {"replayed": 16, "recorded": 2, "warmup": 2, "without_graph": 10},
+            "fraction_of_calls": 18 / 28,
+        },
+    }
+
+
+def piecewise_uncaptured_record() -> dict[str, Any]:
+    """A piecewise test whose attention piece runs eagerly, and calls above the largest size replayed nothing."""
+    record = piecewise_record()
+    record["piecewise"].update(
+        uncaptured=[{"piece": "submod_1", "reason": "splitting op toy::attention: runs eagerly between graphs"}],
+        uncaptured_calls={"batch size above the largest captured size 8: ran without graphs": 3},
+    )
+    return record
+
+
+def rank_json(rank: int, outcome: str = "passed", **changes: Any) -> dict[str, Any]:
+    """A ``RankResult.to_json()`` of a rank that captured two sizes."""
+    out = {
+        "rank": rank,
+        "device": f"cuda:{rank}",
+        "outcome": outcome,
+        "stage": "done" if outcome == "passed" else "running the body",
+        "error": None,
+        "waiting_at": None,
+        "agreement_checks": 2,
+        "placement": {},
+        "duration_s": 4.2,
+        "exitcode": 0,
+        "graphs": {
+            "sizes": [8, 1],
+            "captured": 2,
+            "pool_bytes": 24 * MiB,
+            "largest_graph_bytes": 20 * MiB,
+            "max_abs_err": 1.5e-6,
+        },
+    }
+    out.update(changes)
+    return out
+
+
+def ranks_record() -> dict[str, Any]:
+    """A two-rank test: rank 1 raised, rank 0 was stopped while it waited in an all_reduce."""
+    return {
+        "outcome": "failed",
+        "duration_s": 9.1,
+        "ranks": {
+            "world_size": 2,
+            "backend": "nccl",
+            "timeout_s": 300.0,
+            "outcome": "failed",
+            "duration_s": 8.7,
+            "first_failure": 1,
+            "message": "rank 1 of 2 failed: CaptureError: a sync inside capture",
+            "per_rank": [
+                rank_json(0, "aborted", waiting_at="in all_reduce (tests/test_tp.py:22 `dist.all_reduce(x)`)"),
+                rank_json(
+                    1,
+                    "failed",
+                    exitcode=1,
+                    error={
+                        "type": "CaptureError",
+                        "message": "a sync inside capture",
+                        "where": "tests/test_tp.py:30 in body `x.item()`",
+                    },
+                ),
+            ],
+        },
+    }
+
+
+def where_and_why_report() -> dict[str, Any]:
+    """A report whose records hold every where-and-why section."""
+    from pytest_cudagraph.report import build_report
+
+    tests = {
+        "tests/test_x.py::test_dynamic_batch": recompile_events_record(),
+        "tests/test_x.py::test_reduce_overhead": reduce_overhead_record(),
+        "tests/test_x.py::test_pieces": piecewise_uncaptured_record(),
+        "tests/test_x.py::test_tp": ranks_record(),
+    }
+    return build_report(dict(ENV_2_13), tests, exitstatus=1, created="2025-01-31T12:00:00+00:00", run=COMPLETE_RUN)

@@ -16,7 +16,14 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from sample_reports import ENV_2_13, graph_record, recompile_record, sample_report
+from sample_reports import (
+    ENV_2_13,
+    graph_record,
+    recompile_events_record,
+    recompile_record,
+    sample_report,
+    where_and_why_report,
+)
 
 from pytest_cudagraph.report import build_report
 from pytest_cudagraph.show import render_html
@@ -146,6 +153,23 @@ def page_report() -> dict:
     tests[LONG_TEST] = graph_record()
     tests[KEYS_TEST] = cache_keys_record()
     return build_report(ENV_2_13, tests, exitstatus=1, created="2025-01-31T12:00:00+00:00")
+
+
+def layout_report() -> dict:
+    """page_report's tests and the where-and-why ones, their guards, code lines and errors long and unbroken."""
+    report = page_report()
+    extra = where_and_why_report()["tests"]
+    long_code = "out = model(" + "x" * 300 + ")"
+    event = extra["tests/test_x.py::test_dynamic_batch"]["recompiles"]["events"][1]
+    event["call_site"]["code"] = long_code
+    event["guards"][1]["guard"] = "check_tensor(L['x'], " + "a" * 400 + ")"
+    event["guards"][1]["actual"] = "TensorMetadata(" + "b" * 200 + ")"
+    extra["tests/test_x.py::test_reduce_overhead"]["reduce_overhead"]["skipped"][0]["code"] = long_code
+    extra["tests/test_x.py::test_reduce_overhead"]["reduce_overhead"]["regions"]["r" * 200] = {"replayed": 1}
+    extra["tests/test_x.py::test_pieces"]["piecewise"]["uncaptured"][0]["piece"] = "submod_" + "1" * 200
+    rank = extra["tests/test_x.py::test_tp"]["ranks"]["per_rank"][0]
+    rank["waiting_at"] = "in " + "all_reduce" * 40
+    return build_report(ENV_2_13, {**report["tests"], **extra}, exitstatus=1, created=report["created"])
 
 
 class Page(HTMLParser):
@@ -443,7 +467,7 @@ def _run_chromium(chromium: str, profile: Path, width: int, *args: str) -> subpr
 @pytest.mark.parametrize("width", WIDTHS)
 def test_nothing_overflows_the_page_in_chromium(tmp_path, width):
     chromium = _chromium()
-    page = render_html(page_report(), title="pytest-cudagraph report: page.json")
+    page = render_html(layout_report(), title="pytest-cudagraph report: page.json")
     (tmp_path / "page.html").write_text(page, encoding="utf-8")
     probe = tmp_path / "probe.html"
     probe.write_text(page.replace("</body>", LAYOUT_PROBE + "</body>"), encoding="utf-8")
@@ -480,3 +504,127 @@ def test_the_verdict_says_how_many_gpu_tests_skipped_and_the_summary_reads_yes_o
     assert html.escape(f"2 GPU tests skipped: {no_cuda}") in verdict
     assert re.search(r"<th>complete</th><td[^>]*>yes</td>", page), "complete should read yes"
     assert ">True<" not in page
+
+
+# ----------------------------------------------------------------------------
+# where and why: recompile events, graph-break sites, reduce-overhead, pieces, ranks
+# ----------------------------------------------------------------------------
+
+
+def _test_section(page: str, nodeid: str) -> str:
+    section = page[page.index(f'<h2 title="{nodeid}"') :]
+    return section[: section.index("</section>")]
+
+
+def _table_rows(section: str, css: str) -> list[list[str]]:
+    """The cell texts of every row of the first ``<table class=css>`` in ``section`` (the header's too)."""
+    table = section[section.index(f'<table class="{css}">') :]
+    table = table[: table.index("</table>")]
+    return [
+        [html.unescape(re.sub(r"<[^>]+>", "", cell)) for cell in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row)]
+        for row in re.findall(r"<tr[^>]*>(.*?)</tr>", table)
+    ]
+
+
+def test_each_recompile_names_its_call_site_and_its_failed_guards_in_a_table():
+    page = render_html(where_and_why_report())
+    section = _test_section(page, "tests/test_x.py::test_dynamic_batch")
+    parsed = Page(section)
+    assert parsed.texts["event"] == [
+        "recompile 1 of 2: forward (tests/model.py:12), called from tests/test_x.py:10 `out = model(x)`",
+        "recompile 2 of 2: forward (tests/model.py:12), called from tests/test_x.py:11 `out = model(y)`",
+    ]
+    assert _table_rows(section, "guards") == [
+        ["entry", "failed guard", "expected", "actual"],
+        ["0/0", "tensor 'x' size mismatch at index 0", "2", "4"],
+    ]
+    second = section[section.index("recompile 2 of 2") :]
+    assert _table_rows(second, "guards")[2] == [
+        "0/1",
+        "check_tensor(L['x'], Tensor, DispatchKeySet(CPU), torch.float32) *",
+        "float32",
+        "bfloat16",
+    ]
+    assert "* not in torch&#x27;s message, which names only the first failing guard of an entry" in section
+    assert 'title="tests/model.py:14"' in section  # where the guard was installed
+    # the limit hit with its line, the graph break with its site and caller; the flat reasons left out
+    assert "forward (tests/model.py:12): hit config.recompile_limit (8); ran it eagerly" in parsed.texts["reasons"][0]
+    assert (
+        html.escape(
+            "Unsupported: call to builtin print (x2) at tests/model.py:30 `print(x.shape)`, "
+            "called from tests/test_x.py:10 `out = model(x)`"
+        )
+        in section
+    )
+    assert "old flat reason" not in section
+
+
+def test_a_record_without_events_keeps_its_reasons_per_function():
+    record = recompile_events_record()
+    del record["recompiles"]["events"]
+    del record["recompiles"]["graph_breaks"]["sites"]
+    section = _test_section(render_html(build_report(ENV_2_13, {"a::t": record})), "a::t")
+    assert "old flat reason" in section and "forward (tests/model.py:12) (2 recompiles)" in section
+    assert "Unsupported: call to builtin print</li>" in section and 'class="guards"' not in section
+
+
+def test_reduce_overhead_shows_how_much_got_cudagraphed_per_region_and_each_skip():
+    section = _test_section(render_html(where_and_why_report()), "tests/test_x.py::test_reduce_overhead")
+    assert '<p class="warn">2/3 regions ran as CUDA graphs; 64% of calls after warm-up (18 of 28)</p>' in section
+    assert _table_rows(section, "regions") == [
+        ["region", "replayed", "recorded", "warm-up", "without graph"],
+        ["forward", "8", "1", "1", "0"],
+        ["head", "8", "1", "1", "0"],
+        ["step", "0", "0", "0", "10"],
+    ]
+    assert '<tr class="off"><td>step</td>' in section
+    skip = "mutated inputs (1 instances), argument 'cache', in step, at tests/model.py:40 `cache.add_(x)`"
+    assert f"<li>{html.escape(skip)}</li>" in section
+    assert "<details><summary>torch's skip messages</summary>" in section  # the raw ones folded away
+    for drawn in ("regions_total", "fraction_of_calls", "<th>skipped</th>", '"replayed"'):
+        assert drawn not in section  # not repeated as a row or as JSON
+
+
+def test_an_older_reduce_overhead_section_renders_as_before():
+    older = {"recordings": 2, "skips": 0, "skip_reasons": [], "pool_bytes": 1024}
+    page = render_html(build_report(ENV_2_13, {"a::t": {"outcome": "passed", "reduce_overhead": older}}))
+    assert '<h3>reduce_overhead</h3><table class="kv"><tr><th>recordings</th>' in page
+    assert "regions" not in _test_section(page, "a::t")
+
+
+def test_piecewise_lists_the_pieces_without_a_graph_and_why():
+    section = _test_section(render_html(where_and_why_report()), "tests/test_x.py::test_pieces")
+    assert _table_rows(section, "pieces") == [
+        ["piece", "reason"],
+        ["submod_1", "splitting op toy::attention: runs eagerly between graphs"],
+    ]
+    assert "<li>3 calls: batch size above the largest captured size 8: ran without graphs</li>" in section
+    assert "<th>pieces</th>" in section and "uncaptured" not in section
+
+
+def test_a_multi_rank_test_shows_its_world_size_and_a_row_per_rank():
+    section = _test_section(render_html(where_and_why_report()), "tests/test_x.py::test_tp")
+    assert "world size 2 (nccl): failed, first failure rank 1, 8.7 s (timeout 300 s)" in section
+    assert _table_rows(section, "ranks") == [
+        ["rank", "device", "outcome", "graphs", "pool / largest", "max error", "waiting at / error"],
+        [
+            "0",
+            "cuda:0",
+            "aborted",
+            "2 (8, 1)",
+            "24.0M / 20.0M",
+            "1.5e-06",
+            "waiting in all_reduce (tests/test_tp.py:22 `dist.all_reduce(x)`)",
+        ],
+        [
+            "1",
+            "cuda:1",
+            "failed",
+            "2 (8, 1)",
+            "24.0M / 20.0M",
+            "1.5e-06",
+            "CaptureError: a sync inside capture (at tests/test_tp.py:30 in body `x.item()`)",
+        ],
+    ]
+    assert "<details><summary>the run's message</summary><pre>rank 1 of 2 failed" in section
+    assert "per_rank" not in section  # drawn, not dumped as JSON

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import copy
+import re
 from html.parser import HTMLParser
 
 import pytest
-from sample_reports import ENV_2_13, MiB, graph_record, sample_report
+from sample_reports import ENV_2_13, MiB, graph_record, ranks_record, sample_report, where_and_why_report
 
+from pytest_cudagraph.record_text import detail_lines
 from pytest_cudagraph.report import build_report
 from pytest_cudagraph.show import render_html
 
@@ -208,3 +210,88 @@ def test_cache_lookups_render_well_formed_and_escaped():
     text = "".join(checker.text)
     assert "Cache lookups" in text and f"inductor_config[{evil}]: False -> True" in text
     assert text.count(evil) >= 5  # layer, pass, bypass reason, explanation, note: shown as text
+
+
+# ----------------------------------------------------------------------------
+# where and why: recompile events, graph-break sites, reduce-overhead, pieces, ranks
+# ----------------------------------------------------------------------------
+
+
+def test_show_prints_each_recompile_with_its_call_site_and_failed_guards():
+    lines = detail_lines(where_and_why_report())
+    text = "\n".join(lines)
+    assert lines[1] == "where and why (recompiles, graph breaks, reduce-overhead, pieces, ranks)"
+    assert "recompile 1 of 2: forward (tests/model.py:12), called from tests/test_x.py:10 `out = model(x)`" in text
+    guard_rows = [line.split() for line in lines if line.strip().startswith("0/")]
+    assert guard_rows[0] == ["0/0", "tensor", "'x'", "size", "mismatch", "at", "index", "0", "2", "4"]
+    assert guard_rows[2][-3:] == ["*", "float32", "bfloat16"]  # torch printed only the entry's size guard
+    assert "    * not in torch's message, which names only the first failing guard of an entry" in lines
+    assert "    - forward (tests/model.py:12): hit config.recompile_limit (8); ran it eagerly" in lines
+    assert (
+        "    - Unsupported: call to builtin print (x2) at tests/model.py:30 `print(x.shape)`, "
+        "called from tests/test_x.py:10 `out = model(x)`" in lines
+    )
+    assert "old flat reason" not in text  # the events replace the flat reasons per function
+
+
+def test_show_prints_how_much_reduce_overhead_cudagraphed_and_each_skip():
+    lines = detail_lines(where_and_why_report())
+    assert "  reduce-overhead: 2/3 regions ran as CUDA graphs; 64% of calls after warm-up (18 of 28)" in lines
+    assert [line.split() for line in lines if line.strip().startswith(("region", "step"))] == [
+        ["region", "replayed", "recorded", "warm-up", "without", "graph"],
+        ["step", "0", "0", "0", "10"],
+    ]
+    assert (
+        "    - mutated inputs (1 instances), argument 'cache', in step, at tests/model.py:40 `cache.add_(x)`" in lines
+    )
+
+
+def test_show_prints_the_pieces_without_a_graph_and_each_rank():
+    lines = detail_lines(where_and_why_report())
+    assert "    - submod_1: splitting op toy::attention: runs eagerly between graphs" in lines
+    assert "    - 3 calls: batch size above the largest captured size 8: ran without graphs" in lines
+    assert "  ranks: world size 2 (nccl): failed, first failure rank 1, 8.7 s (timeout 300 s)" in lines
+    ranks = [line.split(None, 6) for line in lines if re.match(r"\s+[01]  cuda:", line)]
+    assert [row[:6] for row in ranks] == [
+        ["0", "cuda:0", "aborted", "2", "(8,", "1)"],
+        ["1", "cuda:1", "failed", "2", "(8,", "1)"],
+    ]
+    assert ranks[0][6].endswith("waiting in all_reduce (tests/test_tp.py:22 `dist.all_reduce(x)`)")
+    assert ranks[1][6].endswith("CaptureError: a sync inside capture (at tests/test_tp.py:30 in body `x.item()`)")
+
+
+def test_show_prints_each_run_of_a_test_that_ran_several_bodies():
+    record = ranks_record()
+    first = copy.deepcopy(record["ranks"])
+    second = {**copy.deepcopy(first), "world_size": 4, "outcome": "passed", "first_failure": None}
+    record["ranks"] = {**first, "world_size": 4, "runs": [first, second]}
+    lines = detail_lines(build_report(ENV_2_13, {"a::t": record}))
+    assert "  ranks: 2 runs; all told world size 4 (nccl): failed, first failure rank 1, 8.7 s (timeout 300 s)" in lines
+    assert "    run 2 of 2:" in lines and "      world size 4 (nccl): passed, 8.7 s (timeout 300 s)" in lines
+
+
+def test_show_adds_nothing_for_a_report_without_the_where_and_why_fields():
+    assert detail_lines(sample_report()) == []
+
+
+def test_the_where_and_why_sections_render_well_formed_and_escaped():
+    evil = '<script>alert("x")</script>'
+    report = where_and_why_report()
+    tests = report["tests"]
+    event = tests["tests/test_x.py::test_dynamic_batch"]["recompiles"]["events"][0]
+    event["function"] = evil
+    event["call_site"]["code"] = evil
+    event["guards"][0].update(guard=evil, expected=evil, actual=evil, origin=evil)
+    tests["tests/test_x.py::test_dynamic_batch"]["recompiles"]["graph_breaks"]["sites"][0]["reason"] = evil
+    trees = tests["tests/test_x.py::test_reduce_overhead"]["reduce_overhead"]
+    trees["skipped"][0]["arguments"] = [evil]
+    trees["regions"][evil] = trees["regions"].pop("step")
+    tests["tests/test_x.py::test_pieces"]["piecewise"]["uncaptured"][0]["reason"] = evil
+    rank = tests["tests/test_x.py::test_tp"]["ranks"]["per_rank"][1]
+    rank["error"]["message"] = evil
+    rank["device"] = evil
+    page = render_html(report)
+    checker = parse(page)
+    assert "script" not in {tag for tag, _ in checker.tags}
+    assert evil not in page
+    assert "".join(checker.text).count(evil) >= 9
