@@ -18,6 +18,7 @@ Nothing here imports torch: torch's directory is found from its import spec.
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import linecache
 import os
 import sys
@@ -29,7 +30,15 @@ from functools import lru_cache
 from types import FrameType, TracebackType
 from typing import Any
 
-__all__ = ["CallSite", "is_library_file", "relative_path", "traceback_call_site", "user_call_site"]
+__all__ = [
+    "CallSite",
+    "in_function",
+    "is_library_file",
+    "relative_path",
+    "same_statement",
+    "traceback_call_site",
+    "user_call_site",
+]
 
 
 @dataclass(frozen=True)
@@ -132,4 +141,54 @@ def _innermost_user(frames: Iterable[traceback.FrameSummary], skip: Callable[[st
         if is_library_file(frame.filename) or (skip is not None and skip(frame.filename)):
             continue
         return _site(frame.filename, frame.lineno or 0, frame.name, frame.line)
+    return None
+
+
+# ----------------------------------------------------------------------------
+# stack traces torch kept from another compile
+# ----------------------------------------------------------------------------
+# Inductor's FX graph cache serves the code, the line map and the reasons another
+# function compiled to the same graph wrote: their file:line name that function.
+# A line is trusted only inside a function on the live stack; else the same
+# statement is looked up in it.
+
+
+def function_lines(code: Any) -> range:
+    """The lines of ``code``'s function in its file, read from the source.
+
+    Not from the code object's line table: Dynamo runs a frame with rewritten
+    bytecode whose table may name only the ``def`` line.
+    """
+    lines = linecache.getlines(code.co_filename)
+    first = code.co_firstlineno
+    if not lines or first > len(lines):
+        return range(first, first + 1)
+    try:
+        block = inspect.getblock(lines[first - 1 :])
+    except Exception:  # tokenize errors on odd source: the def line alone
+        block = lines[first - 1 : first]
+    return range(first, first + max(1, len(block)))
+
+
+def in_function(code: Any, filename: str, line: int) -> bool:
+    """Whether ``filename:line`` is a line of ``code``'s function."""
+    return os.path.abspath(code.co_filename) == os.path.abspath(filename) and line in function_lines(code)
+
+
+def _statement(filename: str, line: int) -> str:
+    return linecache.getline(filename, line).split("#", 1)[0].strip()
+
+
+def same_statement(codes: Iterable[Any], filename: str, line: int) -> tuple[str, int, str] | None:
+    """``(file, line, function)`` of the line of ``codes``' functions that reads like ``filename:line``, or None.
+
+    The innermost function (the last of ``codes``) is searched first; comments are ignored.
+    """
+    wanted = _statement(filename, line)
+    if not wanted:
+        return None
+    for code in reversed(list(codes)):
+        for number in function_lines(code):
+            if _statement(code.co_filename, number) == wanted:
+                return code.co_filename, number, code.co_name
     return None

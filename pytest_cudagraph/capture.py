@@ -34,7 +34,6 @@ from these.
 from __future__ import annotations
 
 import contextlib
-import inspect
 import linecache
 import math
 import os
@@ -49,7 +48,7 @@ from typing import Any
 import torch
 
 from . import _compat, open_objects
-from .call_site import is_library_file
+from .call_site import in_function, is_library_file, same_statement
 from .errors import CaptureError, InvariantViolation, MisuseError, StaleGraphError
 from .memory import PoolCheck, PoolId, PoolMeter
 from .numerics import TensorComparison, compare_tensor_trees, max_abs_error, replay_mismatch_message
@@ -187,20 +186,26 @@ def _generated_code_site(exc: BaseException) -> tuple[traceback.FrameSummary, st
     """
     tb = exc.__traceback__
     generated = None
-    compiled_graph = None
     user_code = []
     while tb is not None:
-        frame = tb.tb_frame
-        compiled_graph = _compat.compiled_graph_of_frame(frame) or compiled_graph
-        filename = frame.f_code.co_filename
+        filename = tb.tb_frame.f_code.co_filename
         if _compat.is_generated_code(filename):
             generated = (filename, tb.tb_lineno)
         elif not is_library_file(filename):
-            user_code.append(frame.f_code)
+            user_code.append(tb.tb_frame.f_code)
         tb = tb.tb_next
     if generated is None:
         return None
-    origin = _compat.generated_code_origin(*generated, compiled_graph=compiled_graph)
+    origin = _compat.generated_code_origin(*generated)
+    if origin is None:
+        # Only now read frame locals (the compiled graph's line map): reading them keeps the
+        # pool's tensors referenced from the traceback until its frames are cleared.
+        compiled_graph = None
+        tb = exc.__traceback__
+        while tb is not None and compiled_graph is None:
+            compiled_graph = _compat.compiled_graph_of_frame(tb.tb_frame)
+            tb = tb.tb_next
+        origin = _compat.generated_code_origin(*generated, compiled_graph=compiled_graph)
     if origin is None:
         return None
     frames = [f for f in origin["frames"] if not is_library_file(f["filename"])]
@@ -209,52 +214,17 @@ def _generated_code_site(exc: BaseException) -> tuple[traceback.FrameSummary, st
     inside = f"in the compiled code `{origin['generated_line']}`"
     if origin.get("aten"):
         inside += f" (ATen: {origin['aten']})"
-    if any(_in_code(code, f["filename"], int(f["line"])) for f in frames for code in user_code):
+    if any(in_function(code, f["filename"], int(f["line"])) for f in frames for code in user_code):
         user = frames[0]
         filename, lineno, name = user["filename"], int(user["line"]), user["name"]
     else:
         # the map is from a cached compile of another function: find its statement in this one's source
-        found = _same_statement(user_code, frames[0]["filename"], int(frames[0]["line"]))
+        found = same_statement(user_code, frames[0]["filename"], int(frames[0]["line"]))
         if found is None:
             return None
         filename, lineno, name = found
     line = linecache.getline(filename, lineno).strip()
     return traceback.FrameSummary(filename, lineno, name, line=line), inside
-
-
-def _line_range(code: Any) -> range:
-    """The lines of ``code``'s function in its file, read from the source (Dynamo runs a frame with
-    rewritten bytecode whose line table may name only the ``def`` line)."""
-    lines = linecache.getlines(code.co_filename)
-    first = code.co_firstlineno
-    if not lines or first > len(lines):
-        return range(first, first + 1)
-    try:
-        block = inspect.getblock(lines[first - 1 :])
-    except Exception:  # tokenize errors on odd source: the def line alone
-        block = lines[first - 1 : first]
-    return range(first, first + max(1, len(block)))
-
-
-def _in_code(code: Any, filename: str, line: int) -> bool:
-    """Whether ``filename:line`` is a line of ``code``'s function."""
-    return os.path.abspath(code.co_filename) == os.path.abspath(filename) and line in _line_range(code)
-
-
-def _statement(filename: str, line: int) -> str:
-    return linecache.getline(filename, line).split("#", 1)[0].strip()
-
-
-def _same_statement(user_code: list[Any], filename: str, line: int) -> tuple[str, int, str] | None:
-    """``(file, line, function)`` of the one line in the traceback's user functions that reads like ``filename:line``."""
-    wanted = _statement(filename, line)
-    if not wanted:
-        return None
-    for code in reversed(user_code):
-        for number in _line_range(code):
-            if _statement(code.co_filename, number) == wanted:
-                return code.co_filename, number, code.co_name
-    return None
 
 
 def describe_capture_failure(exc: BaseException, label: str, fn_name: str) -> tuple[str, str | None]:

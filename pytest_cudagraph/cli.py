@@ -306,6 +306,7 @@ def _show(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         return _fail(str(exc), stderr)
     if args.html is None:
         from .key_text import show_lines
+        from .record_text import detail_lines
 
         lines = terminal_summary_lines(report["tests"], None, max_rows=None) or ["the report has no tests"]
         shard = report.get("summary", {}).get("shard")
@@ -319,6 +320,7 @@ def _show(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
                 f"INCOMPLETE run: {'; '.join(run.reasons)} ({count_noun(run.not_run_count, 'selected test')} not run)"
             )
         lines += show_lines(report)
+        lines += detail_lines(report)
         _write(stdout, "\n".join(lines) + "\n")
         return EXIT_OK
     from .show import render_html

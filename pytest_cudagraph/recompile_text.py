@@ -11,10 +11,12 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from . import record_text
 from ._compat import MARK_DYNAMIC_CALL
-from .text import clip, format_table
+from .text import clip
 
-MAX_REASONS_SHOWN = 12
+# guard rows a failure shows (the rest are in the report)
+MAX_REASONS_SHOWN = record_text.MAX_GUARD_ROWS
 
 
 def indent_continuation(text: str) -> str:
@@ -28,44 +30,12 @@ def recompile_table(events: Sequence[Any]) -> list[str]:
     it, one row per failing guard: the cached entry, the guard as Dynamo prints it,
     the value the entry expected and the one that came.  A guard torch did not print
     (it stops at an entry's first failing guard; the watch found the rest) is marked
-    ``*``, explained at the end.
+    ``*``, explained at the end.  The same text as ``pytest-cudagraph show`` prints
+    from a report (``record_text``).
     """
-    lines: list[str] = []
-    shown = hidden = 0
-    unprinted = False
-    recompiles = [event for event in events if event.limit_hit is None]
-    for number, event in enumerate(recompiles, 1):
-        if shown >= MAX_REASONS_SHOWN:
-            hidden += max(1, len(event.guards))
-            continue
-        site = f", called from {clip(event.call_site.describe(), 100)}" if event.call_site else ""
-        lines.append(f"  recompile {number} of {len(recompiles)}: {event.function}{site}")
-        if not event.guards:
-            lines.append("    (no reason recorded)")
-            continue
-        rows = [("entry", "failed guard", "expected", "actual")]
-        for guard in event.guards:
-            if shown >= MAX_REASONS_SHOWN:
-                hidden += 1
-                continue
-            shown += 1
-            unprinted = unprinted or not guard.reported_by_torch
-            rows.append(
-                (
-                    guard.entry or "",
-                    clip(guard.guard, 80) + ("" if guard.reported_by_torch else " *"),
-                    clip(guard.expected or "-", 30),
-                    clip(guard.actual or "-", 30),
-                )
-            )
-        lines += format_table(rows, indent="    ")
-    if hidden:
-        # each recompile fails one guard per cached entry, so the rows grow quadratically;
-        # the first ones name the change
-        lines.append(f"  ... and {hidden} more failed guards (all are in .events and the report's recompiles.events)")
-    if unprinted:
-        lines.append("  * not in torch's message, which names only the first failing guard of an entry")
-    return lines
+    return record_text.recompile_table(
+        [event.to_json() for event in events], kept_in=".events and the report's recompiles.events"
+    )
 
 
 def graph_break_lines(graph_breaks: Any) -> list[str]:
@@ -75,12 +45,7 @@ def graph_break_lines(graph_breaks: Any) -> list[str]:
     """
     if not graph_breaks.sites:
         return [f"  - {clip(reason, first_line=True)} (x{times})" for reason, times in graph_breaks.by_reason.items()]
-    lines = []
-    for site in graph_breaks.sites:
-        where = f" at {site.location}" + (f" `{clip(site.code, 60)}`" if site.code else "") if site.location else ""
-        called = f", called from {clip(site.call_site.describe(), 80)}" if site.call_site else ""
-        lines.append(f"  - {clip(site.reason, 140)} (x{site.count}){where}{called}")
-    return lines
+    return [f"  - {record_text.break_site_text(site.to_json())}" for site in graph_breaks.sites]
 
 
 def _times(n: int) -> str:

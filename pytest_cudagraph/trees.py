@@ -26,14 +26,16 @@ each skip; ``@pytest.mark.cudagraph(trees="all")`` applies it to a whole test.
 
 from __future__ import annotations
 
+import linecache
 import logging
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from . import _compat
-from .call_site import is_library_file, relative_path
+from .call_site import in_function, is_library_file, relative_path, same_statement
 from .errors import InvariantViolation
 from .record import TestRecord, current_record
 from .text import count_noun
@@ -201,10 +203,56 @@ class _ReasonHandler(logging.Handler):
         except Exception:  # a broken log call must not break the test
             message = str(record.msg)
         self.sink.append(message)
+        skip = parse_skip_message(message)
         try:
-            self.details.append(_with_arguments(parse_skip_message(message), _compat.cudagraph_skip_context()))
-        except Exception:
-            self.details.append(parse_skip_message(message))
+            context = _compat.cudagraph_skip_context()
+            skip = _with_arguments(_at_live_line(skip, context), context)
+        except Exception:  # what could not be read stays torch's text
+            pass
+        self.details.append(skip)
+
+
+def _at_live_line(skip: CudagraphSkip, context: dict[str, Any] | None) -> CudagraphSkip:
+    """The skip's line checked against the code that runs.
+
+    Torch takes the line from the graph's stack traces, which Inductor's FX graph
+    cache keeps from whichever function first compiled the same graph, maybe in
+    another file.  A line inside a function of the live stack (or the one Dynamo is
+    compiling) stands; else the same statement is looked up in those functions.
+    """
+    from dataclasses import replace
+
+    if skip.location is None:
+        return skip
+    file, _, line = skip.location.rpartition(":")
+    codes = _live_user_code(context.get("frame") if context else None)
+    if context and context.get("code") is not None:
+        codes.append(context["code"])
+    if not codes or any(in_function(code, file, int(line)) for code in codes):
+        return skip
+    found = same_statement(codes, file, int(line))
+    if found is None:
+        return skip
+    filename, number, function = found
+    resumed = RESUMED.match(function)
+    return replace(
+        skip,
+        location=f"{relative_path(filename)}:{number}",
+        code=linecache.getline(filename, number).strip(),
+        function=resumed["function"] if resumed else function,
+    )
+
+
+def _live_user_code(start: Any) -> list[Any]:
+    """Code objects of the user's frames on the stack, outermost first."""
+    frame = start if start is not None else sys._getframe(1)
+    codes = []
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not is_library_file(filename) and not _compat.is_generated_code(filename):
+            codes.append(frame.f_code)
+        frame = frame.f_back
+    return list(reversed(codes))
 
 
 def _with_arguments(skip: CudagraphSkip, context: dict[str, Any] | None) -> CudagraphSkip:

@@ -395,3 +395,18 @@ def test_explain_needs_no_torch(key_reports):
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "run-wide (7 components" in result.stdout
+
+
+def test_show_prints_where_and_why_under_the_table(tmp_path):
+    """`show` prints each test's recompile call sites and guards, cudagraph share, uncaptured pieces and ranks."""
+    from sample_reports import where_and_why_report
+
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(where_and_why_report()))
+    result = run_cli("show", path)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "called from tests/test_x.py:10 `out = model(x)`" in out
+    assert "2/3 regions ran as CUDA graphs" in out
+    # the table comes first, the details after it
+    assert out.index("test ") < out.index("called from")

@@ -24,6 +24,7 @@ OFFLINE = (
     "key_diff",
     "key_text",
     "show",
+    "record_text",
     "html_page",
     "cli",
     "summary",

@@ -123,3 +123,32 @@ def test_the_call_meter_sees_a_cpu_graph_run_without_graphs_and_puts_torch_back(
     [region] = meter.regions.values()
     assert dict(region["calls"]) == {"without_graph": 3}
     assert (CUDAGraphTreeManager.__dict__["_run"], CompiledFxGraph.__dict__["__call__"]) == before
+
+
+def _accumulates(total, x):
+    total.add_(x.sum())  # the statement torch's cached stack trace names
+    return x * 2
+
+
+def test_a_skip_line_from_another_functions_cached_compile_is_moved_to_the_running_one(tmp_path):
+    """Inductor's FX graph cache keeps the stack traces of whichever function first compiled a graph."""
+    import inspect
+
+    from pytest_cudagraph.trees import _at_live_line
+
+    other = tmp_path / "first_compiler.py"
+    other.write_text("import torch\n\n\ndef accumulate(total, x):\n    total.add_(x.sum())\n    return x * 2\n")
+    message = (
+        "skipping cudagraphs due to mutated inputs (1 instances). Found from : \n"
+        f'   File "{other}", line 5, in accumulate\n'
+        "    total.add_(x.sum())\n"
+    )
+    skip = _at_live_line(parse_skip_message(message), {"code": _accumulates.__code__})
+    _, first = inspect.getsourcelines(_accumulates)
+    assert skip.location.endswith(f"test_trees.py:{first + 1}") and skip.function == "_accumulates"
+    assert skip.code.startswith("total.add_(x.sum())")
+    # a line inside a running function stands as torch wrote it
+    namespace: dict = {}
+    exec(compile(other.read_text(), str(other), "exec"), namespace)
+    kept = _at_live_line(parse_skip_message(message), {"code": namespace["accumulate"].__code__})
+    assert kept.location.endswith("first_compiler.py:5") and kept.function == "accumulate"

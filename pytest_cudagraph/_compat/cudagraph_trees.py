@@ -221,9 +221,10 @@ def cudagraph_skip_context() -> dict[str, Any] | None:
     """Inside the skip record: what it concerns, from the frames of the code that logs it, or None.
 
     ``{"tensors": [the mutated input tensors], "placeholders": [graph input names],
-    "sources": [Dynamo source names such as "L['x']"], "function": the tree's name
-    for the function, "frame": the frame to start looking for the user's from}``;
-    a key is missing where it could not be read.
+    "sources": {placeholder: Dynamo source name such as "L['x']"}, "function": the
+    tree's name for the function, "frame": the frame to start looking for the user's
+    from, "code": the code object Dynamo is compiling (a compile-time skip)}``; a key is
+    missing where it could not be read.
     """
     try:
         frame = sys._getframe(1)
@@ -274,6 +275,8 @@ def _compile_time_context(frame: Any, graph_module: Any) -> dict[str, Any]:
 
         translator = InstructionTranslator.current_tx()
         graph_args = list(translator.output.graphargs) if translator is not None else []
+        # the code being compiled: its frame is not on the stack yet
+        out["code"] = getattr(translator, "f_code", None)
     except Exception:
         graph_args = []
     for node in graph_module.graph.nodes:
