@@ -259,8 +259,9 @@ def _with_arguments(skip: CudagraphSkip, context: dict[str, Any] | None) -> Cuda
     """The skip with the user's names of the inputs it concerns, found from the live frames."""
     from dataclasses import replace
 
-    if context is None:
-        return skip
+    # no context: a skip torch logs from a compiled graph loaded from the FX graph cache,
+    # which keeps only its reason; the graph input's own name is all there is then
+    context = context or {}
     tensors = context.get("tensors") or []
     if tensors:
         names = _names_by_identity(context.get("frame"), tensors)

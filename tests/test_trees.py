@@ -152,3 +152,11 @@ def test_a_skip_line_from_another_functions_cached_compile_is_moved_to_the_runni
     exec(compile(other.read_text(), str(other), "exec"), namespace)
     kept = _at_live_line(parse_skip_message(message), {"code": namespace["accumulate"].__code__})
     assert kept.location.endswith("first_compiler.py:5") and kept.function == "accumulate"
+
+
+def test_a_cpu_skip_without_live_frames_names_the_graph_input():
+    """A graph loaded from the FX graph cache logs its cached reason only: the placeholder is the name left."""
+    from pytest_cudagraph.trees import _with_arguments
+
+    skip = _with_arguments(parse_skip_message(CPU_SKIP), None)
+    assert skip.arguments == ("arg0_1",) and skip.named_by == "placeholder"

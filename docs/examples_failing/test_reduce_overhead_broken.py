@@ -28,7 +28,11 @@ def scale_by(x, factors):
 
 @pytest.mark.cudagraph
 def test_cpu_input_skips_the_graphs(cudagraphs):
-    """Fails: "cpu device (arg1_1), argument 'factors', in scale_by, at ...`return x * factors.to(x.device)`"."""
+    """Fails: "cpu device (arg0_1), argument 'factors', in scale_by, at ...`return x * factors.to(x.device)`".
+
+    When the graph comes from Inductor's FX graph cache, torch keeps only the graph input's
+    name, and the message names that: "argument 'arg0_1'".
+    """
     x, factors = torch.randn(64, device="cuda"), torch.full((64,), 0.5)
     # torch 2.9+ partitions the graph around a CPU input instead of skipping; turned off here
     with torch._inductor.config.patch(graph_partition=False):
