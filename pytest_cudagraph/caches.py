@@ -77,6 +77,7 @@ from . import _compat as compat
 from . import cache_keys
 from .cache_keys import CacheLookup, MissExplanation
 from .cacheroot import INDUCTOR_ENV, TRITON_ENV, CacheRoot, ensure_private_dir
+from .compile_time import CompileTime, compile_time_from_json, warm_cold_ratio, watch_compile_time
 from .counters import CounterSnapshot, counter_snapshot, delta_between, triton_compiled_and_loaded, triton_kernel_dirs
 from .envvars import CHILD_PASS_ENV, environment_set
 from .errors import InvariantViolation, MisuseError, UsageProblem
@@ -183,6 +184,8 @@ class PassResult:
     process: str = "this interpreter"
     lookups: tuple[CacheLookup, ...] = ()
     label: str = ""
+    # compile time per phase and frame in the pass (compile_time.CompileTime)
+    compile_time: CompileTime | None = None
 
     @property
     def pass_label(self) -> str:
@@ -196,6 +199,7 @@ class PassResult:
             "duration_s": round(self.duration_s, 4),
             "process": self.process,
             "cache_dir": self.cache_dir,
+            **({"compile_time": self.compile_time.to_json()} if self.compile_time is not None else {}),
         }
 
 
@@ -241,8 +245,18 @@ class ColdWarm:
                 format_failure(self, problems, rtol=rtol, atol=atol, context=context, across_runs=across_runs)
             )
 
+    @property
+    def compile_time_ratio(self) -> float | None:
+        """Warm compile time over cold (0.03: the warm start took 3% of the cold one); None when not measured."""
+        if self.cold.compile_time is None or self.warm.compile_time is None:
+            return None
+        return warm_cold_ratio(self.cold.compile_time.total_s, self.warm.compile_time.total_s)
+
     def to_json(self) -> dict[str, Any]:
-        return {"mode": self.mode, "cold": self.cold.to_json(), "warm": self.warm.to_json()}
+        out = {"mode": self.mode, "cold": self.cold.to_json(), "warm": self.warm.to_json()}
+        if self.compile_time_ratio is not None:
+            out["compile_time_ratio"] = self.compile_time_ratio
+        return out
 
 
 @dataclass(frozen=True)
@@ -595,7 +609,8 @@ class CacheProbe:
                 before = self._read()
                 started = time.perf_counter()
                 with seeded_rngs(seed), cache_keys.pass_scope(label) as lookups:
-                    value = call()
+                    with watch_compile_time(report=False) as compile_watch:
+                        value = call()
                 duration = time.perf_counter() - started
                 after = self._read()
                 recorded = self._recorded
@@ -612,6 +627,7 @@ class CacheProbe:
             after=_absolute(after),
             lookups=tuple(lookups.lookups),
             label=label,
+            compile_time=compile_watch.result,
         )
         self._passes.append(result)
         return result
@@ -750,6 +766,7 @@ class CacheProbe:
                 for lookup in cache_keys.lookups_from_json(payload.get("lookups") or ())
             ),
             label=label,
+            compile_time=compile_time_from_json(payload.get("compile_time")),
         )
         cache_keys.deliver_lookups(result.lookups)
         self._passes.append(result)
@@ -1170,6 +1187,7 @@ def write_pass_output(path: str | Path, result: PassResult | None, error: str | 
             after=_plain(result.after),
             recorded=_to_cpu(dict(result.recorded)),
             lookups=cache_keys.lookups_to_json(result.lookups, full=True),
+            compile_time=result.compile_time.to_json() if result.compile_time is not None else None,
         )
         try:
             payload["outputs"] = _to_cpu(result.outputs)

@@ -1078,6 +1078,18 @@ _LOOKUP = {
     "compared_with": _TEXT,
 }
 _CACHE_KEYS = {"lookups": _Each(_LOOKUP), "note": _TEXT}
+# compile time (compile_time.py): per phase, per compiled frame; a phase this torch does not record is absent
+_COMPILE_PHASES = _Each(_MEASURE, mapping=True)
+_COMPILE_TIME = {
+    "total_s": _MEASURE,
+    "phases": _COMPILE_PHASES,
+    "frames": _Each(
+        {"compile_id": _TEXT, "function": _TEXT, "total_s": _MEASURE, "phases": _COMPILE_PHASES, "failed": _TEXT}
+    ),
+    "unavailable": _TEXTS,
+    "note": _TEXT,
+    "passes": _Each({"label": _TEXT, "cold_s": _MEASURE, "warm_s": _MEASURE, "warm_cold_ratio": _MEASURE}),
+}
 # a multi-rank run (ranks/results.py): the run, then each rank with its own GraphSets; a test that ran
 # several bodies keeps each run under "runs"
 _RANK = {
@@ -1104,6 +1116,34 @@ _RANKS_RUN = {
     "per_rank": _Each(_RANK),
 }
 _RANKS = {**_RANKS_RUN, "runs": _Each(_RANKS_RUN)}
+# pytest-cudagraph startup (startup_bench.py): per kind of run, the median and spread (max - min) of each figure
+_STARTUP_STATS = {**dict.fromkeys(("median", "min", "max", "spread"), _MEASURE), "n": _COUNT}
+_STARTUP_SAMPLE = {
+    "pass": _TEXT,
+    "index": _COUNT,
+    "exitcode": _AnyOf((_COUNT, _NULL)),
+    "outcome": _TEXT_OR_NULL,
+    **dict.fromkeys(("wall_s", "duration_s", "compile_s", "capture_s"), _MEASURE),
+    "phases": _Each(_MEASURE, mapping=True),
+    "error": _TEXT_OR_NULL,
+}
+_STARTUP_PASS = {
+    "runs": _COUNT,
+    **dict.fromkeys(("wall_s", "duration_s", "compile_s", "capture_s"), _STARTUP_STATS),
+    "phases": _Each(_STARTUP_STATS, mapping=True),
+    "samples": _Each(_STARTUP_SAMPLE),
+}
+_STARTUP = {
+    "runs": _COUNT,
+    "complete": _FLAG,
+    **dict.fromkeys(("statistic", "spread", "order"), _TEXT),
+    "command": _TEXTS,
+    "cold": _STARTUP_PASS,
+    "warm": _STARTUP_PASS,
+    "warm_over_cold": _Each(_MEASURE, mapping=True),
+    "errors": _TEXTS,
+    "notes": _TEXTS,
+}
 _RECORD = {
     "outcome": _TEXT,
     "duration_s": _MEASURE,
@@ -1113,10 +1153,12 @@ _RECORD = {
     "graphs": {**_GRAPH_SET, "sets": _Each(_GRAPH_SET)},
     "piecewise": {**_PIECEWISE_SET, "sets": _Each(_PIECEWISE_SET)},
     "reduce_overhead": _REDUCE_OVERHEAD,
+    "compile_time": _COMPILE_TIME,
     "ranks": _RANKS,
     "placement": _Each(_SCALAR, mapping=True),
     "failure": {"when": _TEXT, "message": _TEXT},
     "skip_reason": _TEXT,
+    "startup": _STARTUP,
     "extra": _FREE,
 }
 # pytest-split's shard of a run; a merged report names the shards it was made from instead of a group

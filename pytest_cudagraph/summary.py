@@ -27,11 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .compile_time_text import compile_time_cell
 from .passes import LETTER_MEANING, cold_to_warm_text, letters_in, pass_pairs
 from .report import as_int, limit_hit_count, summarize
 from .text import clip_nodeid, count_noun, format_bytes, format_table, number
 
-HEADER = ["test", "outcome", "graphs", "pool / largest", "recompiles", "fxgraph", "aot", "triton"]
+HEADER = ["test", "outcome", "graphs", "pool / largest", "recompiles", "compile", "fxgraph", "aot", "triton"]
 
 # Beyond this many rows the table elides the middle; the report holds every test.
 DEFAULT_MAX_ROWS = 40
@@ -206,6 +207,7 @@ def summary_row(nodeid: str, record: Mapping[str, Any]) -> list[str]:
         graphs,
         pool,
         _recompiles_cell(record),
+        compile_time_cell(record),
         _layer_cell(record, "fxgraph"),
         _layer_cell(record, "aot_autograd"),
         _layer_cell(record, "triton"),
@@ -284,6 +286,8 @@ def legend_lines(rows: list[list[str]]) -> list[str]:
     pools = [row[column["pool / largest"]] for row in rows]
     if any(cell.endswith("x") or "x (set" in cell for cell in pools):
         parts.append("pool / largest: the shared pool and the largest graph alone, 1.43x = (pool - cuBLAS) / largest")
+    if any("->" in row[column["compile"]] for row in rows):
+        parts.append("compile: torch.compile seconds (Dynamo, AOTAutograd, Inductor), cold -> warm where both ran")
     if any(" regions" in row[column["graphs"]] for row in rows):
         parts.append(
             "n/m regions, p% calls: reduce-overhead regions that ran as CUDA graphs, and the calls after warm-up"

@@ -65,7 +65,8 @@ def test_fail_on_selects_rules(reports):
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines() == [
         "pytest-cudagraph: unknown rule 'poool' for --fail-on; choose from outcome, recompiles, recompile-limit, "
-        "cache-miss, graphs, pool, numerics, graph-breaks, vanished, all, default or none"
+        "cache-miss, graphs, pool, numerics, graph-breaks, vanished, compile-time, capture-time, startup-time, "
+        "graph-memory, all, default or none"
     ]
 
 
@@ -146,6 +147,7 @@ def test_show_prints_the_table_and_writes_html(reports, tmp_path):
         "42.0M",
         "1.43x",
         "0",
+        "-",  # compile time: the sample report has none
         "1h/0m",
         "1h/0m",
         "0c/3l",

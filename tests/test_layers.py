@@ -25,6 +25,7 @@ OFFLINE = (
     "key_text",
     "show",
     "record_text",
+    "compile_time_text",
     "html_page",
     "cli",
     "summary",
@@ -36,6 +37,7 @@ OFFLINE = (
     "progress",
     "errors",
     "__main__",
+    "startup_bench",
 )
 PRIVATE_PREFIXES = ("torch._", "torch.utils._", "triton", "_pytest", "xdist.")
 

@@ -19,6 +19,8 @@ The modules, by subject (every name is re-exported here, so
   torch's cache counter names, entries written, bypass reasons, Triton's
   compile listener and kernel directories, portable artifacts, config forwarded
   to a child interpreter, every cache lookup's key and components;
+- ``compile_metrics``: torch's compilation metrics, one record per compiled frame with
+  the time of each phase (Dynamo, AOTAutograd, Inductor, kernel compiles, cache savings);
 - ``cuda``: device presence and count, allocator snapshots and pools, cuBLAS
   workspaces, non-owning aliases of pool memory;
 - ``fx``: op overload names, custom ops, the dispatch-mode base class, pytree;
@@ -54,6 +56,11 @@ from .caches import (
     save_cache_artifacts,
     triton_compilation_knobs,
     triton_kernel_dirs,
+)
+from .compile_metrics import (
+    COMPILE_METRIC_CAPABILITIES,
+    CompilationMetricsTap,
+    compile_metric_columns_missing,
 )
 from .cuda import (
     abandon_capture_pool,
@@ -154,6 +161,9 @@ from .state import (
 )
 
 __all__ = [
+    "COMPILE_METRIC_CAPABILITIES",
+    "CompilationMetricsTap",
+    "compile_metric_columns_missing",
     "TORCH_TRACE_LOGGER",
     "pytest_log_handlers",
     "CACHE_KEY_CONFIG_MODULES",

@@ -53,6 +53,8 @@ FAILURE_MESSAGE_LIMIT = 4000
 
 # Why the test skipped (the terminal section counts the GPU tests the plugin skipped).
 SKIP_REASON_KEY = pytest.StashKey[str]()
+# The test's compile-time watch, from its setup to its teardown (compile_time.CompileTimeWatch).
+COMPILE_TIME_KEY = pytest.StashKey[Any]()
 
 
 def skip_reason(report: pytest.TestReport) -> str:
@@ -96,6 +98,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         item.stash[CACHE_SNAPSHOT_KEY] = counter_snapshot()
     if uses_plugin(item):
         start_cache_key_capture(item)
+        from ..compile_time import watch_compile_time
+
+        item.stash[COMPILE_TIME_KEY] = watch_compile_time(report=False).start()
 
 
 # ----------------------------------------------------------------------------
@@ -239,6 +244,13 @@ def finish_record(item: pytest.Item, record: TestRecord | None) -> dict[str, Any
     """The test's finished record as ``{"nodeid", "record"}`` (plain JSON data), or None if it has none."""
     set_current_record(None)
     record = _finish_cache_keys(item, record)
+    compile_watch = item.stash.get(COMPILE_TIME_KEY, None)
+    if compile_watch is not None:
+        del item.stash[COMPILE_TIME_KEY]
+        from ..compile_time import finish_test_compile_time
+
+        record = record or record_of(item)
+        finish_test_compile_time(compile_watch, record)
     snapshot = item.stash.get(CACHE_SNAPSHOT_KEY, None)
     if snapshot is not None or "torch" in sys.modules:
         from ..counters import counter_delta, counter_snapshot

@@ -68,6 +68,10 @@ _STARTED = (R.STAGE_BODY, R.STAGE_TEARDOWN, R.STAGE_DESTROYING, R.STAGE_DONE)
 # ----------------------------------------------------------------------------
 
 
+# seconds the ranks may take to start (spawn, import torch and the test module, join the process group)
+STARTUP_TIMEOUT_S = 120.0
+
+
 def body_reference(body: Callable[..., Any]) -> tuple[str, str]:
     """``(module, qualname)`` of a body the rank processes can import; MisuseError otherwise."""
     __tracebackhide__ = True
@@ -196,10 +200,10 @@ def run_ranks(
     are its defaults) and ``.assert_ranks_agree(tensor)``.  Every rank starts from
     ``seed``.  Returns the RanksResult (``.values``: what each rank's body returned).
 
-    Invariant: the call returns, or raises, within about twice ``timeout`` seconds
-    plus a few to stop the ranks: ``timeout`` bounds the start-up (spawn, imports,
-    the process group) and, from the moment every rank reached its body, the
-    bodies and the teardown.
+    Invariant: the call returns, or raises, within ``max(timeout, STARTUP_TIMEOUT_S)``
+    for the start-up (spawn, imports, the process group: importing torch alone takes
+    tens of seconds on a loaded machine) plus ``timeout`` from the moment every rank
+    reached its body (the bodies and the teardown), plus a few seconds to stop them.
 
     Failure (``RanksFailed``, an InvariantViolation): the first failing rank's own
     exception type and message (a CaptureError names the op and the line, as on
@@ -283,7 +287,9 @@ class _Watch:
         self.timeout_s = timeout_s
         self.processes: list[Any] = []
         self.start = time.monotonic()
-        self.deadline = self.start + timeout_s
+        # start-up has its own bound: ``timeout`` is how long ranks may wait on each other
+        self.startup_s = max(timeout_s, STARTUP_TIMEOUT_S)
+        self.deadline = self.start + self.startup_s
         self.reported: dict[int, R.RankResult] = {}
         self.crashed: dict[int, float] = {}
         self.waiting_at: dict[int, str | None] = {}
@@ -381,7 +387,8 @@ class _Watch:
             outcome = "passed"
         message = None
         if outcome != "passed":
-            message = R.failure_message(per_rank, len(self.specs), self.timeout_s, first, timed_out)
+            bound = self.timeout_s if self.bodies_started else self.startup_s
+            message = R.failure_message(per_rank, len(self.specs), bound, first, timed_out)
         return R.RanksResult(
             world_size=len(self.specs),
             backend=self.specs[0].backend,
