@@ -8,6 +8,7 @@ pytest-split's durations.
     pytest-cudagraph show REPORT.json [--html OUT.html]
     pytest-cudagraph merge SHARD.json... -o ALL.json
     pytest-cudagraph durations REPORT.json... [-o .test_durations]
+    pytest-cudagraph startup NODEID... --runs N --report OUT.json [--timeout S] [-- PYTEST_ARGS]
     python -m pytest_cudagraph compare BASE.json NEW.json
 
 Exit status of ``compare``: 0 when no selected rule fired, 1 on a regression (an
@@ -16,7 +17,9 @@ incompatible (one line on stderr, no traceback).  ``explain``, ``show``, ``merge
 and ``durations`` exit 0, or 2 on an unreadable or refused input or an unwritable
 output (``merge`` refuses shards that are not one whole split run; ``explain`` a
 TEST that names no test, or several).  No input makes any of them exit 1 otherwise: an unexpected exception is exit 2 too, with
-its type and place in the one line.  Reads JSON only; never imports torch.
+its type and place in the one line.  ``startup`` (startup_bench.py) exits 0 when every run passed, 1 when one failed,
+crashed or timed out (its report is written, incomplete), 2 on bad arguments.  Reads JSON only; never imports torch
+(``startup``'s runs are child processes).
 """
 
 from __future__ import annotations
@@ -31,17 +34,22 @@ from typing import TextIO
 
 from .compare import (
     ALL_RULES,
+    DEFAULT_MEMORY_FLOOR_BYTES,
+    DEFAULT_MEMORY_THRESHOLD,
     DEFAULT_NUMERICS_FLOOR,
     DEFAULT_NUMERICS_GROWTH,
     DEFAULT_POOL_THRESHOLD,
     DEFAULT_RULES,
+    DEFAULT_TIME_FLOOR_S,
+    DEFAULT_TIME_THRESHOLD,
     compare_reports,
     parse_rules,
     run_completeness,
 )
 from .errors import ReportError
 from .report import collector_paused, load_report, write_text_atomically
-from .text import clip, count_noun
+from .startup_bench import DEFAULT_TIMEOUT_S as STARTUP_TIMEOUT_S
+from .text import MIB, clip, count_noun
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
@@ -57,6 +65,26 @@ def _percent(text: str) -> float:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text!r} is negative; give a growth percentage such as 10")
     return value / 100.0
+
+
+def _seconds(text: str) -> float:
+    """A non-negative number of seconds (``1`` or ``1s``)."""
+    return _amount(text, "s", "seconds", "0.5")
+
+
+def _mib(text: str) -> float:
+    """A non-negative number of MiB (``2`` or ``2MiB``), returned in bytes."""
+    return _amount(text, "MiB", "MiB", "2") * MIB
+
+
+def _amount(text: str, suffix: str, unit: str, example: str) -> float:
+    try:
+        value = float(text.removesuffix(suffix))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of {unit}; give one such as {example}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is negative; give {unit} such as {example}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -104,6 +132,35 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_NUMERICS_FLOOR,
         metavar="ERR",
         help=f"absolute error growth always tolerated (default {DEFAULT_NUMERICS_FLOOR:g})",
+    )
+    compare.add_argument(
+        "--time-threshold",
+        type=_percent,
+        default=DEFAULT_TIME_THRESHOLD,
+        metavar="PCT",
+        help="compile-time, capture-time, startup-time: growth of a startup median in percent that counts, if it "
+        f"also passes --time-floor and the two runs' spreads (default {DEFAULT_TIME_THRESHOLD * 100:g})",
+    )
+    compare.add_argument(
+        "--time-floor",
+        type=_seconds,
+        default=DEFAULT_TIME_FLOOR_S,
+        metavar="SECONDS",
+        help=f"growth of a startup median in seconds always tolerated (default {DEFAULT_TIME_FLOOR_S:g})",
+    )
+    compare.add_argument(
+        "--memory-threshold",
+        type=_percent,
+        default=DEFAULT_MEMORY_THRESHOLD,
+        metavar="PCT",
+        help=f"graph-memory: growth in percent that counts (default {DEFAULT_MEMORY_THRESHOLD * 100:g})",
+    )
+    compare.add_argument(
+        "--memory-floor",
+        type=_mib,
+        default=DEFAULT_MEMORY_FLOOR_BYTES,
+        metavar="MIB",
+        help=f"graph-memory: growth in MiB always tolerated (default {DEFAULT_MEMORY_FLOOR_BYTES / MIB:g})",
     )
     compare.add_argument("--timings", action="store_true", help="also show duration_s and capture_s changes")
     compare.add_argument("--json", action="store_true", help="print the comparison as JSON instead of tables")
@@ -159,6 +216,29 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="the durations file to write (default: .test_durations, pytest-split's default --durations-path)",
     )
+    startup = commands.add_parser(
+        "startup",
+        help="measure a test's cold and warm start, each run in a fresh interpreter; write medians and spreads",
+        description="Run each NODEID N times cold (an empty compile-cache directory per run) and N times warm "
+        "(cold run 1's directory), alternating, each in a fresh python -m pytest; write the median and spread "
+        "(max - min) of each run's wall time, test duration, compile time and its phases, and capture time into "
+        "a report that compare reads (--fail-on compile-time,startup-time). Arguments after -- go to pytest. "
+        "A measurement, not an assertion: exit 0, 1 when a run failed, crashed or timed out (the report keeps "
+        "every run measured and says it is incomplete), 2 on bad arguments or an unwritable report.",
+    )
+    startup.add_argument("nodeids", metavar="NODEID", nargs="+", help="the test(s) to measure, as pytest names them")
+    startup.add_argument("--runs", type=int, default=5, metavar="N", help="cold runs and warm runs each (default 5)")
+    startup.add_argument("--report", required=True, metavar="OUT.json", help="write the startup report here")
+    startup.add_argument(
+        "--timeout",
+        type=float,
+        default=STARTUP_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"kill a run after this long, counted as failed (default {STARTUP_TIMEOUT_S:g})",
+    )
+    startup.add_argument(
+        "--keep", metavar="DIR", help="keep the runs' caches, reports and logs in a new directory under DIR"
+    )
     return parser
 
 
@@ -208,6 +288,10 @@ def _compare(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         include_timings=args.timings,
         labels=(Path(args.base).name, Path(args.new).name),
         sources=(args.base, args.new),
+        time_threshold=args.time_threshold,
+        time_floor=args.time_floor,
+        memory_threshold=args.memory_threshold,
+        memory_floor=args.memory_floor,
     )
     if args.json:
         _write(stdout, json.dumps(comparison.to_json(), indent=2, default=str) + "\n")
@@ -411,14 +495,60 @@ def _durations(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     return EXIT_OK
 
 
-_COMMANDS = {"compare": _compare, "explain": _explain, "show": _show, "merge": _merge, "durations": _durations}
+def _startup(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from .report import check_report_path_writable, write_report
+    from .startup_bench import run_startup
+
+    if args.runs < 1:
+        return _fail(f"--runs {args.runs}: give at least 1 (3 or more, for a spread)", stderr)
+    problem = check_report_path_writable(args.report)
+    if problem is not None:  # worded for the plugin's option
+        return _fail(problem.replace(f"--cudagraph-report={args.report}", f"--report {args.report}"), stderr)
+    result = run_startup(
+        args.nodeids,
+        args.runs,
+        pytest_args=getattr(args, "pytest_args", ()),
+        timeout=args.timeout,
+        keep=Path(args.keep) if args.keep else None,
+        progress=lambda line: _write(stderr, line + "\n"),
+    )
+    out = Path(args.report)
+    try:
+        write_report(out, result.to_report())
+    except OSError as exc:
+        return _fail(_cannot_write(out, exc), stderr)
+    _write(stdout, "\n".join([*result.table_lines(), f"wrote {out}"]) + "\n")
+    for error in result.errors:
+        _write(stderr, f"pytest-cudagraph: {error}\n")
+    return EXIT_OK if result.complete else EXIT_REGRESSION
+
+
+_COMMANDS = {
+    "compare": _compare,
+    "explain": _explain,
+    "show": _show,
+    "merge": _merge,
+    "durations": _durations,
+    "startup": _startup,
+}
+
+
+def _split_pytest_args(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``startup ... -- PYTEST_ARGS``: (the command's own arguments, those for pytest); other commands keep ``--``."""
+    argv = list(argv)
+    if argv[:1] == ["startup"] and "--" in argv:
+        cut = argv.index("--")
+        return argv[:cut], argv[cut + 1 :]
+    return argv, []
 
 
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """Entry point of the ``pytest-cudagraph`` console script; returns the exit status."""
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
+    argv, pytest_args = _split_pytest_args(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    args.pytest_args = pytest_args
     command = _COMMANDS[args.command]
     try:
         # two reports in memory are millions of objects the cyclic collector would walk, in vain, again and again

@@ -26,7 +26,28 @@ rule                regressed when, for a test in both reports
 ``graph-breaks``    more graph breaks (off by default)
 ``vanished``        a test of the base report is missing from the new one (off by default;
                     vanished tests are always listed)
+``compile-time``    the median compile time of its cold or warm startup runs grew by more
+                    than the noise allows (see below; off by default)
+``capture-time``    the same for the CUDA graph capture time (off by default)
+``startup-time``    the same for the wall time of the whole run (off by default)
+``graph-memory``    a graph memory figure other than the pool (``graphs.largest_graph_bytes``,
+                    the cuBLAS workspace, memory outside the pool, the piecewise and
+                    reduce-overhead pools) grew by more than ``memory_threshold`` (default
+                    10 %) and by more than ``memory_floor`` (default 2 MiB) (off by default)
 ==================  =========================================================================
+
+The time rules read the ``startup`` section that ``pytest-cudagraph startup --runs N``
+writes: per kind of run (cold, warm), the median of N runs and their spread (max -
+min).  A figure regressed when::
+
+    new.median - base.median > max(time_threshold * base.median, time_floor, base.spread + new.spread)
+
+(defaults: 20 % and 1 s; ``noisy_growth``).  A growth within the two runs' own
+ranges is noise, however large; a growth past them but below the relative
+threshold or the floor is too small to act on.  A report of single runs
+(``compile_time.total_s``, ``capture_s`` of one run, or a startup section of one
+run per kind) has no spread, so the rule is not checked there and a note says
+why; so is a rule no test of both reports gives figures for.
 
 Where both reports record cache lookups (``cache_keys``), each test whose cache
 behaviour changed (counters, a lookup's outcome, a lookup without a partner) also
@@ -63,7 +84,10 @@ from .text import MIB, clip, count_noun, format_bytes, format_table, number
 COMPARISON_SCHEMA = "pytest-cudagraph-compare/1"
 
 DEFAULT_RULES = ("outcome", "recompiles", "recompile-limit", "cache-miss", "graphs", "pool", "numerics")
-OPTIONAL_RULES = ("graph-breaks", "vanished")
+# the costs: noise-aware time rules on startup reports, and graph memory beyond the pool
+TIME_RULES = ("compile-time", "capture-time", "startup-time")
+COST_RULES = (*TIME_RULES, "graph-memory")
+OPTIONAL_RULES = ("graph-breaks", "vanished", *COST_RULES)
 ALL_RULES = DEFAULT_RULES + OPTIONAL_RULES
 
 DEFAULT_POOL_THRESHOLD = 0.10
@@ -71,6 +95,14 @@ DEFAULT_POOL_THRESHOLD = 0.10
 POOL_MIN_GROWTH_BYTES = 2 * MIB
 DEFAULT_NUMERICS_GROWTH = 1.0
 DEFAULT_NUMERICS_FLOOR = 1e-6
+# Two startup runs of one build on one machine differ by up to ~10 % in their medians
+# (CPU frequency, page cache, other jobs); 20 % and 1 s keep them apart from a change
+# worth acting on (torch 2.8 -> 2.9 took vLLM's cold start from 118 s to 160 s, +36 %).
+DEFAULT_TIME_THRESHOLD = 0.20
+DEFAULT_TIME_FLOOR_S = 1.0
+DEFAULT_MEMORY_THRESHOLD = 0.10
+# one small allocator segment, as for the pool rule
+DEFAULT_MEMORY_FLOOR_BYTES = 2 * MIB
 
 PASSING = ("passed", "xfailed")
 FAILING = ("failed", "error", "crashed")
@@ -89,6 +121,8 @@ _TABLE_SKIP_KEYS = frozenset(
         "by_function",
         # differ on every run by construction (temporary directories, process ids)
         "cache_dir",
+        # every startup run's figures: their medians and spreads are the rows
+        "samples",
         "process",
     }
 )
@@ -221,6 +255,8 @@ class TestComparison:
     regressions: tuple[Regression, ...]
     # its cache lookups in both runs, when either records them (``cache_keys``)
     cache_keys: TestKeyDiff | None = None
+    # per selected time rule: "checked", or "single" (one run, no spread: not checked)
+    time_checks: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def cache_behaviour_changed(self) -> bool:
@@ -260,6 +296,8 @@ class Comparison:
     # the cache keys of the two runs, when either records them; the paths ``explain`` is pointed at
     cache_keys: ReportKeyDiff | None = None
     sources: tuple[str, str] | None = None
+    # why a selected time rule was not checked (single runs, no figures)
+    rule_notes: tuple[str, ...] = ()
 
     @property
     def regressions(self) -> tuple[Regression, ...]:
@@ -318,7 +356,7 @@ class Comparison:
                 f"note: the runs selected tests differently ({base_label}: {_selection_text(self.base_run)}; "
                 f"{new_label}: {_selection_text(self.new_run)}), so tests one of them left out show as vanished or new"
             )
-        return notes
+        return notes + list(self.rule_notes)
 
     def format_text(self, *, arrow: str = "→") -> str:
         """The side-by-side report: environment diff, one table per changed test, new/vanished, run notes, summary."""
@@ -435,6 +473,10 @@ def compare_reports(
     include_timings: bool = False,
     labels: tuple[str, str] = ("base", "new"),
     sources: tuple[str, str] | None = None,
+    time_threshold: float = DEFAULT_TIME_THRESHOLD,
+    time_floor: float = DEFAULT_TIME_FLOOR_S,
+    memory_threshold: float = DEFAULT_MEMORY_THRESHOLD,
+    memory_floor: float = DEFAULT_MEMORY_FLOOR_BYTES,
 ) -> Comparison:
     """Compare two validated reports (``load_report`` output, or ``build_report`` for a live run).
 
@@ -442,10 +484,14 @@ def compare_reports(
     docstring).  Timings (``duration_s``, ``capture_s``) change on every run, so
     they are left out of the tables unless ``include_timings``; no rule reads them.
     ``sources``: the reports' paths as the user gave them, for the ``explain``
-    command the text suggests (default: the labels).
+    command the text suggests (default: the labels).  ``time_threshold`` and
+    ``time_floor`` (seconds) are the time rules' limits, ``memory_threshold`` and
+    ``memory_floor`` (bytes) graph-memory's (see the module docstring).
     """
     selected = parse_rules(rules)
-    limits = _Limits(pool_threshold, numerics_growth, numerics_floor)
+    limits = _Limits(
+        pool_threshold, numerics_growth, numerics_floor, time_threshold, time_floor, memory_threshold, memory_floor
+    )
 
     env_changes, env_same = _env_diff(_mapping(base.get("env")), _mapping(new.get("env")))
     base_tests, new_tests = _mapping(base.get("tests")), _mapping(new.get("tests"))
@@ -485,11 +531,16 @@ def compare_reports(
             "pool_threshold": pool_threshold,
             "numerics_growth": numerics_growth,
             "numerics_floor": numerics_floor,
+            "time_threshold": time_threshold,
+            "time_floor_s": time_floor,
+            "memory_threshold": memory_threshold,
+            "memory_floor_bytes": memory_floor,
         },
         base_run=base_run,
         new_run=new_run,
         cache_keys=keys,
         sources=sources,
+        rule_notes=_time_rule_notes(selected, tests),
     )
 
 
@@ -515,6 +566,10 @@ class _Limits:
     pool_threshold: float
     numerics_growth: float
     numerics_floor: float
+    time_threshold: float = DEFAULT_TIME_THRESHOLD
+    time_floor: float = DEFAULT_TIME_FLOOR_S
+    memory_threshold: float = DEFAULT_MEMORY_THRESHOLD
+    memory_floor: float = DEFAULT_MEMORY_FLOOR_BYTES
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -597,12 +652,19 @@ def _compare_test(
     _recompile_rules(_mapping(base.get("recompiles")), _mapping(new.get("recompiles")), flag)
     _cache_rules(_mapping(base.get("caches")), _mapping(new.get("caches")), flag)
     _graph_rules(base, new, limits, flag)
+    _memory_rule(base, new, limits, flag)
+    rows, time_checks = _time_rules(base, new, rules, limits, flag)
     rule_of: dict[str, str] = {}
     for regression, metrics in regressions:
         for metric in metrics:
             rule_of.setdefault(metric, regression.rule)
     changes = _changes(base, new, rule_of, include_timings)
-    return TestComparison(nodeid, changes, tuple(r for r, _ in regressions))
+    # a time regression's medians are rows even where the table leaves timings out
+    shown = {change.metric for change in changes}
+    changes += tuple(
+        Change(metric, b, n, rule_of[metric]) for metric, b, n in rows if metric in rule_of and metric not in shown
+    )
+    return TestComparison(nodeid, changes, tuple(r for r, _ in regressions), time_checks=time_checks)
 
 
 def _recompile_rules(base_rec: Mapping[str, Any], new_rec: Mapping[str, Any], flag: _Flag) -> None:
@@ -690,6 +752,137 @@ def _graph_rules(base: Mapping[str, Any], new: Mapping[str, Any], limits: _Limit
         before, after = as_int(base_pw.get("graphs_captured")), as_int(new_pw.get("graphs_captured"))
         if after > before:
             flag("graphs", f"piecewise captured {after} CUDA graphs, {before} before", "piecewise.graphs_captured")
+
+
+# ----------------------------------------------------------------------------
+# costs: time (noise-aware, on startup runs) and graph memory
+# ----------------------------------------------------------------------------
+
+# rule -> (the figure of a startup pass, its words, where one run's figure lives in a plain record)
+_TIME_FIGURES: dict[str, tuple[str, str, tuple[tuple[str, str], ...]]] = {
+    "compile-time": ("compile_s", "compile time", (("compile_time", "total_s"),)),
+    "capture-time": ("capture_s", "capture time", (("graphs", "capture_s"), ("piecewise", "capture_s"))),
+    "startup-time": ("wall_s", "startup wall time", ()),
+}
+_STARTUP_PASSES = ("cold", "warm")
+
+
+@dataclass(frozen=True)
+class NoisyGrowth:
+    """``noisy_growth``'s verdict on one figure: its growth, what the noise allows, and whether it regressed."""
+
+    growth: float
+    allowed: float
+    regressed: bool
+
+
+def noisy_growth(base: Mapping[str, Any], new: Mapping[str, Any], threshold: float, floor: float) -> NoisyGrowth | None:
+    """Whether a median grew past the noise: ``{"median", "spread", "n"}`` of two runs; None if either has no spread.
+
+    Regressed when ``new.median - base.median > max(threshold * base.median, floor,
+    base.spread + new.spread)``: the growth is larger than both runs' ranges (max -
+    min) together, and than the relative threshold and the absolute floor.  Fewer
+    than two runs on either side give no spread: None (not checked).
+    """
+    b, n = number(base.get("median"), finite=True), number(new.get("median"), finite=True)
+    if b is None or n is None or as_int(base.get("n")) < 2 or as_int(new.get("n")) < 2:
+        return None
+    spreads = (number(base.get("spread"), finite=True) or 0.0) + (number(new.get("spread"), finite=True) or 0.0)
+    allowed = max(threshold * b, floor, spreads)
+    return NoisyGrowth(n - b, allowed, n - b > allowed)
+
+
+def _time_rules(
+    base: Mapping[str, Any], new: Mapping[str, Any], rules: tuple[str, ...], limits: _Limits, flag: _Flag
+) -> tuple[list[tuple[str, Any, Any]], dict[str, str]]:
+    """compile-time, capture-time, startup-time: (table rows of the medians, how each selected rule went)."""
+    rows: list[tuple[str, Any, Any]] = []
+    checks: dict[str, str] = {}
+    base_startup, new_startup = _mapping(base.get("startup")), _mapping(new.get("startup"))
+    for rule, (figure, words, single_run) in _TIME_FIGURES.items():
+        if rule not in rules:
+            continue
+        for kind in _STARTUP_PASSES:
+            b = _mapping(_mapping(base_startup.get(kind)).get(figure))
+            n = _mapping(_mapping(new_startup.get(kind)).get(figure))
+            if not b or not n:
+                continue
+            verdict = noisy_growth(b, n, limits.time_threshold, limits.time_floor)
+            if verdict is None:
+                checks.setdefault(rule, "single")
+                continue
+            checks[rule] = "checked"
+            metric = f"startup.{kind}.{figure}.median"
+            rows.append((metric, b.get("median"), n.get("median")))
+            if verdict.regressed:
+                flag(rule, _time_message(kind, words, b, n, verdict, limits), metric)
+        if rule not in checks:
+            for section, key in single_run:
+                if number(_mapping(base.get(section)).get(key)) is not None and (
+                    number(_mapping(new.get(section)).get(key)) is not None
+                ):
+                    checks[rule] = "single"
+    return rows, checks
+
+
+def _time_message(
+    kind: str, words: str, base: Mapping[str, Any], new: Mapping[str, Any], verdict: NoisyGrowth, limits: _Limits
+) -> str:
+    b, n = float(base["median"]), float(new["median"])
+    relative = f", {verdict.growth / b:+.0%}" if b > 0 else ""
+    return (
+        f"{kind} {words} median {b:.3f} s -> {n:.3f} s (+{verdict.growth:.3f} s{relative}; "
+        f"{as_int(base.get('n'))} and {as_int(new.get('n'))} runs, spreads {number(base.get('spread')) or 0:.3f} s "
+        f"and {number(new.get('spread')) or 0:.3f} s); allowed +{verdict.allowed:.3f} s, the largest of "
+        f"{limits.time_threshold:.0%} of the base, the {limits.time_floor:g} s floor and the two spreads"
+    )
+
+
+def _time_rule_notes(selected: tuple[str, ...], tests: Iterable[TestComparison]) -> tuple[str, ...]:
+    """Why a selected time rule checked no test, or left some out."""
+    tests = list(tests)
+    notes = []
+    for rule in TIME_RULES:
+        if rule not in selected:
+            continue
+        statuses = [t.time_checks.get(rule) for t in tests]
+        checked, single = statuses.count("checked"), statuses.count("single")
+        how = "measure with pytest-cudagraph startup --runs N"
+        if single and not checked:
+            notes.append(f"{rule}: not checked, the reports hold single runs with no spread; {how}")
+        elif single:
+            notes.append(
+                f"{rule}: not checked for {_tests(single)}, their records hold single runs with no spread; {how}"
+            )
+        elif not checked:
+            notes.append(
+                f"{rule}: not checked, no test in both reports has startup runs with a {_TIME_FIGURES[rule][1]}; {how}"
+            )
+    return tuple(notes)
+
+
+def _memory_rule(base: Mapping[str, Any], new: Mapping[str, Any], limits: _Limits, flag: _Flag) -> None:
+    """graph-memory: every ``*_bytes`` figure of graphs, piecewise and reduce_overhead but graphs.pool_bytes (pool's).
+
+    Memory is deterministic enough for one run: a relative threshold and a floor, no spread.
+    """
+    for section in ("graphs", "piecewise", "reduce_overhead"):
+        base_section, new_section = _mapping(base.get(section)), _mapping(new.get(section))
+        for key, value in new_section.items():
+            if not key.endswith("_bytes") or (section == "graphs" and key == "pool_bytes"):
+                continue
+            before, after = number(base_section.get(key), finite=True), number(value, finite=True)
+            if before is None or after is None:
+                continue
+            growth = after - before
+            if growth > before * limits.memory_threshold and growth > limits.memory_floor:
+                relative = f"+{growth / before:.1%}, " if before else ""
+                flag(
+                    "graph-memory",
+                    f"{section}.{key} {format_bytes(before)} -> {format_bytes(after)} ({relative}threshold "
+                    f"{limits.memory_threshold:.0%} and {format_bytes(limits.memory_floor)})",
+                    f"{section}.{key}",
+                )
 
 
 def _changes(

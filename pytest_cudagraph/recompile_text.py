@@ -81,7 +81,9 @@ def too_many_recompiles(
         lines += _limit_hit_lines(events, limit_hits)
     if graph_breaks.count:
         lines += ["", f"graph breaks (not recompiles): {graph_breaks.count}", *graph_break_lines(graph_breaks)]
-    lines += _what_to_try([*reasons, *limit_hits])
+    # the hints read every failed guard, those torch's reasons leave out included
+    guards = [guard.guard for event in events for guard in event.guards]
+    lines += _what_to_try([*reasons, *guards, *limit_hits])
     return "\n".join(lines)
 
 
@@ -107,7 +109,8 @@ def happened_inside(events: Sequence[Any], limit_hits: Sequence[str], reasons: S
         lines += ["", "recompiles inside the block:", *recompile_table(events)]
     if limit_hits:
         lines += ["", "recompile limit hits inside the block:", *_limit_hit_lines(events, limit_hits)]
-    return lines + _what_to_try([*reasons, *limit_hits])
+    guards = [guard.guard for event in events for guard in event.guards]
+    return lines + _what_to_try([*reasons, *guards, *limit_hits])
 
 
 def _limit_hit_lines(events: Sequence[Any], limit_hits: Sequence[str]) -> list[str]:

@@ -62,13 +62,16 @@ def _text(value: Any) -> str:
 # ----------------------------------------------------------------------------
 
 
-def call_site_text(site: Any) -> str:
-    """``tests/test_model.py:42 `return f(x)```: the user's line (``CallSite.describe``); empty when unknown."""
+def call_site_text(site: Any, code_width: int = 80) -> str:
+    """``tests/test_model.py:42 `return f(x)```: the user's line (``CallSite.describe``); empty when unknown.
+
+    A long line is clipped inside its backticks, so the place stays whole and the quote closed.
+    """
     site = _mapping(site)
     if not site.get("file"):
         return ""
     label = f"{site['file']}:{site.get('line', '?')}"
-    return f"{label} `{site['code']}`" if site.get("code") else label
+    return f"{label} `{clip(site['code'], code_width)}`" if site.get("code") else label
 
 
 def recompile_events(recompiles: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -79,7 +82,7 @@ def recompile_events(recompiles: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 def event_head(number_: int, total: int, event: Mapping[str, Any]) -> str:
     """``recompile 2 of 3: forward (model.py:12), called from tests/test_x.py:10 `model(x)```."""
     site = call_site_text(event.get("call_site"))
-    called = f", called from {clip(site, 100)}" if site else ""
+    called = f", called from {site}" if site else ""
     return f"recompile {number_} of {total}: {_text(event.get('function')) or '?'}{called}"
 
 
@@ -146,8 +149,8 @@ def break_site_text(site: Mapping[str, Any]) -> str:
     location = _text(site.get("location"))
     code = _text(site.get("code"))
     where = f" at {location}" + (f" `{clip(code, 60)}`" if code else "") if location else ""
-    called = call_site_text(site.get("call_site"))
-    called = f", called from {clip(called, 80)}" if called else ""
+    called = call_site_text(site.get("call_site"), code_width=60)
+    called = f", called from {called}" if called else ""
     return f"{clip(_text(site.get('reason')), 140)} (x{as_int(site.get('count', 1))}){where}{called}"
 
 

@@ -408,3 +408,161 @@ def test_the_explain_command_names_the_paths_as_given():
     base, new = key_report_pair()
     text = compare_reports(base, new, labels=("a.json", "b.json"), sources=("runs/a.json", "runs/b.json")).format_text()
     assert "pytest-cudagraph explain runs/a.json runs/b.json" in text
+
+
+# ----------------------------------------------------------------------------
+# the costs: noise-aware time rules on startup reports, graph memory
+# ----------------------------------------------------------------------------
+
+STARTUP = "tests/test_model.py::test_decode_startup"
+COST_RULES = ["compile-time", "capture-time", "startup-time", "graph-memory"]
+# compile seconds of 5 cold and 5 warm runs, as two startup runs of one build measure them on 2 CPU cores:
+# their medians differ by a few percent, each run's range by up to a tenth of its median
+SAME_BUILD = (
+    ([9.8, 10.4, 10.1, 9.6, 10.9], [1.21, 1.35, 1.18, 1.29, 1.24]),
+    ([10.2, 9.7, 10.8, 10.0, 10.5], [1.30, 1.19, 1.26, 1.41, 1.22]),
+)
+
+
+def startup_report(cold: list[float], warm: list[float], *, wall_extra: float = 6.0) -> dict:
+    """A ``pytest-cudagraph startup`` report of one test: its runs' compile seconds; wall = compile + ``wall_extra``."""
+    from pytest_cudagraph.startup_bench import NodeStartup, RunSample, StartupResult
+
+    samples = tuple(
+        RunSample(kind, index, 0, compile_s + wall_extra, "passed", compile_s + 0.5, compile_s, compile_s / 20)
+        for kind, values in (("cold", cold), ("warm", warm))
+        for index, compile_s in enumerate(values, 1)
+    )
+    node = NodeStartup(STARTUP, len(cold), samples, command=("python", "-m", "pytest", STARTUP))
+    return json.loads(json.dumps(StartupResult((node,), ENV_2_13).to_report()))
+
+
+def test_two_startup_reports_of_one_build_do_not_regress():
+    (base_cold, base_warm), (new_cold, new_warm) = SAME_BUILD
+    comparison = compare_reports(
+        startup_report(base_cold, base_warm), startup_report(new_cold, new_warm), rules=["all"]
+    )
+    assert not comparison.regressed
+    assert not any(note.startswith(("compile-time", "capture-time", "startup-time")) for note in comparison.notes())
+    assert comparison.tests[0].time_checks == {
+        "compile-time": "checked",
+        "capture-time": "checked",
+        "startup-time": "checked",
+    }
+    assert comparison.format_text().splitlines()[-1].startswith("no regression: 1 test in both reports")
+
+
+def test_a_doubled_compile_time_is_caught_with_its_numbers():
+    (cold, warm), _ = SAME_BUILD
+    base = startup_report(cold, warm)
+    new = startup_report([2 * c for c in cold], warm, wall_extra=6.0 - max(cold))  # wall barely moves
+    comparison = compare_reports(base, new, rules=["compile-time", "startup-time"])
+    assert [(r.nodeid, r.rule) for r in comparison.regressions] == [(STARTUP, "compile-time")]
+    assert comparison.regressions[0].message == (
+        "cold compile time median 10.100 s -> 20.200 s (+10.100 s, +100%; 5 and 5 runs, spreads 1.300 s and "
+        "2.600 s); allowed +3.900 s, the largest of 20% of the base, the 1 s floor and the two spreads"
+    )
+    text = comparison.format_text()
+    row = next(line for line in text.splitlines() if line.strip().startswith("startup.cold.compile_s.median"))
+    assert row.split() == ["startup.cold.compile_s.median", "10.1", "20.2", "+10.1", "<-", "compile-time"]
+    assert f"{STARTUP}  REGRESSED (compile-time)" in text
+    # the same figures are no regression where the rule is not selected (it is off by default)
+    assert not compare_reports(base, new).regressed
+
+
+def test_a_growth_within_the_runs_own_spread_is_noise_and_past_it_a_regression():
+    from pytest_cudagraph.compare import noisy_growth
+
+    noisy_base = {"median": 10.0, "spread": 4.0, "n": 5}
+    noisy_new = {"median": 12.6, "spread": 4.5, "n": 5}  # +26 %: past 20 % and 1 s, within 4.0 + 4.5
+    verdict = noisy_growth(noisy_base, noisy_new, threshold=0.20, floor=1.0)
+    assert verdict.growth == pytest.approx(2.6) and verdict.allowed == pytest.approx(8.5) and not verdict.regressed
+    tight = noisy_growth({**noisy_base, "spread": 0.4}, {**noisy_new, "spread": 0.5}, threshold=0.20, floor=1.0)
+    assert tight.allowed == pytest.approx(2.0) and tight.regressed
+    # the floor: +0.8 s of a 2 s warm start is +40 % past tight spreads, and still below 1 s
+    warm = noisy_growth({"median": 2.0, "spread": 0.1, "n": 5}, {"median": 2.8, "spread": 0.1, "n": 5}, 0.20, 1.0)
+    assert not warm.regressed
+    # one run has no spread: not checked
+    assert noisy_growth({"median": 2.0, "spread": 0.0, "n": 1}, {"median": 9.0, "spread": 0.0, "n": 5}, 0.2, 1) is None
+
+
+def test_time_rules_are_off_for_single_run_reports_and_say_why():
+    base = modified(sample_report(), DECODE, "compile_time", {"total_s": 4.0, "phases": {"inductor_s": 3.0}})
+    new = modified(base, DECODE, "compile_time", {"total_s": 9.0, "phases": {"inductor_s": 8.0}})
+    new = modified(new, DECODE, "graphs.capture_s", 8.0)
+    comparison = compare_reports(base, new, rules=["default", "compile-time", "capture-time", "startup-time"])
+    assert not comparison.regressed
+    notes = [n for n in comparison.notes() if n.split(":")[0] in ("compile-time", "capture-time", "startup-time")]
+    how = "measure with pytest-cudagraph startup --runs N"
+    assert notes == [
+        f"compile-time: not checked, the reports hold single runs with no spread; {how}",
+        f"capture-time: not checked, the reports hold single runs with no spread; {how}",
+        f"startup-time: not checked, no test in both reports has startup runs with a startup wall time; {how}",
+    ]
+    assert f"compile-time: not checked, the reports hold single runs with no spread; {how}" in comparison.format_text()
+    assert comparison.to_json()["notes"][-3:] == notes
+    # nothing is said about rules nobody selected
+    assert not [n for n in compare_reports(base, new).notes() if "not checked" in n]
+
+
+def test_a_startup_report_of_one_run_per_kind_has_no_spread_either():
+    one = startup_report([10.0], [1.0])
+    slower = startup_report([30.0], [3.0])
+    comparison = compare_reports(one, slower, rules=["compile-time"])
+    assert not comparison.regressed
+    assert comparison.notes()[-1].startswith("compile-time: not checked, the reports hold single runs with no spread")
+
+
+def test_graph_memory_flags_the_largest_graph_and_memory_beyond_the_pool():
+    base = sample_report()
+    bigger = modified(base, DECODE, "graphs.largest_graph_bytes", 60 * MiB)
+    comparison = compare_reports(base, bigger, rules=["graph-memory"])
+    assert [r.rule for r in comparison.regressions] == ["graph-memory"]
+    assert comparison.regressions[0].message == (
+        "graphs.largest_graph_bytes 42.0 MiB -> 60.0 MiB (+42.9%, threshold 10% and 2.0 MiB)"
+    )
+    # within the floor (one allocator segment) or the threshold: rounding, not a regression
+    slightly = modified(base, DECODE, "graphs.largest_graph_bytes", 43 * MiB)
+    assert not compare_reports(base, slightly, rules=COST_RULES).regressed
+    assert not compare_reports(
+        base, bigger, rules=["graph-memory"], memory_threshold=0.5, memory_floor=2 * MiB
+    ).regressed
+    # a new field of memory outside the pool is checked as it appears in both
+    outside = modified(base, DECODE, "graphs.outside_pool_bytes", 1 * MiB)
+    grown = modified(outside, DECODE, "graphs.outside_pool_bytes", 33 * MiB)
+    assert [r.message.split(" ")[0] for r in compare_reports(outside, grown, rules=COST_RULES).regressions] == [
+        "graphs.outside_pool_bytes"
+    ]
+    # the pool itself is the pool rule's, not counted twice
+    pool = modified(base, DECODE, "graphs.pool_bytes", 90 * MiB)
+    assert [r.rule for r in compare_reports(base, pool, rules=["pool", "graph-memory"]).regressions] == ["pool"]
+
+
+def test_the_cost_rules_are_opt_in_and_named_like_the_others():
+    assert not set(COST_RULES) & set(DEFAULT_RULES)
+    assert set(COST_RULES) <= set(ALL_RULES)
+    assert parse_rules(["default,compile-time"]) == (*DEFAULT_RULES, "compile-time")
+    settings = compare_reports(sample_report(), sample_report()).to_json()["settings"]
+    assert settings["time_threshold"] == 0.2 and settings["time_floor_s"] == 1.0
+    assert settings["memory_threshold"] == 0.1 and settings["memory_floor_bytes"] == 2 * MiB
+
+
+def test_compare_on_the_command_line_reads_startup_reports_and_their_limits(tmp_path):
+    import io
+
+    from pytest_cudagraph.cli import main
+    from pytest_cudagraph.report import write_report
+
+    (cold, warm), _ = SAME_BUILD
+    base = write_report(tmp_path / "torch-2.8.json", startup_report(cold, warm))
+    new = write_report(tmp_path / "torch-2.9.json", startup_report([c * 1.36 for c in cold], warm))
+
+    def run(*args: str) -> tuple[int, str]:
+        out = io.StringIO()
+        return main(["compare", str(base), str(new), *args], stdout=out, stderr=io.StringIO()), out.getvalue()
+
+    code, out = run("--fail-on", "compile-time")
+    assert code == 1 and "cold compile time median 10.100 s -> 13.736 s (+3.636 s, +36%" in out
+    assert run("--fail-on", "compile-time", "--time-threshold", "40")[0] == 0
+    assert run("--fail-on", "compile-time", "--time-floor", "5s")[0] == 0
+    assert run("--fail-on", "default")[0] == 0

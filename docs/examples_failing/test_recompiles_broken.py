@@ -20,7 +20,7 @@ def test_python_scalar_argument_recompiles():
     fn = torch.compile(scale, backend="eager")
     x = torch.randn(4)
     for step in range(3):
-        fn(x, step)  # an int argument is specialised: each new value recompiles
+        fn(x, step)  # an int argument is specialised: the second value recompiles (then Dynamo makes it dynamic)
 
 
 @pytest.mark.max_recompiles(1000)
