@@ -18,13 +18,15 @@ def _gelu_rowsum(x):
 
 
 def test_frames_and_phases_of_a_recompile():
+    # an entry an earlier test compiled for this frame would make these its second and third compiles
+    torch._dynamo.reset()
     fn = torch.compile(_gelu_rowsum, backend="aot_eager", dynamic=False)
     with watch_compile_time(report=False) as watch:
         fn(torch.randn(8, 16))
         fn(torch.randn(9, 16))  # a new shape: the same frame compiled again
     result = watch.result
     first, second = (f.compile_id.split("/") for f in result.frames)  # "N/0", "N/1": frame N, compiled twice
-    assert first[0] == second[0] and (first[1], second[1]) == ("0", "1")
+    assert first[0] == second[0] and int(second[1]) == int(first[1]) + 1
     for frame in result.frames:
         assert frame.function.startswith("_gelu_rowsum (") and "test_compile_time.py:" in frame.function
         assert frame.phases["dynamo_s"] > 0 and frame.phases["aot_autograd_s"] > 0
