@@ -45,5 +45,8 @@ def compile_time_cell(record: Mapping[str, Any]) -> str:
             cold_sum, warm_sum, paired = cold_sum + cold, warm_sum + warm, True
     if paired:
         return f"{seconds_text(cold_sum)} -> {seconds_text(warm_sum)}"
-    total = _total(record.get("compile_time"))
-    return "-" if total is None else seconds_text(total)
+    section = record.get("compile_time")
+    total = _total(section)
+    if total is None or (not total and not (section or {}).get("frames")):
+        return "-"  # nothing was compiled
+    return seconds_text(total)

@@ -92,6 +92,8 @@ def test_cold_compile_per_phase_and_warm_pass_from_the_fx_graph_cache():
 
 def test_compile_time_cell():
     assert compile_time_cell({}) == "-"
+    # a test that compiled nothing (a skipped one) shows no time, not "0s"
+    assert compile_time_cell({"compile_time": {"total_s": 0.0, "phases": {}, "frames": []}}) == "-"
     assert compile_time_cell({"compile_time": {"total_s": 3.21}}) == "3.2s"
     assert compile_time_cell({"compile_time": {"total_s": 0.012}}) == "12ms"
     pair = {"mode": "inprocess", "cold": {"compile_time": {"total_s": 4.1}}, "warm": {"compile_time": {"total_s": 0.3}}}
