@@ -122,8 +122,7 @@ class Rank:
         if not isinstance(tensor, torch.Tensor):
             raise MisuseError(f"assert_ranks_agree({name!r}) takes a tensor, not a {type(tensor).__name__}")
         local = tensor.detach().contiguous().to(self.device)
-        shapes: list[Any] = [None] * self.world_size
-        dist.all_gather_object(shapes, (tuple(local.shape), str(local.dtype)), group=self.group)
+        shapes = self._gather_shapes(local)
         if any(shape != shapes[0] for shape in shapes):
             listed = ", ".join(f"rank {r}: {shape[0]} {shape[1]}" for r, shape in enumerate(shapes))
             raise InvariantViolation(
@@ -146,6 +145,32 @@ class Rank:
                     f"collectives in the same order"
                 )
         return worst
+
+    def _gather_shapes(self, local: torch.Tensor) -> list[tuple[tuple[int, ...], str]]:
+        """Every rank's ``(shape, dtype name)``, through a tensor all_gather.
+
+        Not ``all_gather_object``: it pickles through numpy on some torch versions,
+        and the harness must not need numpy.
+        """
+        dims, name_bytes = 16, 32
+        name = str(local.dtype).encode()[:name_bytes]
+        meta = torch.zeros(2 + dims + name_bytes, dtype=torch.int64, device=local.device)
+        meta[0] = local.dim()
+        meta[1] = local.numel()
+        shape = list(local.shape)[:dims]
+        if shape:
+            meta[2 : 2 + len(shape)] = torch.tensor(shape, dtype=torch.int64)
+        meta[2 + dims : 2 + dims + len(name)] = torch.tensor(list(name), dtype=torch.int64)
+        gathered = [torch.empty_like(meta) for _ in range(self.world_size)]
+        dist.all_gather(gathered, meta, group=self.group)
+        out = []
+        for item in gathered:
+            values = item.cpu().tolist()
+            ndim = values[0]
+            shape_of = tuple(values[2 : 2 + min(ndim, dims)]) + ((f"... {values[1]} elements",) if ndim > dims else ())
+            dtype = bytes(v for v in values[2 + dims :] if v).decode(errors="replace")
+            out.append((shape_of, dtype))
+        return out
 
     # -- the harness's side -------------------------------------------------------
     def graph_results(self) -> tuple[dict[str, Any], ...]:
