@@ -143,6 +143,23 @@ _TENSOR_PROPERTIES = {"size": "size", "stride": "stride", "dtype": "dtype", "req
 _TENSOR_PROPERTIES.update({"rank": "rank", "device index": "device"})
 
 
+# torch's guard messages name a dtype by its scalar type ("Float"); the evaluation reads torch.float32
+_SCALAR_TYPE_NAMES = {
+    "torch.float32": "Float",
+    "torch.float64": "Double",
+    "torch.float16": "Half",
+    "torch.bfloat16": "BFloat16",
+    "torch.int64": "Long",
+    "torch.int32": "Int",
+    "torch.int16": "Short",
+    "torch.int8": "Char",
+    "torch.uint8": "Byte",
+    "torch.bool": "Bool",
+    "torch.complex64": "ComplexFloat",
+    "torch.complex128": "ComplexDouble",
+}
+
+
 def evaluated_guard(found: dict[str, Any]) -> FailedGuard:
     """A guard the watch's own evaluation found failing (``_compat.failing_guards_of_recompile``) as a FailedGuard."""
     kind_name = str(found.get("kind") or "")
@@ -159,6 +176,9 @@ def evaluated_guard(found: dict[str, Any]) -> FailedGuard:
         kind = _EVALUATED_KINDS.get(kind_name, "other")
         guard = _local_names(str(found.get("code") or message))
     expected, actual = found.get("expected"), found.get("actual")
+    if kind == "dtype":  # spelled as torch's own rows spell it, so one table reads alike
+        expected = _SCALAR_TYPE_NAMES.get(str(expected), expected)
+        actual = _SCALAR_TYPE_NAMES.get(str(actual), actual)
     return FailedGuard(
         entry=found.get("entry"),
         source=source,
