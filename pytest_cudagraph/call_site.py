@@ -3,7 +3,7 @@
 A recompile, a graph break or a failed capture is raised or logged deep inside
 torch; the line a user can act on is the one in their own code that called into
 it (a helper's ``return model(x)``, a test's ``f(x)``).  :func:`user_call_site`
-walks the live stack outward from the caller, :func:`traceback_call_site` walks
+walks the live stack outward from the caller, :func:`innermost_user_frame` walks
 an exception's traceback inward; both skip:
 
 * torch's package and this plugin's,
@@ -21,6 +21,7 @@ import importlib.util
 import inspect
 import linecache
 import os
+import re
 import sys
 import sysconfig
 import traceback
@@ -35,8 +36,9 @@ __all__ = [
     "in_function",
     "is_library_file",
     "relative_path",
+    "innermost_user_frame",
+    "resumed_function",
     "same_statement",
-    "traceback_call_site",
     "user_call_site",
 ]
 
@@ -131,17 +133,25 @@ def user_call_site(
     return None
 
 
-def traceback_call_site(tb: TracebackType | None, skip: Callable[[str], bool] | None = None) -> CallSite | None:
+def innermost_user_frame(
+    tb: TracebackType | None, skip: Callable[[str], bool] | None = None
+) -> traceback.FrameSummary | None:
     """The innermost frame of a traceback that is the user's; ``skip(filename)`` leaves out more files."""
-    return _innermost_user(traceback.extract_tb(tb) if tb is not None else [], skip)
-
-
-def _innermost_user(frames: Iterable[traceback.FrameSummary], skip: Callable[[str], bool] | None) -> CallSite | None:
-    for frame in reversed(list(frames)):
+    for frame in reversed(traceback.extract_tb(tb) if tb is not None else []):
         if is_library_file(frame.filename) or (skip is not None and skip(frame.filename)):
             continue
-        return _site(frame.filename, frame.lineno or 0, frame.name, frame.line)
+        return frame
     return None
+
+
+# Dynamo runs the code after a graph break as a function it made, named after the one it continues.
+RESUME_FUNCTION = re.compile(r"^torch_dynamo_resume_in_(?P<function>\w+?)_at_\d+$")
+
+
+def resumed_function(name: str) -> str | None:
+    """``"step"`` for Dynamo's ``torch_dynamo_resume_in_step_at_12``; None for any other name."""
+    match = RESUME_FUNCTION.match(name)
+    return match["function"] if match else None
 
 
 # ----------------------------------------------------------------------------

@@ -48,7 +48,7 @@ from typing import Any
 import torch
 
 from . import _compat, open_objects
-from .call_site import in_function, is_library_file, same_statement
+from .call_site import in_function, innermost_user_frame, is_library_file, same_statement
 from .errors import CaptureError, InvariantViolation, MisuseError, StaleGraphError
 from .memory import PoolCheck, PoolId, PoolMeter
 from .numerics import TensorComparison, compare_tensor_trees, max_abs_error, replay_mismatch_message
@@ -125,8 +125,6 @@ _OPS = (
     (r"\bprint\(", "print(tensor)"),
     (r"\b(bool|int|float)\(", "a tensor converted to a Python number"),
 )
-_TORCH_DIR = os.path.dirname(torch.__file__)
-_PLUGIN_DIR = os.path.dirname(__file__)
 
 
 def _is_generic(exc: BaseException) -> bool:
@@ -152,16 +150,8 @@ def real_cause(exc: BaseException) -> BaseException:
 
 
 def _user_frame(exc: BaseException) -> traceback.FrameSummary | None:
-    """The innermost frame of the error that is neither torch's nor the plugin's."""
-    frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
-    for frame in reversed(frames):
-        filename = os.path.abspath(frame.filename)
-        if filename.startswith(_TORCH_DIR) or filename.startswith(_PLUGIN_DIR):
-            continue
-        if filename.startswith("<") or _compat.is_generated_code(frame.filename):
-            continue
-        return frame
-    return None
+    """The innermost frame of the error that is the user's: not torch's, the plugin's, or Inductor's generated code."""
+    return innermost_user_frame(exc.__traceback__, skip=_compat.is_generated_code)
 
 
 def _op_of(line: str) -> str | None:

@@ -28,7 +28,15 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-__all__ = ["FailedGuard", "ParsedReason", "evaluated_guard", "flat_reason", "parse_guard", "parse_reason"]
+__all__ = [
+    "FailedGuard",
+    "ParsedReason",
+    "evaluated_guard",
+    "flat_reason",
+    "local_names",
+    "parse_guard",
+    "parse_reason",
+]
 
 ENTRY = re.compile(r"^\s*(?P<entry>\d+/\d+): ")
 TENSOR_MISMATCH = re.compile(
@@ -99,7 +107,7 @@ class FailedGuard:
         return (
             self.entry == other.entry
             and self.kind == other.kind
-            and _local_names(self.source or "") == _local_names(other.source or "")
+            and local_names(self.source or "") == local_names(other.source or "")
         )
 
     def with_values(self, expected: str | None, actual: str | None) -> FailedGuard:
@@ -116,7 +124,7 @@ class ParsedReason:
     verbatim: str
 
 
-def _local_names(text: str) -> str:
+def local_names(text: str) -> str:
     """``L['x'].size()[0]`` -> ``x.size()[0]``: the way torch 2.8+ prints a frame local."""
     return LOCAL_SCOPE.sub(lambda m: m["name"], text)
 
@@ -164,8 +172,8 @@ def evaluated_guard(found: dict[str, Any]) -> FailedGuard:
     """A guard the watch's own evaluation found failing (``_compat.failing_guards_of_recompile``) as a FailedGuard."""
     kind_name = str(found.get("kind") or "")
     prop = found.get("property")
-    source = _local_names(str(found["source"])) if found.get("source") else None
-    message = _local_names(str(found.get("message") or found.get("code") or ""))
+    source = local_names(str(found["source"])) if found.get("source") else None
+    message = local_names(str(found.get("message") or found.get("code") or ""))
     if kind_name == "TENSOR_MATCH":
         kind = _TENSOR_PROPERTIES.get(str(prop), "tensor")
         guard = message.split(". expected", 1)[0]
@@ -174,7 +182,7 @@ def evaluated_guard(found: dict[str, Any]) -> FailedGuard:
         guard = f"GLOBAL_STATE changed: {prop}" if prop else "GLOBAL_STATE changed"
     else:
         kind = _EVALUATED_KINDS.get(kind_name, "other")
-        guard = _local_names(str(found.get("code") or message))
+        guard = local_names(str(found.get("code") or message))
     expected, actual = found.get("expected"), found.get("actual")
     if kind == "dtype":  # spelled as torch's own rows spell it, so one table reads alike
         expected = _SCALAR_TYPE_NAMES.get(str(expected), expected)

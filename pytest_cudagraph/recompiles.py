@@ -26,14 +26,13 @@ Everything the watch changes (artifact set, logger levels, propagation, handlers
 from __future__ import annotations
 
 import linecache
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import _compat as compat
-from .call_site import CallSite, user_call_site
+from .call_site import CallSite, resumed_function, user_call_site
 from .dynamo_log import (
     DynamoLogTap,
     function_from_refusal,
@@ -635,15 +634,12 @@ def _evaluated_guards() -> list[FailedGuard] | None:
     return None if found is None else [evaluated_guard(item) for item in found]
 
 
-RESUME_FUNCTION = re.compile(r"torch_dynamo_resume_in_(?P<function>\w+?)_at_\d+$")
-
-
 def _call_site(code: tuple[str, str, int] | None) -> CallSite | None:
     """The user's line that called the function being recompiled: its own frame (``code``) is not it."""
 
     # The code after a graph break is a resume function Dynamo made, called from the
     # frame of the function that broke: that frame is the compiled code too.
-    resumed = RESUME_FUNCTION.match(code[0]) if code is not None else None
+    resumed = resumed_function(code[0]) if code is not None else None
 
     def is_compiled_function(frame: Any) -> bool:
         f_code = frame.f_code
@@ -651,7 +647,7 @@ def _call_site(code: tuple[str, str, int] | None) -> CallSite | None:
             return False
         if (f_code.co_name, f_code.co_filename, f_code.co_firstlineno) == code:
             return True
-        return resumed is not None and f_code.co_name == resumed["function"] and f_code.co_filename == code[1]
+        return resumed is not None and f_code.co_name == resumed and f_code.co_filename == code[1]
 
     return user_call_site(is_compiled_function)
 

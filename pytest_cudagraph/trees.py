@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import _compat
-from .call_site import in_function, is_library_file, relative_path, same_statement
+from .call_site import in_function, is_library_file, relative_path, resumed_function, same_statement
 from .errors import InvariantViolation
+from .guard_failures import local_names
 from .record import TestRecord, current_record
 from .text import count_noun
 
@@ -47,8 +48,6 @@ CALL_KINDS = ("replayed", "recorded", "warmup", "without_graph")
 SKIP_PREFIX = re.compile(r"^(?:skipping cudagraphs? due to )+")
 SKIP_FRAME = re.compile(r'File "(?P<file>.+?)", line (?P<line>\d+), in (?P<function>\S+)(?:\n(?P<code>[^\n]*))?')
 CPU_NODE = re.compile(r"cpu device \((?P<node>\w+)\)")
-RESUMED = re.compile(r"^torch_dynamo_resume_in_(?P<function>\w+?)_at_\d+$")
-LOCAL = re.compile(r"^L\[\s*['\"](?P<name>.+?)['\"]\s*\]$")
 
 
 @dataclass(frozen=True)
@@ -105,14 +104,13 @@ def parse_skip_message(message: str) -> CudagraphSkip:
     if not frames:
         return CudagraphSkip(reason, message=message)
     file, line, function, code = frames[-1]  # the innermost: the op itself
-    resumed = RESUMED.match(function)
     if not code.strip() or code.lstrip().startswith("File "):
         import linecache
 
         code = linecache.getline(file, int(line))
     return CudagraphSkip(
         reason,
-        function=resumed["function"] if resumed else function,
+        function=resumed_function(function) or function,
         location=f"{relative_path(file)}:{line}",
         code=code.strip(),
         message=message,
@@ -234,12 +232,11 @@ def _at_live_line(skip: CudagraphSkip, context: dict[str, Any] | None) -> Cudagr
     if found is None:
         return skip
     filename, number, function = found
-    resumed = RESUMED.match(function)
     return replace(
         skip,
         location=f"{relative_path(filename)}:{number}",
         code=linecache.getline(filename, number).strip(),
-        function=resumed["function"] if resumed else function,
+        function=resumed_function(function) or function,
     )
 
 
@@ -274,8 +271,7 @@ def _with_arguments(skip: CudagraphSkip, context: dict[str, Any] | None) -> Cuda
     node = CPU_NODE.search(skip.reason)
     if node and node["node"] in sources:
         source = sources[node["node"]]
-        local = LOCAL.match(source)
-        return replace(skip, arguments=(local["name"] if local else source,), named_by="graph input")
+        return replace(skip, arguments=(local_names(source),), named_by="graph input")
     if node:
         return replace(skip, arguments=(node["node"],), named_by="placeholder")
     return skip
