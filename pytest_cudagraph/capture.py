@@ -42,13 +42,14 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 
 from . import _compat, open_objects
 from .call_site import in_function, innermost_user_frame, is_library_file, same_statement
+from .capture_cost import CaptureCost, CaptureCostMeter, cost_json, outside_limit
 from .errors import CaptureError, InvariantViolation, MisuseError, StaleGraphError
 from .memory import PoolCheck, PoolId, PoolMeter
 from .numerics import TensorComparison, compare_tensor_trees, max_abs_error, replay_mismatch_message
@@ -442,6 +443,7 @@ class CapturedGraph:
     ``static_inputs`` are the buffers the graph reads; ``outputs`` the tensors it
     writes (with ``keep_outputs=False`` they do not own their memory, which later
     captures in the same pool may reuse, so copy them out before another replay).
+    ``warmup_s`` and ``capture_s`` are the host seconds of the two phases.
     """
 
     def __init__(
@@ -454,6 +456,7 @@ class CapturedGraph:
         label: str,
         module: torch.nn.Module | None,
         fingerprint: Mapping[str, int],
+        warmup_s: float,
         capture_s: float,
     ):
         self.graph = graph
@@ -463,7 +466,8 @@ class CapturedGraph:
         self.label = label
         self.module = module
         self.fingerprint = dict(fingerprint)
-        self.capture_s = capture_s
+        self.warmup_s = warmup_s  # host seconds of the eager warm-up calls
+        self.capture_s = capture_s  # host seconds from capture_begin to capture_end (instantiation included)
         self.input_ptrs = tuple(t.data_ptr() for t in static_inputs)
         self.replays = 0
         self.released = False
@@ -599,6 +603,7 @@ def capture_callable(
     current = torch.cuda.current_stream(stream.device)
     stream.wait_stream(current)
     start = time.perf_counter()
+    warmed = start
     with torch.no_grad():
         with torch.cuda.stream(stream):
             for _ in range(warmup_iters):
@@ -608,6 +613,7 @@ def capture_callable(
                     if hasattr(exc, "add_note"):
                         exc.add_note(f"(raised while warming up {name} for {label}, before capture)")
                     raise
+        warmed = time.perf_counter()
         graph = torch.cuda.CUDAGraph()
         if workspace_in_pool:
             _compat.clear_cublas_workspaces()
@@ -622,6 +628,7 @@ def capture_callable(
             # in the abandoned pool, and this frame stays alive in the traceback.
             outputs = None
             raise
+    captured = time.perf_counter()
     current.wait_stream(stream)
     if not keep_outputs:
         # The graph keeps writing there; the allocator may lend the memory to the next
@@ -637,7 +644,8 @@ def capture_callable(
         label=label,
         module=module,
         fingerprint=fingerprint,
-        capture_s=time.perf_counter() - start,
+        warmup_s=warmed - start,
+        capture_s=captured - warmed,
     )
 
 
@@ -693,6 +701,7 @@ class GraphSetResult:
     graph_bytes: Mapping[int, int] | None = None
     pool_check_passed: bool | None = None
     replay_checks: int = 0
+    cost: CaptureCost | None = None  # per size: warm-up and capture seconds, memory outside the pool
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -713,6 +722,7 @@ class GraphSetResult:
             out["graph_bytes"] = {str(size): n for size, n in sorted(self.graph_bytes.items())}
         if self.pool_check_passed is not None:
             out["pool_check_passed"] = self.pool_check_passed
+        out.update(cost_json(self.cost))
         return out
 
 
@@ -721,7 +731,7 @@ class GraphSetResult:
 # --------------------------------------------------------------------------
 
 
-def _check_options(pool: str, order: str, warmup_iters: int) -> None:
+def _check_options(pool: str, order: str, warmup_iters: int, size_warmup_iters: int) -> None:
     __tracebackhide__ = True
     if pool not in POOL_MODES:
         raise MisuseError(f"pool={pool!r} is not a pool mode; use pool='shared' or pool='separate'")
@@ -729,6 +739,11 @@ def _check_options(pool: str, order: str, warmup_iters: int) -> None:
         raise MisuseError(f"order={order!r} is not a capture order; use 'largest_first' or 'as_given'")
     if not isinstance(warmup_iters, int) or warmup_iters < 1:
         raise MisuseError(f"warmup_iters={warmup_iters!r}: give at least 1 warm-up iteration")
+    if not isinstance(size_warmup_iters, int) or size_warmup_iters < 1:
+        raise MisuseError(
+            f"size_warmup_iters={size_warmup_iters!r}: give at least 1 (each shape runs once eagerly before "
+            f"its capture, so what loads on a shape's first call does not load inside the capture)"
+        )
 
 
 def _batch_inputs(make_inputs: Callable[[int], Any], size: int) -> tuple[torch.Tensor, ...]:
@@ -814,10 +829,11 @@ class GraphSet:
         order: str = "largest_first",
         keep_outputs: bool = False,
         warmup_iters: int = 3,
+        size_warmup_iters: int = 1,
         capture_error_mode: str = "global",
         record: TestRecord | None = None,
     ):
-        _check_options(pool, order, warmup_iters)
+        _check_options(pool, order, warmup_iters, size_warmup_iters)
         self.fn = fn
         self.make_inputs = make_inputs
         given = capture_sizes_in_order(sizes, "sizes", caller="capture_graphs")
@@ -829,11 +845,14 @@ class GraphSet:
         self.order = order
         self.keep_outputs = keep_outputs
         self.warmup_iters = warmup_iters
+        self.size_warmup_iters = size_warmup_iters
         self.capture_error_mode = capture_error_mode
         self.record = record if record is not None else current_record()
         self.name = _fn_name(fn)
         self.graphs: dict[int, CapturedGraph] = {}
         self.capture_s = 0.0
+        # per size: warm-up and capture seconds, memory outside the pool (set once capture ends)
+        self.cost: CaptureCost | None = None
         self._max_abs_err: float | None = None
         self._replay_checks = 0
         self._pool_check: PoolCheck | None = None
@@ -853,6 +872,8 @@ class GraphSet:
         __tracebackhide__ = True
         shared = self.meter.add_pool(new_pool()) if self.pool_mode == "shared" else None
         start = time.perf_counter()
+        cost = CaptureCostMeter(self.device)
+        cost.start(pool_bytes=0)  # a new pool holds nothing
         try:
             for position, size in enumerate(self.capture_order):
                 inputs = _batch_inputs(self.make_inputs, size)
@@ -860,20 +881,26 @@ class GraphSet:
                     _check_not_all_zero(inputs, size)
                 static = tuple(t.clone() for t in inputs)
                 pool = shared if shared is not None else self.meter.add_pool(new_pool())
-                self.graphs[size] = capture_callable(
+                captured = capture_callable(
                     self.fn,
                     static,
                     pool=pool,
                     stream=self.stream,
-                    warmup_iters=self.warmup_iters,
+                    # What warms up once (cuBLAS handles, lazily loaded kernels, a compile)
+                    # is warm after the first size; a later size runs its own shape once.
+                    warmup_iters=self.warmup_iters if position == 0 else self.size_warmup_iters,
                     label=f"batch size {size}",
                     keep_outputs=self.keep_outputs,
                     capture_error_mode=self.capture_error_mode,
                     workspace_in_pool=position == 0,
                 )
-                self.meter.after_size(size, position)
+                self.graphs[size] = captured
+                pool_now = self.meter.after_size(size, position).reserved_bytes
+                cost.after_capture(size, position, pool_now, captured.warmup_s, captured.capture_s)
         finally:
             self.capture_s = time.perf_counter() - start
+            if self.graphs:
+                self.cost = cost.finish(pool_bytes=self.meter.reserved_bytes())
             # The workspace the first capture put in the pool is the live block that a
             # clear frees; leaving it registered would let a later capture elsewhere reuse it.
             self.cublas_workspace_bytes = self.meter.release_cublas_workspace()
@@ -1010,10 +1037,11 @@ class GraphSet:
         """The largest high-water mark measured; measures the largest size if none was."""
         return self.meter.largest_alone_bytes(max(self.sizes), self._capture_alone)
 
-    def pool_check(self, slack: int | None = None) -> PoolCheck:
+    def pool_check(self, slack: int | None = None, *, outside: int | None = None) -> PoolCheck:
         """The pool check's figures without raising (see ``check_pool``)."""
+        __tracebackhide__ = True
         self._require_open()
-        self._pool_check = self.meter.check_against_alone(
+        check = self.meter.check_against_alone(
             slack,
             self._capture_alone,
             capture_order=self.capture_order,
@@ -1021,9 +1049,12 @@ class GraphSet:
             order=self.order,
             keep_outputs=self.keep_outputs,
         )
-        return self._pool_check
+        if outside is not None and self.cost is not None:
+            check = replace(check, outside=self.cost.check(outside_limit(outside)))
+        self._pool_check = check
+        return check
 
-    def check_pool(self, slack: int | None = None) -> PoolCheck:
+    def check_pool(self, slack: int | None = None, *, outside: int | None = None) -> PoolCheck:
         """Assert the shared pool costs about what the largest graph costs alone.
 
         Invariant: ``pool_bytes <= largest graph's high-water mark + cuBLAS workspace
@@ -1031,18 +1062,24 @@ class GraphSet:
         small segment and one more 20 MiB large segment where the largest graph
         uses those kinds; see ``memory.derive_slack``) unless given in bytes.
 
+        With ``outside=BYTES``, also: the device memory the capture run took behind
+        PyTorch's allocator (a library's own cudaMalloc, the instantiated graphs,
+        kernels loaded on first use; see ``capture_cost``) is at most BYTES.
+
         Failure (InvariantViolation): both figures, the bound's parts, what to try,
-        and the per-size table (pool growth in capture order, each size's own mark).
+        and the per-size table (pool growth in capture order, each size's own mark);
+        for ``outside``, the figure and the per-size cost table.  MisuseError when
+        ``outside`` can get no verdict (the GPU is shared with other processes).
 
         Example::
 
             gs = cudagraphs.capture(model, make_inputs, sizes=[1, 2, 4, 8])
             gs.check_pool()
+            gs.check_pool(outside=64 * 2**20)   # at most 64 MiB behind the allocator
         """
         __tracebackhide__ = True
-        check = self.pool_check(slack)
-        if not check.passed:
-            raise InvariantViolation(check.message())
+        check = self.pool_check(slack, outside=outside)
+        check.raise_if_failed()
         return check
 
     def size_table(self) -> str:
@@ -1068,6 +1105,7 @@ class GraphSet:
             graph_bytes=dict(self.meter.graph_bytes) or None,
             pool_check_passed=None if self._pool_check is None else self._pool_check.passed,
             replay_checks=self._replay_checks,
+            cost=self.cost,
         )
 
     def close(self) -> None:
@@ -1114,6 +1152,7 @@ def capture_graphs(
     order: str = "largest_first",
     keep_outputs: bool = False,
     warmup_iters: int = 3,
+    size_warmup_iters: int = 1,
     capture_error_mode: str = "global",
     record: TestRecord | None = None,
 ) -> GraphSet:
@@ -1122,7 +1161,10 @@ def capture_graphs(
     For each size (largest first unless ``order="as_given"``), all in one pool
     (``pool="separate"`` gives each its own), ``make_inputs(size)`` gives the inputs,
     which are copied into static buffers; ``fn`` is warmed up on a side stream and
-    captured.  ``keep_outputs=False`` lets each size's outputs go after capture, so
+    captured.  The first size captured is warmed up ``warmup_iters`` times (cuBLAS
+    handles, lazily loaded kernels, a compile: what needs warming once), each later
+    size ``size_warmup_iters`` times (its own shape runs eagerly before its capture).
+    ``keep_outputs=False`` lets each size's outputs go after capture, so
     smaller sizes reuse the memory.  The options other than the defaults are
     negative controls for ``check_pool``.
 
@@ -1188,6 +1230,7 @@ def capture_graphs(
         order=order,
         keep_outputs=keep_outputs,
         warmup_iters=warmup_iters,
+        size_warmup_iters=size_warmup_iters,
         capture_error_mode=capture_error_mode,
         record=record,
     )

@@ -307,16 +307,42 @@ class PoolCheck:
     order: str
     keep_outputs: bool
     rows: tuple[SizeMemory, ...] = field(default_factory=tuple)
+    # check_pool(outside=BYTES): the bound on memory behind the allocator (capture_cost.OutsideCheck)
+    outside: Any = None
 
     @property
     def limit(self) -> int:
         return self.largest_graph_bytes + self.cublas_workspace_bytes + self.slack.nbytes
 
     @property
-    def passed(self) -> bool:
+    def pool_passed(self) -> bool:
         return self.pool_bytes <= self.limit
 
+    @property
+    def passed(self) -> bool:
+        """The pool within its bound, and memory behind the allocator within ``outside`` where that was asked."""
+        return self.pool_passed and (self.outside is None or self.outside.passed is True)
+
     def message(self) -> str:
+        """What failed: the pool's sentence and table, the outside bound's, or both."""
+        parts = [] if self.pool_passed else [self.pool_message()]
+        if self.outside is not None and self.outside.passed is not True:
+            parts.append(self.outside.message())
+        return "\n".join(parts)
+
+    def raise_if_failed(self, prefix: str = "") -> None:
+        """InvariantViolation with ``message()`` when the check failed; MisuseError when the only
+        trouble is that the outside bound could give no verdict (the GPU is not this process's alone)."""
+        __tracebackhide__ = True
+        from .errors import InvariantViolation, MisuseError
+
+        if self.passed:
+            return
+        if self.pool_passed and self.outside is not None and self.outside.passed is None:
+            raise MisuseError(prefix + self.outside.message())
+        raise InvariantViolation(prefix + self.message())
+
+    def pool_message(self) -> str:
         hints = []
         if self.pool_mode != "shared":
             hints.append("share one pool (pool='shared')")
@@ -349,6 +375,7 @@ class PoolCheck:
             "cublas_workspace_bytes": self.cublas_workspace_bytes,
             "slack_bytes": self.slack.nbytes,
             "passed": self.passed,
+            **({"outside": self.outside.to_json()} if self.outside is not None else {}),
         }
 
 

@@ -103,6 +103,7 @@ def merge_graph_sets(sets: list[dict[str, Any]]) -> dict[str, Any]:
         "largest_graph_bytes": _max_or_none([g.get("largest_graph_bytes") for g in sets]),
         "max_abs_err": _max_or_none([g.get("max_abs_err") for g in sets]),
         "capture_s": round(sum(float(g.get("capture_s") or 0.0) for g in sets), 6),
+        **_merged_capture_cost(sets),
         "sets": sets,
     }
     if any("cublas_workspace_bytes" in g for g in sets):
@@ -113,6 +114,19 @@ def merge_graph_sets(sets: list[dict[str, Any]]) -> dict[str, Any]:
         # none.  A sum would count the workspace once per set; dropping it (as this merge once
         # did) made a test whose every pool check passed show a pool 17 times its largest graph.
         merged["cublas_workspace_bytes"] = _max_or_none([g.get("cublas_workspace_bytes") for g in sets])
+    return merged
+
+
+def _merged_capture_cost(sets: list[dict[str, Any]]) -> dict[str, Any]:
+    """Warm-up seconds add up; memory outside the pool takes the maximum, as the pool does; one unreliable set taints all."""
+    if not any("warmup_s" in s for s in sets):
+        return {}
+    merged: dict[str, Any] = {"warmup_s": round(sum(float(s.get("warmup_s") or 0.0) for s in sets), 6)}
+    for key in ("outside_pool_bytes", "allocator_cache_bytes", "behind_allocator_bytes"):
+        merged[key] = _max_or_none([s.get(key) for s in sets])
+    unreliable = next((s["outside_unreliable"] for s in sets if s.get("outside_unreliable")), None)
+    if unreliable:
+        merged["outside_unreliable"] = unreliable
     return merged
 
 
@@ -134,6 +148,7 @@ def merge_piecewise(sets: list[dict[str, Any]]) -> dict[str, Any]:
             "sizes": sorted({s for p in sets for s in p.get("sizes", [])}),
             "pool_bytes": _max_or_none([p.get("pool_bytes") for p in sets]),
             "max_abs_err": _max_or_none([p.get("max_abs_err") for p in sets]),
+            **_merged_capture_cost(sets),
             "sets": sets,
         }
     )

@@ -1012,7 +1012,22 @@ _CACHES = {
     "triton": _CACHE_LAYER,
     "bypass_reasons": _Each(_TEXTS, mapping=True),
 }
+# capture_cost.py: each size's warm-up and capture, and the memory outside the pool by where it went
+_CAPTURE_COST = {
+    "warmup_s": _MEASURE,
+    "per_size": _Each(
+        {
+            **dict.fromkeys(("size", "order"), _COUNT),
+            **dict.fromkeys(
+                ("warmup_s", "capture_s", "pool_bytes", "allocator_cache_bytes", "behind_allocator_bytes"), _MEASURE
+            ),
+        }
+    ),
+    **dict.fromkeys(("outside_pool_bytes", "allocator_cache_bytes", "behind_allocator_bytes"), _MEASURE),
+    "outside_unreliable": _TEXT,
+}
 _GRAPH_SET = {
+    **_CAPTURE_COST,
     "sizes": _SIZES,
     "captured": _COUNT,
     "pool_bytes": _MEASURE,
@@ -1028,6 +1043,7 @@ _GRAPH_SET = {
     "replay_checks": _COUNT,
 }
 _PIECEWISE_SET = {
+    **_CAPTURE_COST,
     **dict.fromkeys(
         ("pieces", "capturable_pieces", "graphs_captured", "backend_compilations", "splitting_op_calls_total"), _COUNT
     ),

@@ -22,8 +22,9 @@ worst.  Nothing here imports torch.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +93,9 @@ class PoolFigures:
     ratio: float | None
     set_index: int = 0
     set_count: int = 1
+    # device memory the capture took behind PyTorch's allocator; None where not measured
+    outside: Any = None
+    outside_unreliable: bool = False
 
 
 def pool_figures(graphs: Mapping[str, Any]) -> PoolFigures:
@@ -105,10 +109,10 @@ def pool_figures(graphs: Mapping[str, Any]) -> PoolFigures:
     rated = [(index, figures) for index, figures in enumerate(map(_own_figures, sets)) if figures.ratio is not None]
     if rated:
         index, worst = max(rated, key=lambda item: item[1].ratio)
-        return PoolFigures(worst.pool, worst.largest, worst.workspace, worst.ratio, index, len(sets))
+        return replace(worst, set_index=index, set_count=len(sets))
     merged = _own_figures(graphs)
     if sets:  # maxima of several sets: show them, but no ratio of them
-        return PoolFigures(merged.pool, merged.largest, merged.workspace, None, 0, len(sets))
+        return replace(merged, ratio=None, set_count=len(sets))
     return merged
 
 
@@ -125,7 +129,10 @@ def _own_figures(source: Any) -> PoolFigures:
         ratio = None
     if ratio is not None and not math.isfinite(ratio):
         ratio = None
-    return PoolFigures(pool, largest, workspace, ratio)
+    outside = number(source.get("behind_allocator_bytes"), finite=True)
+    return PoolFigures(
+        pool, largest, workspace, ratio, outside=outside, outside_unreliable=bool(source.get("outside_unreliable"))
+    )
 
 
 def _trees_cell(trees: Mapping[str, Any]) -> str:
@@ -179,11 +186,20 @@ def pool_text(figures: PoolFigures) -> str:
         return "-"
     text = f"{format_bytes(figures.pool, compact=True)} / {format_bytes(figures.largest, compact=True)}"
     if figures.ratio is None:
-        return text
+        return text + _outside_text(figures)
     # a shared pool should cost about the largest graph alone: a ratio well above 1 is the smell
     suffix = f" (+{format_bytes(figures.workspace, compact=True)} cuBLAS)" if figures.workspace else ""
     which = f" (set {figures.set_index + 1} of {figures.set_count})" if figures.set_count > 1 else ""
-    return f"{text}{suffix}  {figures.ratio:.2f}x{which}"
+    return f"{text}{suffix}  {figures.ratio:.2f}x{which}{_outside_text(figures)}"
+
+
+def _outside_text(figures: PoolFigures) -> str:
+    """``, 4.0M outside``: what the capture took behind the allocator; ``?`` when the GPU was shared."""
+    if figures.outside_unreliable:
+        return ", ? outside"
+    if figures.outside is None:
+        return ""
+    return f", {format_bytes(max(0.0, figures.outside), compact=True)} outside"
 
 
 def _recompiles_cell(record: Mapping[str, Any]) -> str:
@@ -284,8 +300,13 @@ def legend_lines(rows: list[list[str]]) -> list[str]:
     if any("->" in cell for cell in cache_cells):
         parts.append("a -> b: the cold pass, then the warm pass")
     pools = [row[column["pool / largest"]] for row in rows]
-    if any(cell.endswith("x") or "x (set" in cell for cell in pools):
+    if any(re.search(r"\d\.\d\dx", cell) for cell in pools):
         parts.append("pool / largest: the shared pool and the largest graph alone, 1.43x = (pool - cuBLAS) / largest")
+    if any(cell.endswith(" outside") for cell in pools):
+        parts.append(
+            "outside: device memory the capture took behind PyTorch's allocator (libraries' own buffers, the "
+            "instantiated graphs, kernels loaded on first use); ? when other processes shared the GPU"
+        )
     if any("->" in row[column["compile"]] for row in rows):
         parts.append("compile: torch.compile seconds (Dynamo, AOTAutograd, Inductor), cold -> warm where both ran")
     if any(" regions" in row[column["graphs"]] for row in rows):

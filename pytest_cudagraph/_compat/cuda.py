@@ -109,3 +109,16 @@ def non_owning_alias(tensor: Any) -> Any:
     alias = torch.empty((0,), dtype=tensor.dtype, device=tensor.device)
     alias.set_(alias_storage, tensor.storage_offset(), tensor.shape, tensor.stride())
     return alias
+
+
+def device_memory_reading(device: int) -> tuple[int, int]:
+    """``(free, reserved)``: the device's free bytes as the driver counts them, and the caching allocator's reserved bytes.
+
+    ``cudaMemGetInfo`` counts every allocation on the GPU, this process's and any
+    other's; ``memory_reserved`` counts only what PyTorch's caching allocator holds.
+    Their difference over a span of time is what was allocated behind the allocator.
+    """
+    import torch
+
+    free, _total = torch.cuda.mem_get_info(device)
+    return int(free), int(torch.cuda.memory_reserved(device))

@@ -197,7 +197,7 @@ class PiecewiseModule:
             return "eager (above the largest captured size)"
         return kind if padded == size else f"{kind}, padded to {padded}"
 
-    def check_pool(self, slack: int | None = None) -> PoolCheck:
+    def check_pool(self, slack: int | None = None, *, outside: int | None = None) -> PoolCheck:
         """Check that all sizes together hold about as much pool as the largest size alone.
 
         Every piece of every size is captured into one pool, largest size first, and a
@@ -206,6 +206,8 @@ class PiecewiseModule:
         Invariant: pool bytes <= the pool right after the largest size (minus the cuBLAS
         workspace, counted apart) + cuBLAS workspace + slack, the slack derived from
         the allocator's rounding (``memory.derive_slack``) unless given in bytes.
+        ``outside=BYTES`` also bounds the device memory the capture took behind
+        PyTorch's allocator (see ``GraphSet.check_pool``).
         Returns the ``memory.PoolCheck``; raises InvariantViolation with the per-size
         table otherwise.
 
@@ -220,9 +222,8 @@ class PiecewiseModule:
                 "check_pool needs captured graphs (a CUDA device and CUDA inputs); nothing was captured, so "
                 "there is no pool to check"
             )
-        check = self._runtime.pool_check(slack)
-        if not check.passed:
-            raise InvariantViolation("piecewise graphs (all pieces, all sizes): " + check.message())
+        check = self._runtime.pool_check(slack, outside)
+        check.raise_if_failed("piecewise graphs (all pieces, all sizes): ")
         return check
 
     def result(self) -> PiecewiseResult:
@@ -235,6 +236,7 @@ class PiecewiseModule:
             pool_bytes=self.pool_bytes,
             max_abs_err=self._max_abs_err,
             capture_s=self._runtime.capture_s,
+            cost=self._runtime.cost,
         )
 
     @property

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..capture_cost import CaptureCost, cost_json
+
 
 @dataclass(frozen=True)
 class UncapturedPiece:
@@ -96,6 +98,7 @@ class PiecewiseResult:
     pool_bytes: int | None = None
     max_abs_err: float | None = None
     capture_s: float | None = None
+    cost: CaptureCost | None = None  # per size: warm-up and capture seconds, memory outside the pool
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"strategy": self.strategy, "backend": self.backend, "sizes": list(self.sizes)}
@@ -106,4 +109,5 @@ class PiecewiseResult:
             out["capture_s"] = round(self.capture_s, 6)
         if self.max_abs_err is not None:
             out["max_abs_err"] = self.max_abs_err
+        out.update(cost_json(self.cost))
         return out

@@ -18,11 +18,13 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
 
 from .. import _compat as compat
+from ..capture_cost import CaptureCost, CaptureCostMeter, outside_limit
 from ..memory import PoolCheck, PoolMeter
 from .ops import SplittingOp, SplittingOpCounter
 from .padding import BatchPadding
@@ -48,6 +50,8 @@ class PiecewiseRuntime:
         self.device_index: int | None = None
         self.captured = False
         self.capture_s: float | None = None
+        # per size: warm-up and capture seconds, memory outside the pool
+        self.cost: CaptureCost | None = None
         self.last_calls: Counter[str] = Counter()
         # why the capturable pieces were not captured (None once they were, or before the first call)
         self.not_captured: str | None = None
@@ -81,12 +85,17 @@ class PiecewiseRuntime:
         state.pool = self.meter.add_pool(new_pool())
         state.stream = torch.cuda.Stream(device)
         state.workspace_in_pool = True
+        cost = CaptureCostMeter(self.device_index)
+        cost.start(pool_bytes=0)  # a new pool holds nothing
         try:
             for order, size in enumerate(sorted(self.padding.capture_sizes, reverse=True)):
-                self._capture_size(args, size, device)
-                self.meter.after_size(size, order)
+                warmup_s, capture_s = self._capture_size(args, size, device)
+                pool_now = self.meter.after_size(size, order).reserved_bytes
+                cost.after_capture(size, order, pool_now, warmup_s, capture_s)
         finally:
             state.mode, state.size = "run", None
+            if cost.rows:
+                self.cost = cost.finish(pool_bytes=self.meter.reserved_bytes())
             if state.pool is not None:
                 # The workspace the first capture put in the pool stays registered with
                 # cuBLAS; clear it so no later matmul elsewhere writes into our pool.
@@ -94,9 +103,11 @@ class PiecewiseRuntime:
         self.captured = True
         self.capture_s = time.perf_counter() - started
 
-    def _capture_size(self, args: Sequence[Any], size: int, device: torch.device) -> None:
+    def _capture_size(self, args: Sequence[Any], size: int, device: torch.device) -> tuple[float, float]:
+        """Warm the chain up at ``size``, then capture every piece: (warm-up seconds, capture seconds)."""
         __tracebackhide__ = True
         state, runner = self.state, self.trace.runner
+        started = time.perf_counter()
         graph_args = self.trace.graph_args(self.padding.stage(self.padding.zeros_like(args, size), size), size)
         # Warm the whole chain up on the capture stream: cuBLAS handles and
         # lazily built kernels must exist before any piece is captured.
@@ -105,9 +116,11 @@ class PiecewiseRuntime:
             state.mode = "run"
             runner(*graph_args)
         torch.cuda.current_stream(device).wait_stream(state.stream)
+        warmed = time.perf_counter()
         state.mode, state.size = "capture", size
         state.captured_in_pass = []
         out = runner(*graph_args)
+        captured = time.perf_counter()
         del out, graph_args
         # Only now, with every piece of this size captured, may its pool
         # tensors go: the pieces read each other's outputs.
@@ -115,6 +128,7 @@ class PiecewiseRuntime:
         for piece in state.captured_in_pass:
             piece.weaken(size, pool_storages)
         state.captured_in_pass = []
+        return warmed - started, captured - warmed
 
     def run(self, args: Sequence[Any]) -> Any:
         """One call: pad to the next captured size, replay (or run the pieces), slice the outputs back."""
@@ -148,17 +162,23 @@ class PiecewiseRuntime:
         """Bytes the one pool holds now; None when nothing was captured."""
         return self.meter.reserved_bytes() if self.captured and self.meter is not None else None
 
-    def pool_check(self, slack: int | None) -> PoolCheck:
-        """The pool now against the pool right after the largest size (less the cuBLAS workspace)."""
+    def pool_check(self, slack: int | None, outside: int | None = None) -> PoolCheck:
+        """The pool now against the pool right after the largest size (less the cuBLAS workspace).
+
+        ``outside`` (bytes) also bounds the memory the capture took behind the allocator.
+        """
         assert self.meter is not None, "pool_check needs captured graphs"
         meter = self.meter
         order = sorted(self.padding.capture_sizes, reverse=True)
         largest = order[0]
         workspace = meter.cublas_workspace_bytes or 0
-        return meter.check(
+        check = meter.check(
             largest_size=largest,
             largest_graph_bytes=max(0, meter.rows[largest].pool_bytes_after - workspace),
             largest_segments=meter.segments_after[largest],
             slack=slack,
             capture_order=order,
         )
+        if outside is None or self.cost is None:
+            return check
+        return replace(check, outside=self.cost.check(outside_limit(outside)))
