@@ -369,7 +369,3 @@ def cost_json(cost: CaptureCost | None) -> dict[str, Any]:
     if cost.unreliable:
         out["outside_unreliable"] = cost.unreliable
     return out
-
-
-# the figures cost_json derives from cudaMemGetInfo: other processes on the GPU move them
-DEVICE_FIGURES = ("outside_pool_bytes", "behind_allocator_bytes")

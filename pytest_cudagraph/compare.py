@@ -78,7 +78,7 @@ from typing import Any
 
 from .key_diff import ReportKeyDiff, TestKeyDiff, diff_reports, records_cache_keys
 from .key_text import compare_lines, explain_command, run_wide_lines
-from .report import INCOMPLETE_EXIT_STATUSES, as_int, limit_hit_count
+from .report import INCOMPLETE_EXIT_STATUSES, OUTSIDE_DEVICE_FIGURES, as_int, limit_hit_count
 from .text import MIB, clip, count_noun, format_bytes, format_table, number
 
 COMPARISON_SCHEMA = "pytest-cudagraph-compare/1"
@@ -540,7 +540,7 @@ def compare_reports(
         new_run=new_run,
         cache_keys=keys,
         sources=sources,
-        rule_notes=_time_rule_notes(selected, tests),
+        rule_notes=_time_rule_notes(selected, tests) + _memory_rule_notes(selected, base_tests, new_tests, both),
     )
 
 
@@ -861,6 +861,29 @@ def _time_rule_notes(selected: tuple[str, ...], tests: Iterable[TestComparison])
     return tuple(notes)
 
 
+def _memory_rule_notes(
+    selected: tuple[str, ...], base_tests: Mapping[str, Any], new_tests: Mapping[str, Any], both: list[str]
+) -> tuple[str, ...]:
+    """graph-memory: a note naming the tests whose memory outside the pool it could not vouch for."""
+    if "graph-memory" not in selected:
+        return ()
+    shared = [
+        nodeid
+        for nodeid in both
+        if any(
+            _mapping(_mapping(tests[nodeid]).get(section)).get("outside_unreliable")
+            for tests in (base_tests, new_tests)
+            for section in ("graphs", "piecewise")
+        )
+    ]
+    if not shared:
+        return ()
+    return (
+        f"graph-memory: memory outside the pool not checked for {_tests(len(shared))} (first: {shared[0]}): "
+        f"other processes shared the GPU, and the device-wide figures count them; run with one process per GPU",
+    )
+
+
 def _memory_rule(base: Mapping[str, Any], new: Mapping[str, Any], limits: _Limits, flag: _Flag) -> None:
     """graph-memory: every ``*_bytes`` figure of graphs, piecewise and reduce_overhead but graphs.pool_bytes (pool's).
 
@@ -868,8 +891,12 @@ def _memory_rule(base: Mapping[str, Any], new: Mapping[str, Any], limits: _Limit
     """
     for section in ("graphs", "piecewise", "reduce_overhead"):
         base_section, new_section = _mapping(base.get(section)), _mapping(new.get(section))
+        # cudaMemGetInfo counted other processes on a shared GPU: those figures are nobody's
+        shared = bool(base_section.get("outside_unreliable") or new_section.get("outside_unreliable"))
         for key, value in new_section.items():
             if not key.endswith("_bytes") or (section == "graphs" and key == "pool_bytes"):
+                continue
+            if shared and key in OUTSIDE_DEVICE_FIGURES:
                 continue
             before, after = number(base_section.get(key), finite=True), number(value, finite=True)
             if before is None or after is None:

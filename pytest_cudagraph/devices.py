@@ -126,6 +126,28 @@ def device_for_worker(devices: Sequence[str], worker_id: str) -> str:
     return devices[worker_index(worker_id) % len(devices)]
 
 
+def gpu_sharing_note(devices: Sequence[str], worker_id: str, worker_count: int) -> str | None:
+    """Why worker ``worker_id``'s GPU is not its alone (one sentence), or None when it is.
+
+    >>> gpu_sharing_note(["0", "1"], "gw1", 2) is None
+    True
+    >>> gpu_sharing_note(["0", "1"], "gw1", 4)
+    'GPU 1 is shared with 1 other pytest-xdist worker (4 workers on 2 GPUs)'
+    """
+    if worker_count <= 1:
+        return None
+    if not devices:
+        return f"{worker_count} pytest-xdist workers share the GPUs (no --cudagraph-devices)"
+    mine = device_for_worker(devices, worker_id)
+    others = sum(1 for index in range(worker_count) if devices[index % len(devices)] == mine) - 1
+    if others <= 0:
+        return None
+    return (
+        f"GPU {mine} is shared with {others} other pytest-xdist worker{'s' if others > 1 else ''} "
+        f"({worker_count} workers on {len(devices)} GPUs)"
+    )
+
+
 def pin_process(device_id: str, who: str) -> None:
     """Make ``device_id`` the only GPU this process can see (it becomes ``cuda:0``).
 

@@ -1012,6 +1012,9 @@ _CACHES = {
     "triton": _CACHE_LAYER,
     "bypass_reasons": _Each(_TEXTS, mapping=True),
 }
+# the capture-cost figures read from cudaMemGetInfo: other processes on the GPU move them, so
+# where "outside_unreliable" says the GPU was shared no reader vouches for them
+OUTSIDE_DEVICE_FIGURES = ("outside_pool_bytes", "behind_allocator_bytes")
 # capture_cost.py: each size's warm-up and capture, and the memory outside the pool by where it went
 _CAPTURE_COST = {
     "warmup_s": _MEASURE,

@@ -99,11 +99,16 @@ def apply_options(config: pytest.Config, state: RunState) -> None:
 
 def _pin_devices(config: pytest.Config, state: RunState) -> None:
     """--cudagraph-devices: pin an xdist worker to its GPU, or a run without workers to the first."""
-    from ..devices import device_for_worker, pin_process
+    from ..capture_cost import set_shared_device
+    from ..devices import device_for_worker, gpu_sharing_note, pin_process
 
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
         devices = workerinput.get(WORKER_DEVICES) or []
+        # the device-wide memory figures of a capture count every worker on the GPU
+        set_shared_device(
+            gpu_sharing_note(devices, str(workerinput.get("workerid", "gw0")), int(workerinput.get("workercount", 1)))
+        )
         if devices:
             worker = str(workerinput.get("workerid", "gw0"))
             state.pinned_device = device_for_worker(devices, worker)
