@@ -52,7 +52,7 @@ from .call_site import in_function, innermost_user_frame, is_library_file, same_
 from .capture_cost import CaptureCost, CaptureCostMeter, cost_json, outside_limit
 from .errors import CaptureError, InvariantViolation, MisuseError, StaleGraphError
 from .memory import PoolCheck, PoolId, PoolMeter
-from .numerics import TensorComparison, compare_tensor_trees, max_abs_error, replay_mismatch_message
+from .numerics import DeferredComparisons, TensorComparison, max_abs_error, replay_mismatch_message
 from .record import TestRecord, current_record
 from .sizes import capture_sizes_in_order
 
@@ -981,23 +981,44 @@ class GraphSet:
         rtol = self.rtol if rtol is None else rtol
         atol = self.atol if atol is None else atol
         chosen = self.capture_order if sizes is None else capture_sizes_in_order(sizes, "sizes")
-        worst: list[TensorComparison] = []
-        for trial in range(trials):
-            for size in chosen:
-                inputs = _batch_inputs(self.make_inputs, size)
-                actual = self.replay(size, *inputs)
-                with torch.no_grad():
-                    expected = reference_fn(*inputs)
-                comparisons = compare_tensor_trees(actual, expected, rtol, atol)
-                worst.extend(comparisons)
-                failed = next((c for c in comparisons if not c.passed), None)
-                if failed is not None:
-                    self._max_abs_err = _worse_error(self._max_abs_err, max_abs_error(comparisons))
-                    raise InvariantViolation(replay_mismatch_message(failed, size, trial, trials, reference_name))
+        # Compared on the device and read back once: the host never waits for a replay,
+        # so it queues the next size's work while the device runs this one.
+        pending = DeferredComparisons()
+        try:
+            for trial in range(trials):
+                for size in chosen:
+                    inputs = _batch_inputs(self.make_inputs, size)
+                    actual = self.replay(size, *inputs)
+                    with torch.no_grad():
+                        expected = reference_fn(*inputs)
+                    pending.add((trial, size), actual, expected, rtol, atol)
+                    del actual, expected
+        except Exception:
+            _, mismatch = self._first_mismatch(pending.results(), trials, reference_name)
+            if mismatch is None:
+                raise
+            # a mismatch on an earlier size or trial is the first thing that went wrong
+            raise InvariantViolation(mismatch) from None
+        worst, mismatch = self._first_mismatch(pending.results(), trials, reference_name)
+        if mismatch is not None:
+            raise InvariantViolation(mismatch)
         err = max_abs_error(worst)
         self._max_abs_err = _worse_error(self._max_abs_err, err)
         self._replay_checks += 1
         return GraphReplayCheck(tuple(sorted(chosen)), trials, err, reference_name)
+
+    def _first_mismatch(
+        self, results: list[tuple[tuple[int, int], list[TensorComparison]]], trials: int, reference_name: str
+    ) -> tuple[list[TensorComparison], str | None]:
+        """The comparisons in the order they ran, up to the first that failed, and that failure's message."""
+        seen: list[TensorComparison] = []
+        for (trial, size), comparisons in results:
+            seen.extend(comparisons)
+            failed = next((c for c in comparisons if not c.passed), None)
+            if failed is not None:
+                self._max_abs_err = _worse_error(self._max_abs_err, max_abs_error(comparisons))
+                return seen, replay_mismatch_message(failed, size, trial, trials, reference_name)
+        return seen, None
 
     @property
     def max_abs_err(self) -> float | None:

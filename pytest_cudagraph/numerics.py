@@ -27,6 +27,7 @@ import torch
 from . import _compat
 
 __all__ = [
+    "DeferredComparisons",
     "TensorComparison",
     "compare_tensor_trees",
     "compare_tensors",
@@ -127,6 +128,115 @@ def _unravel(flat_index: int, shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(reversed(index))
 
 
+def _structural_problem(actual: torch.Tensor, expected: torch.Tensor, path: str) -> TensorComparison | None:
+    """A shape or dtype that differs: decided on the host, no element compared."""
+    if actual.shape != expected.shape:
+        return TensorComparison(
+            path,
+            False,
+            math.inf,
+            problem=(f"shape {tuple(actual.shape)} differs from the reference's {tuple(expected.shape)}"),
+        )
+    if actual.dtype != expected.dtype:
+        return TensorComparison(
+            path, False, math.inf, problem=(f"dtype {actual.dtype} differs from the reference's {expected.dtype}")
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class _Elementwise:
+    """Both tensors in the working dtype and the per-element verdict, all on the device; nothing read back."""
+
+    a: torch.Tensor
+    e: torch.Tensor
+    nan: torch.Tensor
+    diff: torch.Tensor
+    tolerance: torch.Tensor
+    bad: torch.Tensor
+
+    @classmethod
+    def of(cls, actual: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float) -> _Elementwise:
+        if expected.device != actual.device:
+            expected = expected.to(actual.device)
+        work = torch.float64 if actual.dtype in (torch.float64, torch.int64, torch.complex128) else torch.float32
+        if actual.is_complex():
+            a = torch.view_as_real(actual).to(work)
+            e = torch.view_as_real(expected).to(work)
+        else:
+            a = actual.to(work)
+            e = expected.to(work)
+        nan = torch.isnan(a) | torch.isnan(e)
+        # equal values (including equal infinities) have zero error; inf - inf would be NaN
+        diff = torch.where(a == e, torch.zeros_like(a), (a - e).abs())
+        # an infinite reference allows no error (inf tolerance would let -inf match +inf)
+        tolerance = torch.where(torch.isfinite(e), atol + rtol * e.abs(), torch.zeros_like(e))
+        return cls(a, e, nan, diff, tolerance, (diff > tolerance) | nan)
+
+    def counts(self) -> torch.Tensor:
+        """[max abs error (NaN elements left out), elements outside tolerance, NaN elements] in the working dtype."""
+        work = self.diff.dtype
+        return torch.stack([self.diff.masked_fill(self.nan, 0).max(), self.bad.sum().to(work), self.nan.sum().to(work)])
+
+    def worst(self) -> torch.Tensor:
+        """The flat index of the element furthest outside the tolerance (any NaN ranks above everything)."""
+        ratio = torch.where(
+            self.tolerance > 0, self.diff / self.tolerance.clamp_min(1e-300), self.bad.to(self.diff.dtype) * 1e30
+        )
+        score = torch.where(self.nan, torch.full_like(self.diff, math.inf), ratio)
+        return score.reshape(-1).argmax()
+
+    def stats(self) -> torch.Tensor:
+        """Everything a TensorComparison needs, as six float64 values on the device (see ``_from_stats``)."""
+        flat = self.worst()
+        values = torch.stack([self.a.reshape(-1)[flat], self.e.reshape(-1)[flat]])
+        return torch.cat([self.counts().double(), flat.double().reshape(1), values.double()])
+
+
+@dataclass(frozen=True)
+class _Compared:
+    """What a verdict needs to know of the compared tensor, without keeping the tensor alive."""
+
+    path: str
+    dtype: str
+    shape: tuple[int, ...]
+    numel: int
+    is_complex: bool
+    rtol: float
+    atol: float
+
+    @classmethod
+    def of(cls, path: str, actual: torch.Tensor, rtol: float, atol: float) -> _Compared:
+        dtype = str(actual.dtype).replace("torch.", "")
+        return cls(path, dtype, tuple(actual.shape), actual.numel(), actual.is_complex(), rtol, atol)
+
+
+def _from_stats(compared: _Compared, stats: Sequence[float]) -> TensorComparison:
+    """The TensorComparison from the read-back ``[max_abs, n_bad, n_nan, worst, a, e]``."""
+    max_abs, n_bad, n_nan, flat, a_val, e_val = stats
+    path, numel, rtol, atol, dtype_name = compared.path, compared.numel, compared.rtol, compared.atol, compared.dtype
+    if n_bad == 0:
+        return TensorComparison(path, True, float(max_abs), 0, numel, 0, rtol=rtol, atol=atol, dtype=dtype_name)
+    shape = compared.shape + ((2,) if compared.is_complex else ())
+    index = _unravel(int(flat), shape)
+    if compared.is_complex:
+        index = index[:-1]  # the last dim is (real, imag)
+    return TensorComparison(
+        path=path,
+        passed=False,
+        max_abs_err=math.nan if n_nan else float(max_abs),
+        mismatches=int(n_bad),
+        numel=numel,
+        nan_count=int(n_nan),
+        worst_index=index,
+        actual_value=float(a_val),
+        expected_value=float(e_val),
+        rtol=rtol,
+        atol=atol,
+        dtype=dtype_name,
+    )
+
+
 def compare_tensors(
     actual: torch.Tensor,
     expected: torch.Tensor,
@@ -141,66 +251,68 @@ def compare_tensors(
         c = compare_tensors(replayed, eager_out)
         assert c.passed, c.describe()
     """
-    dtype_name = str(actual.dtype).replace("torch.", "")
-    if actual.shape != expected.shape:
-        return TensorComparison(
-            path,
-            False,
-            math.inf,
-            problem=(f"shape {tuple(actual.shape)} differs from the reference's {tuple(expected.shape)}"),
-        )
-    if actual.dtype != expected.dtype:
-        return TensorComparison(
-            path, False, math.inf, problem=(f"dtype {actual.dtype} differs from the reference's {expected.dtype}")
-        )
+    problem = _structural_problem(actual, expected, path)
+    if problem is not None:
+        return problem
     r, a_tol = resolve_tolerances(actual.dtype, rtol, atol)
-    numel = actual.numel()
-    if numel == 0:
-        return TensorComparison(path, True, 0.0, numel=0, rtol=r, atol=a_tol, dtype=dtype_name)
-    if expected.device != actual.device:
-        expected = expected.to(actual.device)
-    work = torch.float64 if actual.dtype in (torch.float64, torch.int64, torch.complex128) else torch.float32
-    if actual.is_complex():
-        a = torch.view_as_real(actual).to(work)
-        e = torch.view_as_real(expected).to(work)
-    else:
-        a = actual.to(work)
-        e = expected.to(work)
-    nan = torch.isnan(a) | torch.isnan(e)
-    # equal values (including equal infinities) have zero error; inf - inf would be NaN
-    diff = torch.where(a == e, torch.zeros_like(a), (a - e).abs())
-    # an infinite reference allows no error (inf tolerance would let -inf match +inf)
-    tolerance = torch.where(torch.isfinite(e), a_tol + r * e.abs(), torch.zeros_like(e))
-    bad = (diff > tolerance) | nan
-    max_abs, n_bad, n_nan = torch.stack(
-        [diff.masked_fill(nan, 0).max(), bad.sum().to(work), nan.sum().to(work)]
-    ).tolist()
+    compared = _Compared.of(path, actual, r, a_tol)
+    if actual.numel() == 0:
+        return _from_stats(compared, (0.0, 0, 0, 0, 0.0, 0.0))
+    elementwise = _Elementwise.of(actual, expected, r, a_tol)
+    max_abs, n_bad, _ = elementwise.counts().tolist()
     if n_bad == 0:
-        return TensorComparison(path, True, float(max_abs), 0, numel, 0, rtol=r, atol=a_tol, dtype=dtype_name)
-    # the element furthest outside the tolerance; any NaN ranks above everything
-    ratio = torch.where(tolerance > 0, diff / tolerance.clamp_min(1e-300), bad.to(diff.dtype) * 1e30)
-    score = torch.where(nan, torch.full_like(diff, math.inf), ratio)
-    flat = int(score.reshape(-1).argmax())
-    shape = tuple(a.shape)
-    index = _unravel(flat, shape)
-    a_val = float(a.reshape(-1)[flat])
-    e_val = float(e.reshape(-1)[flat])
-    if actual.is_complex():
-        index = index[:-1]  # the last dim is (real, imag)
-    return TensorComparison(
-        path=path,
-        passed=False,
-        max_abs_err=math.nan if n_nan else float(max_abs),
-        mismatches=int(n_bad),
-        numel=numel,
-        nan_count=int(n_nan),
-        worst_index=index,
-        actual_value=a_val,
-        expected_value=e_val,
-        rtol=r,
-        atol=a_tol,
-        dtype=dtype_name,
-    )
+        return _from_stats(compared, (max_abs, 0, 0, 0, 0.0, 0.0))
+    return _from_stats(compared, elementwise.stats().tolist())
+
+
+class DeferredComparisons:
+    """Many replay-vs-reference comparisons queued on the device and read back at once.
+
+    ``add`` compares two outputs leaf by leaf as ``compare_tensor_trees`` does, but
+    leaves each tensor's verdict on the device (six numbers); ``results`` reads
+    them all with one host sync per device.  The element work runs in stream
+    order, so the compared tensors may be dropped right after ``add``; the host
+    never waits for the device between comparisons.
+
+    Example::
+
+        pending = DeferredComparisons()
+        for size in sizes:
+            pending.add(size, replay(size, x), fn(x))
+        for size, comparisons in pending.results():
+            ...
+    """
+
+    def __init__(self) -> None:
+        # per add: its key and its leaves, each a TensorComparison or (_Compared, stats on the device)
+        self._entries: list[tuple[Any, list[Any]]] = []
+
+    def add(self, key: Any, actual: Any, expected: Any, rtol: float | None = None, atol: float | None = None) -> None:
+        self._entries.append((key, _compare_leaves(actual, expected, rtol, atol, deferred=True)))
+
+    def results(self) -> list[tuple[Any, list[TensorComparison]]]:
+        """Every ``add`` in order: its key and one TensorComparison per leaf."""
+        pending = [leaf for _, leaves in self._entries for leaf in leaves if not isinstance(leaf, TensorComparison)]
+        by_device: dict[torch.device, list[Any]] = {}
+        for leaf in pending:
+            by_device.setdefault(leaf[1].device, []).append(leaf)
+        read: dict[int, list[float]] = {}
+        for leaves in by_device.values():
+            for leaf, stats in zip(leaves, torch.stack([leaf[1] for leaf in leaves]).tolist()):
+                read[id(leaf)] = stats
+        out = []
+        for key, leaves in self._entries:
+            out.append(
+                (
+                    key,
+                    [
+                        leaf if isinstance(leaf, TensorComparison) else _from_stats(leaf[0], read[id(leaf)])
+                        for leaf in leaves
+                    ],
+                )
+            )
+        self._entries.clear()
+        return out
 
 
 def flatten_outputs(value: Any, path: str = "output") -> list[tuple[str, Any]]:
@@ -232,6 +344,12 @@ def compare_tensor_trees(
         comparisons = compare_tensor_trees(replayed, eager_out, rtol=1e-3)
         failed = [c for c in comparisons if not c.passed]
     """
+    return _compare_leaves(actual, expected, rtol, atol, deferred=False)
+
+
+def _compare_leaves(actual: Any, expected: Any, rtol: float | None, atol: float | None, *, deferred: bool) -> list[Any]:
+    """Per leaf a TensorComparison, or with ``deferred`` for a tensor pair with elements to compare,
+    ``(_Compared, stats on the device)`` for ``DeferredComparisons`` to read back."""
     a_leaves = flatten_outputs(actual)
     e_leaves = flatten_outputs(expected)
     if [p for p, _ in a_leaves] != [p for p, _ in e_leaves]:
@@ -243,10 +361,15 @@ def compare_tensor_trees(
                 problem=(f"the outputs differ in structure: {[p for p, _ in a_leaves]} vs {[p for p, _ in e_leaves]}"),
             )
         ]
-    results = []
+    results: list[Any] = []
     for (path, a), (_, e) in zip(a_leaves, e_leaves):
         if isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor):
-            results.append(compare_tensors(a, e, rtol, atol, path))
+            problem = _structural_problem(a, e, path)
+            if not deferred or problem is not None or a.numel() == 0:
+                results.append(problem or compare_tensors(a, e, rtol, atol, path))
+                continue
+            r, a_tol = resolve_tolerances(a.dtype, rtol, atol)
+            results.append((_Compared.of(path, a, r, a_tol), _Elementwise.of(a, e, r, a_tol).stats()))
         elif isinstance(a, torch.Tensor) or isinstance(e, torch.Tensor):
             results.append(
                 TensorComparison(

@@ -116,3 +116,59 @@ def test_mismatch_message_is_a_small_report():
     assert "index (2, 5)" in text and "replay 0.75" in text and "eager 0" in text
     assert "abs error 0.75" in text and "1 of 32 elements" in text
     assert STATIC_CONTROL_FLOW_HINT in text and "static control flow" in text
+
+
+# -- DeferredComparisons: the same verdicts, read back at once ---------------------------------
+
+_SPECIAL = st.sampled_from([0.0, 1.0, -2.5, 1e-7, math.inf, -math.inf, math.nan])
+
+
+@st.composite
+def _output_pairs(draw):
+    """A replay-like output and a reference that differs from it in a few elements (or structurally)."""
+    shape = draw(shapes(min_dims=0, max_dims=3, max_side=6), label="shape")
+    dtype = draw(st.sampled_from([torch.float32, torch.float64, torch.bfloat16, torch.int64, torch.complex64]))
+    base = torch.randn(tuple(shape), dtype=torch.float64)
+    if dtype == torch.complex64:
+        expected = torch.complex(base, base.flip(-1) if base.dim() else base).to(dtype)
+    else:
+        expected = (base * 10).to(dtype)
+    actual = expected.clone()
+    for _ in range(draw(st.integers(0, 3), label="changes")):
+        if actual.numel() == 0:
+            break
+        flat = draw(st.integers(0, actual.numel() - 1))
+        value = draw(_SPECIAL) if dtype.is_floating_point or dtype.is_complex else draw(st.integers(-5, 5))
+        actual.view(-1)[flat] = value
+    kind = draw(st.sampled_from(["tensor", "tuple", "dict", "shape", "dtype", "scalar"]), label="kind")
+    if kind == "tuple":
+        return (actual, actual.sum(-1) if actual.dim() else actual), (
+            expected,
+            expected.sum(-1) if expected.dim() else expected,
+        )
+    if kind == "dict":
+        return {"logits": actual, "step": 3}, {"logits": expected, "step": draw(st.sampled_from([3, 4]))}
+    if kind == "shape":
+        return actual.reshape(-1), expected.reshape(1, -1)
+    if kind == "dtype" and dtype != torch.float64:
+        return actual, expected.to(torch.float64)
+    if kind == "scalar":
+        return (actual, 1), (expected, None)
+    return actual, expected
+
+
+@settings(max_examples=150, deadline=None)
+@given(pairs=st.lists(_output_pairs(), min_size=1, max_size=4), rtol=st.sampled_from([None, 0.0, 1e-3]))
+def test_deferred_comparisons_give_the_verdicts_of_comparing_one_at_a_time(pairs, rtol):
+    from pytest_cudagraph.numerics import DeferredComparisons
+
+    pending = DeferredComparisons()
+    for index, (actual, expected) in enumerate(pairs):
+        pending.add(index, actual, expected, rtol, None)
+    results = pending.results()
+    assert [key for key, _ in results] == list(range(len(pairs)))
+    for (_, deferred), (actual, expected) in zip(results, pairs):
+        direct = compare_tensor_trees(actual, expected, rtol, None)
+        # NaN != NaN: compare the reprs, which spell every field
+        assert repr(deferred) == repr(direct)
+    assert pending.results() == []  # read once

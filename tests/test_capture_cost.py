@@ -1,0 +1,280 @@
+"""Capture cost: per-size seconds, memory outside the pool by where it went, the outside bound, and its readers.
+
+The device readings need a GPU (tests/gpu/test_capture_cost_gpu.py); the arithmetic,
+the table, the bound's verdicts and messages, the report fields, the summary cell, the
+merge of several sets and compare's graph-memory rule are plain data and run here.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_cudagraph import capture_cost
+from pytest_cudagraph.capture_cost import (
+    PAGE_BYTES,
+    CaptureCost,
+    CaptureCostMeter,
+    SizeCost,
+    cost_json,
+    outside_limit,
+    set_shared_device,
+)
+from pytest_cudagraph.compare import compare_reports
+from pytest_cudagraph.devices import gpu_sharing_note
+from pytest_cudagraph.errors import InvariantViolation, MisuseError
+from pytest_cudagraph.memory import PoolCheck, Slack
+from pytest_cudagraph.record import merge_graph_sets
+from pytest_cudagraph.report import SCHEMA, validate_report
+from pytest_cudagraph.summary import pool_figures, pool_text
+
+MIB = 2**20
+VLLM_SIZES = [1, 2, 4, *range(8, 256, 8), *range(256, 513, 16)]
+
+
+@pytest.fixture(autouse=True)
+def _alone_on_the_gpu():
+    set_shared_device(None)
+    yield
+    set_shared_device(None)
+
+
+def _cost(rows, *, device=None, allocator=None, pool=None, shared=None) -> CaptureCost:
+    return CaptureCost(tuple(rows), device, allocator, pool, shared)
+
+
+def _row(size, order, *, device=0, allocator=0, pool=0, warmup=0.01, capture=0.002) -> SizeCost:
+    return SizeCost(size, order, warmup, capture, device, allocator, pool)
+
+
+def test_memory_taken_splits_into_pool_allocator_cache_and_behind_the_allocator():
+    row = _row(512, 0, device=130 * MIB, allocator=104 * MIB, pool=64 * MIB)
+    assert row.allocator_cache_bytes == 40 * MIB  # warm-up blocks cached in the ordinary pool
+    assert row.behind_allocator_bytes == 26 * MIB  # cudaMalloc by a library, the graph, loaded kernels
+    cost = _cost([row], device=130 * MIB, allocator=104 * MIB, pool=64 * MIB)
+    assert cost.outside_pool_bytes == 66 * MIB
+    assert cost.unreliable is None
+
+
+def test_a_meter_without_a_device_keeps_the_seconds_and_reads_no_memory():
+    meter = CaptureCostMeter(None)
+    meter.start(pool_bytes=0)
+    meter.after_capture(8, 0, pool_bytes=4 * MIB, warmup_s=0.5, capture_s=0.25)
+    meter.after_capture(4, 1, pool_bytes=4 * MIB, warmup_s=0.125, capture_s=0.125)
+    cost = meter.finish(pool_bytes=4 * MIB)
+    assert cost.warmup_s == 0.625 and cost.graph_capture_s == 0.375
+    assert [row.size for row in cost.sizes] == [8, 4]
+    assert cost.behind_allocator_bytes is None and cost.outside_pool_bytes is None
+    fields = cost_json(cost)
+    assert fields["per_size"][0] == {
+        "size": 8,
+        "order": 0,
+        "warmup_s": 0.5,
+        "capture_s": 0.25,
+        "pool_bytes": None,
+        "allocator_cache_bytes": None,
+        "behind_allocator_bytes": None,
+    }
+    assert fields["behind_allocator_bytes"] is None and "outside_unreliable" not in fields
+
+
+def test_a_shared_gpu_or_memory_given_back_by_someone_else_makes_the_figures_unreliable():
+    alone = _cost([_row(8, 0, device=4 * MIB, allocator=2 * MIB)], device=4 * MIB, allocator=2 * MIB, pool=2 * MIB)
+    assert alone.unreliable is None
+    shared = _cost(alone.sizes, device=4 * MIB, allocator=2 * MIB, pool=2 * MIB, shared="GPU 0 is shared")
+    assert shared.unreliable == "GPU 0 is shared"
+    # the device gained 10 MiB more than the allocator gave back: another process freed it
+    freed = _row(4, 1, device=-12 * MIB, allocator=-2 * MIB)
+    gained = _cost([alone.sizes[0], freed], device=-8 * MIB, allocator=0, pool=2 * MIB)
+    assert "another process on the GPU freed memory" in gained.unreliable
+    assert "batch size 4" in gained.unreliable
+    # within one driver page of zero is rounding, not another process
+    rounding = _cost([_row(4, 0, device=0, allocator=PAGE_BYTES)], device=0, allocator=PAGE_BYTES, pool=0)
+    assert rounding.unreliable is None
+
+
+def test_the_outside_bound_passes_fails_or_gives_no_verdict():
+    rows = [_row(16, 0, device=60 * MIB, allocator=20 * MIB, pool=20 * MIB), _row(8, 1)]
+    cost = _cost(rows, device=60 * MIB, allocator=20 * MIB, pool=20 * MIB)
+    assert cost.check(40 * MIB).passed is True
+    over = cost.check(8 * MIB)
+    assert over.passed is False
+    message = over.message()
+    assert message.startswith("the capture took 40.0 MiB of device memory behind PyTorch's allocator")
+    assert "outside=8.0 MiB" in message and "cudaMalloc" in message
+    table = message.splitlines()[1:]
+    assert table[0].split() == ["#", "size", "warm-up", "capture", "pool", "allocator", "cache", "behind", "allocator"]
+    assert table[1].split()[:2] == ["1", "16"] and table[1].split()[-1] == "+40.0M"
+    assert table[-1].split()[0] == "all"
+    no_verdict = _cost(rows, device=60 * MIB, allocator=20 * MIB, pool=20 * MIB, shared="GPU 0 is shared").check(0)
+    assert no_verdict.passed is None
+    assert "gives no verdict: GPU 0 is shared" in no_verdict.message()
+    assert "--cudagraph-devices=auto" in no_verdict.message()
+    assert _cost(rows).check(0).passed is None  # nothing read: no verdict either
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "64M", True, None])
+def test_outside_must_be_bytes(bad):
+    with pytest.raises(MisuseError, match=r"outside=.*: give the bytes allowed behind the allocator as an int >= 0"):
+        outside_limit(bad)
+    assert outside_limit(64 * MIB) == 64 * MIB
+
+
+def _pool_check(pool_bytes, outside=None) -> PoolCheck:
+    return PoolCheck(
+        pool_bytes,
+        16,
+        20 * MIB,
+        0,
+        Slack(2 * MIB, ("one 2 MiB segment",)),
+        "shared",
+        "largest_first",
+        False,
+        outside=outside,
+    )
+
+
+def test_pool_check_with_outside_raises_the_right_error_for_each_case():
+    cost = _cost(
+        [_row(16, 0, device=60 * MIB, allocator=20 * MIB, pool=20 * MIB)],
+        device=60 * MIB,
+        allocator=20 * MIB,
+        pool=20 * MIB,
+    )
+    _pool_check(20 * MIB, cost.check(64 * MIB)).raise_if_failed()  # both within bounds
+    with pytest.raises(InvariantViolation, match="behind PyTorch's allocator") as outside_only:
+        _pool_check(20 * MIB, cost.check(MIB)).raise_if_failed()
+    assert "graph pool holds" not in str(outside_only.value)
+    with pytest.raises(InvariantViolation) as both:
+        _pool_check(90 * MIB, cost.check(MIB)).raise_if_failed("piecewise graphs: ")
+    text = str(both.value)
+    assert text.startswith("piecewise graphs: the graph pool holds 90.0 MiB")
+    assert "behind PyTorch's allocator" in text
+    shared = CaptureCost(cost.sizes, cost.device_bytes, cost.allocator_bytes, cost.pool_bytes, "GPU 0 is shared")
+    with pytest.raises(MisuseError, match="gives no verdict"):
+        _pool_check(20 * MIB, shared.check(64 * MIB)).raise_if_failed()
+    assert _pool_check(20 * MIB, cost.check(MIB)).to_json()["outside"] == {
+        "limit_bytes": MIB,
+        "behind_allocator_bytes": 40 * MIB,
+        "passed": False,
+    }
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    behind=st.lists(st.integers(0, 64), min_size=1, max_size=len(VLLM_SIZES)),
+    limit=st.integers(4, 40),
+)
+def test_a_long_table_keeps_every_size_where_memory_went_behind_the_allocator(behind, limit):
+    rows = [
+        _row(size, order, device=mib * MIB, allocator=0, warmup=0.001 * (order % 7))
+        for order, (size, mib) in enumerate(zip(sorted(VLLM_SIZES, reverse=True), behind))
+    ]
+    table = _cost(rows, device=sum(behind) * MIB, allocator=0, pool=0).table(limit_rows=limit)
+    lines = table.splitlines()
+    shown = {int(line.split()[1]) for line in lines[1:] if line.split()[0].isdigit()}
+    went_outside = [row.size for row in rows if row.behind_allocator_bytes >= PAGE_BYTES]
+    if len(rows) <= limit:
+        assert shown == {row.size for row in rows}
+    else:
+        assert len(shown) <= limit
+        assert set(went_outside[: limit - 4]) <= shown  # the first size and three slowest may come first
+        assert f"({len(rows) - len(shown)} sizes with nothing outside the pool are not shown)" in lines
+    assert rows[0].size in shown
+
+
+def test_report_fields_validate_and_the_summary_shows_what_went_behind_the_allocator():
+    cost = _cost(
+        [_row(16, 0, device=30 * MIB, allocator=24 * MIB, pool=20 * MIB), _row(8, 1)],
+        device=30 * MIB,
+        allocator=24 * MIB,
+        pool=20 * MIB,
+    )
+    graphs = {
+        "sizes": [8, 16],
+        "captured": 2,
+        "pool_bytes": 52 * MIB,
+        "largest_graph_bytes": 20 * MIB,
+        "cublas_workspace_bytes": 32 * MIB,
+        **cost_json(cost),
+    }
+    # raises ReportError on a field of the wrong kind
+    validate_report({"schema": SCHEMA, "tests": {"t.py::test_mlp": {"outcome": "passed", "graphs": graphs}}})
+    assert graphs["outside_pool_bytes"] == 10 * MIB and graphs["allocator_cache_bytes"] == 4 * MIB
+    assert pool_text(pool_figures(graphs)) == "52.0M / 20.0M (+32.0M cuBLAS)  1.00x, 6.0M outside"
+    shared = {**graphs, "outside_unreliable": "GPU 0 is shared"}
+    assert pool_text(pool_figures(shared)).endswith(", ? outside")
+
+
+def test_several_sets_merge_warm_up_seconds_and_keep_the_largest_outside_figure():
+    first = {
+        "sizes": [8],
+        "captured": 1,
+        "capture_s": 1.0,
+        "warmup_s": 0.75,
+        "behind_allocator_bytes": 4 * MIB,
+        "outside_pool_bytes": 6 * MIB,
+        "allocator_cache_bytes": 2 * MIB,
+    }
+    second = {
+        "sizes": [4],
+        "captured": 1,
+        "capture_s": 0.5,
+        "warmup_s": 0.25,
+        "behind_allocator_bytes": 10 * MIB,
+        "outside_pool_bytes": 10 * MIB,
+        "allocator_cache_bytes": 0,
+        "outside_unreliable": "GPU 0 is shared",
+    }
+    merged = merge_graph_sets([first, second])
+    assert merged["warmup_s"] == 1.0 and merged["capture_s"] == 1.5
+    assert merged["behind_allocator_bytes"] == 10 * MIB and merged["allocator_cache_bytes"] == 2 * MIB
+    assert merged["outside_unreliable"] == "GPU 0 is shared"
+    assert "warmup_s" not in merge_graph_sets([{"sizes": [8], "captured": 1}, {"sizes": [4], "captured": 1}])
+
+
+def _report(graphs):
+    return {"schema": SCHEMA, "tests": {"t.py::test_mlp": {"outcome": "passed", "graphs": graphs}}, "env": {}}
+
+
+def test_graph_memory_flags_growth_behind_the_allocator_and_skips_a_shared_gpu_with_a_note():
+    base = _report({"captured": 2, "behind_allocator_bytes": 4 * MIB, "outside_pool_bytes": 6 * MIB})
+    grown = _report({"captured": 2, "behind_allocator_bytes": 40 * MIB, "outside_pool_bytes": 42 * MIB})
+    result = compare_reports(base, grown, rules=["graph-memory"])
+    assert {r.rule for r in result.regressions} == {"graph-memory"}
+    assert any("graphs.behind_allocator_bytes 4.0 MiB -> 40.0 MiB" in r.message for r in result.regressions)
+    shared = _report(
+        {
+            "captured": 2,
+            "behind_allocator_bytes": 40 * MIB,
+            "outside_pool_bytes": 42 * MIB,
+            "outside_unreliable": "GPU 0 is shared with 1 other pytest-xdist worker",
+        }
+    )
+    skipped = compare_reports(base, shared, rules=["graph-memory"])
+    assert not skipped.regressions
+    assert any(
+        note.startswith("graph-memory: memory outside the pool not checked for 1 test") for note in skipped.notes()
+    )
+
+
+@settings(max_examples=80, deadline=None)
+@given(workers=st.integers(1, 9), gpus=st.integers(1, 4), data=st.data())
+def test_a_worker_is_told_its_gpu_is_shared_exactly_when_another_worker_is_pinned_to_it(workers, gpus, data):
+    devices = [str(i) for i in range(gpus)]
+    worker = data.draw(st.integers(0, workers - 1))
+    note = gpu_sharing_note(devices, f"gw{worker}", workers)
+    others = [w for w in range(workers) if w != worker and w % gpus == worker % gpus]
+    assert (note is None) == (not others)
+    if note:
+        assert note.startswith(f"GPU {worker % gpus} is shared with {len(others)} other pytest-xdist worker")
+    unpinned = gpu_sharing_note([], f"gw{worker}", workers)
+    assert (unpinned is None) == (workers == 1)
+
+
+def test_the_shared_device_note_reaches_every_cost_finished_after_it_is_set():
+    set_shared_device("2 pytest-xdist workers share the GPUs (no --cudagraph-devices)")
+    meter = CaptureCostMeter(None)
+    meter.start()
+    assert meter.finish(pool_bytes=0).unreliable == capture_cost.shared_device()
