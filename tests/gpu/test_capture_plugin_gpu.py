@@ -69,6 +69,13 @@ def test_fixture_marker_defaults_and_report(pytester):
     assert graphs["sizes"] == [1, 2, 4, 8] and graphs["captured"] == 4
     assert graphs["pool_bytes"] > 0 and graphs["largest_graph_bytes"] > 0
     assert graphs["max_abs_err"] is not None and graphs["pool_check_passed"] is True
+    # capture cost: each size's two phases in capture order, and memory outside the pool
+    assert [row["size"] for row in graphs["per_size"]] == [8, 4, 2, 1]
+    assert all(row["warmup_s"] > 0 and row["capture_s"] > 0 for row in graphs["per_size"])
+    assert 0 < graphs["warmup_s"] < graphs["capture_s"]
+    assert sum(row["pool_bytes"] for row in graphs["per_size"]) == graphs["pool_bytes"]
+    assert isinstance(graphs["behind_allocator_bytes"], int) and "outside_unreliable" not in graphs
+    result.stdout.fnmatch_lines(["*test_user.py::test_good*passed*outside*", "*outside: device memory the capture*"])
     assert tests["test_user.py::test_wrong_reference"]["outcome"] == "failed"
     assert tests["test_user.py::test_sync_in_capture"]["outcome"] == "failed"
     assert tests["test_user.py::test_rng_after_failure"]["graphs"]["sizes"] == [3]
