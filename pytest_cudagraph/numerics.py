@@ -188,9 +188,10 @@ class _Elementwise:
 
     def stats(self) -> torch.Tensor:
         """Everything a TensorComparison needs, as six float64 values on the device (see ``_from_stats``)."""
-        flat = self.worst()
-        values = torch.stack([self.a.reshape(-1)[flat], self.e.reshape(-1)[flat]])
-        return torch.cat([self.counts().double(), flat.double().reshape(1), values.double()])
+        # a one-element index tensor: indexing with a 0-dim tensor would read it back on the host
+        flat = self.worst().reshape(1)
+        values = torch.cat([self.a.reshape(-1).index_select(0, flat), self.e.reshape(-1).index_select(0, flat)])
+        return torch.cat([self.counts().double(), flat.double(), values.double()])
 
 
 @dataclass(frozen=True)
