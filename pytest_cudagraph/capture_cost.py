@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import MisuseError
-from .text import MIB, format_bytes, format_table
+from .text import MIB, format_bytes, format_table, short_seconds, signed_bytes
 
 __all__ = ["CaptureCost", "CaptureCostMeter", "OutsideCheck", "SizeCost", "set_shared_device"]
 
@@ -201,22 +201,22 @@ class CaptureCost:
             (
                 str(row.order + 1),
                 str(row.size),
-                _seconds(row.warmup_s),
-                _seconds(row.capture_s),
-                _signed_bytes(row.pool_bytes),
-                _signed_bytes(row.allocator_cache_bytes),
-                _signed_bytes(row.behind_allocator_bytes),
+                short_seconds(row.warmup_s),
+                short_seconds(row.capture_s),
+                signed_bytes(row.pool_bytes),
+                signed_bytes(row.allocator_cache_bytes),
+                signed_bytes(row.behind_allocator_bytes),
             )
             for row in shown
         ]
         total = (
             "",
             "all",
-            _seconds(self.warmup_s),
-            _seconds(self.graph_capture_s),
-            _signed_bytes(self.pool_bytes),
-            _signed_bytes(self.allocator_cache_bytes),
-            _signed_bytes(self.behind_allocator_bytes),
+            short_seconds(self.warmup_s),
+            short_seconds(self.graph_capture_s),
+            signed_bytes(self.pool_bytes),
+            signed_bytes(self.allocator_cache_bytes),
+            signed_bytes(self.behind_allocator_bytes),
         )
         lines = format_table([header, *body, total], align=">>>>>>>")
         if len(shown) < len(ordered):
@@ -238,18 +238,6 @@ def outside_limit(outside: Any) -> int:
             f"outside={outside!r}: give the bytes allowed behind the allocator as an int >= 0 (64 * 2**20 for 64 MiB)"
         )
     return outside
-
-
-def _seconds(value: float) -> str:
-    return f"{value * 1000:.1f}ms" if value < 1 else f"{value:.2f}s"
-
-
-def _signed_bytes(value: int | None) -> str:
-    if value is None:
-        return "-"
-    if value == 0:
-        return "0"
-    return ("+" if value > 0 else "-") + format_bytes(abs(value), compact=True)
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,14 @@ from .key_diff import lookups_of
 from .key_text import lookup_why, prominent
 from .passes import PASS_COUNTERS, PassPair, extra_keys_read_whole, pass_pairs
 from .record_text import (
+    COST_HEADER,
     GUARD_HEADER,
     RANK_HEADER,
     REGION_HEADER,
     UNPRINTED_NOTE,
     break_site_text,
+    cost_head,
+    cost_rows,
     event_head,
     guard_row,
     limit_hit_text,
@@ -461,7 +464,7 @@ def recompile_events_html(events: list[Mapping[str, Any]]) -> str:
 
 # the reduce-overhead fields drawn as a line, a table of regions and a list of skips
 _TREES_DRAWN = ("skipped", "regions", "regions_total", "regions_cudagraphed", "calls", "fraction_of_calls")
-_PIECES_DRAWN = ("uncaptured", "uncaptured_calls")
+_PIECES_DRAWN = ("uncaptured", "uncaptured_calls", "per_size")
 
 
 def section_html(name: str, value: Any) -> str:
@@ -519,9 +522,23 @@ def reduce_overhead_html(trees: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
+def capture_cost_html(section: Mapping[str, Any]) -> str:
+    """The capture run's head line and, folded, its per-size table (seconds and memory outside the pool)."""
+    rows = cost_rows(section)
+    if not rows:
+        return ""
+    css = "warn" if section.get("outside_unreliable") else ""
+    body = ["<tr>" + "".join(f'<td class="num">{escape(cell)}</td>' for cell in row) + "</tr>" for row in rows]
+    return (
+        f'<p class="{css}">{escape(cost_head(section))}</p>'
+        f"<details><summary>capture cost per size ({escape(len(rows))})</summary>"
+        f"{_table('cost', COST_HEADER, body, numeric=len(COST_HEADER))}</details>"
+    )
+
+
 def piecewise_html(piecewise: Mapping[str, Any]) -> str:
     """The piecewise figures, then each piece that ran without a graph and why, and the calls that replayed none."""
-    parts = ["<h3>piecewise</h3>", _rest_table(piecewise, _PIECES_DRAWN)]
+    parts = ["<h3>piecewise</h3>", _rest_table(piecewise, _PIECES_DRAWN), capture_cost_html(piecewise)]
     pieces = [piece for piece in piecewise.get("uncaptured") or [] if isinstance(piece, Mapping)]
     if pieces:
         parts.append(f"<p>Pieces that ran without a graph ({escape(len(pieces))}):</p>")

@@ -39,6 +39,7 @@ from .html_page import (
     badge,
     cache_keys_html,
     caches_html,
+    capture_cost_html,
     env_html,
     escape,
     extra_html,
@@ -203,6 +204,7 @@ def _graphs_html(graphs: Mapping[str, Any]) -> str:
         if key in graphs:
             rows.append((key, graphs[key]))
     parts.append(kv_table(rows))
+    parts.append(capture_cost_html(graphs))
     sets = graphs.get("sets")
     if (
         graph_bytes_by_size(graphs) is None

@@ -124,6 +124,24 @@ def format_bytes(value: Any, *, compact: bool = False) -> str:
     return f"{amount:.0f}{space}B"
 
 
+def signed_bytes(value: Any) -> str:
+    """A change in bytes for a narrow column: ``+64.0M``, ``-2.0M``, ``0``; ``-`` when unknown."""
+    amount = number(value, finite=True)
+    if amount is None:
+        return "-"
+    if amount == 0:
+        return "0"
+    return ("+" if amount > 0 else "-") + format_bytes(abs(amount), compact=True)
+
+
+def short_seconds(value: Any) -> str:
+    """Seconds for a narrow column: ``12.0ms`` below a second, ``1.25s`` from there; ``-`` when unknown."""
+    amount = number(value, finite=True)
+    if amount is None:
+        return "-"
+    return f"{amount * 1000:.1f}ms" if amount < 1 else f"{amount:.2f}s"
+
+
 # ----------------------------------------------------------------------------
 # clipping
 # ----------------------------------------------------------------------------

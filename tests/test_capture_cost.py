@@ -7,6 +7,8 @@ merge of several sets and compare's graph-memory rule are plain data and run her
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -278,3 +280,39 @@ def test_the_shared_device_note_reaches_every_cost_finished_after_it_is_set():
     meter = CaptureCostMeter(None)
     meter.start()
     assert meter.finish(pool_bytes=0).unreliable == capture_cost.shared_device()
+
+
+def _report_with_cost(**extra):
+    rows = [
+        _row(16, 0, device=30 * MIB, allocator=24 * MIB, pool=20 * MIB, warmup=0.25, capture=0.0125),
+        _row(8, 1, device=66 * MIB, allocator=0, warmup=0.002, capture=0.003),
+    ]
+    cost = _cost(rows, device=96 * MIB, allocator=24 * MIB, pool=20 * MIB)
+    graphs = {"sizes": [8, 16], "captured": 2, "pool_bytes": 20 * MIB, "capture_s": 0.5, **cost_json(cost), **extra}
+    return {"schema": SCHEMA, "tests": {"t.py::test_mlp": {"outcome": "passed", "graphs": graphs}}, "env": {}}
+
+
+def test_show_names_the_capture_run_and_each_size_that_took_memory_behind_the_allocator():
+    from pytest_cudagraph.record_text import detail_lines
+
+    lines = detail_lines(_report_with_cost())
+    assert lines[lines.index("t.py::test_mlp") + 1 :] == [
+        "  graphs: 2 sizes captured in 0.500 s (warm-up 0.252 s); outside the pool: 72.0 MiB behind the allocator, "
+        "4.0 MiB allocator cache",
+        "    - batch size 16: 6.0 MiB behind the allocator",
+        "    - batch size 8: 66.0 MiB behind the allocator",
+    ]
+    shared = detail_lines(_report_with_cost(outside_unreliable="GPU 0 is shared"))
+    assert any("memory outside the pool not vouched for: GPU 0 is shared" in line for line in shared)
+    assert not any("behind the allocator" in line for line in shared)
+
+
+def test_the_report_page_folds_the_per_size_cost_table_under_the_head_line():
+    from pytest_cudagraph.show import render_html
+
+    page = render_html(_report_with_cost())
+    assert "2 sizes captured in 0.500 s (warm-up 0.252 s)" in page
+    assert "<summary>capture cost per size (2)</summary>" in page
+    cells = re.findall(r'<td class="num">([^<]*)</td>', page.split("capture cost per size")[1].split("</table>")[0])
+    assert cells[:7] == ["1", "16", "250.0ms", "12.5ms", "+20.0M", "+4.0M", "+6.0M"]
+    assert cells[7:] == ["2", "8", "2.0ms", "3.0ms", "0", "0", "+66.0M"]

@@ -220,7 +220,7 @@ def test_cache_lookups_render_well_formed_and_escaped():
 def test_show_prints_each_recompile_with_its_call_site_and_failed_guards():
     lines = detail_lines(where_and_why_report())
     text = "\n".join(lines)
-    assert lines[1] == "where and why (recompiles, graph breaks, reduce-overhead, pieces, ranks)"
+    assert lines[1] == "where and why (recompiles, graph breaks, reduce-overhead, pieces, capture cost, ranks)"
     assert "recompile 1 of 2: forward (tests/model.py:12), called from tests/test_x.py:10 `out = model(x)`" in text
     guard_rows = [line.split() for line in lines if line.strip().startswith("0/")]
     assert guard_rows[0] == ["0/0", "tensor", "'x'", "size", "mismatch", "at", "index", "0", "2", "4"]
