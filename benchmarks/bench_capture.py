@@ -164,7 +164,7 @@ def main() -> None:
         f"{len(cost.sizes)} sizes (median per size: warm-up {statistics.median(r.warmup_s for r in cost.sizes) * 1e3:.2f}ms, "
         f"capture {statistics.median(r.capture_s for r in cost.sizes) * 1e3:.2f}ms; slowest: size {slowest.size}, "
         f"{(slowest.warmup_s + slowest.capture_s) * 1e3:.1f}ms); behind the allocator {format_bytes(cost.behind_allocator_bytes)}, "
-        f"allocator cache {format_bytes(cost.allocator_cache_bytes)}"
+        f"in the allocator outside the pool {format_bytes(cost.allocator_outside_pool_bytes)}"
     )
     print(
         f"capture-cost meter readings: {reading_s * 1e3:.3f}ms per capture run "

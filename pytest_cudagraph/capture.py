@@ -49,7 +49,7 @@ import torch
 
 from . import _compat, open_objects
 from .call_site import in_function, innermost_user_frame, is_library_file, same_statement
-from .capture_cost import CaptureCost, CaptureCostMeter, cost_json, outside_limit
+from .capture_cost import CaptureCost, CaptureCostMeter, collection_paused, cost_json, outside_limit
 from .errors import CaptureError, InvariantViolation, MisuseError, StaleGraphError
 from .memory import PoolCheck, PoolId, PoolMeter
 from .numerics import DeferredComparisons, TensorComparison, max_abs_error, replay_mismatch_message
@@ -739,7 +739,7 @@ def _check_options(pool: str, order: str, warmup_iters: int, size_warmup_iters: 
         raise MisuseError(f"order={order!r} is not a capture order; use 'largest_first' or 'as_given'")
     if not isinstance(warmup_iters, int) or warmup_iters < 1:
         raise MisuseError(f"warmup_iters={warmup_iters!r}: give at least 1 warm-up iteration")
-    if not isinstance(size_warmup_iters, int) or size_warmup_iters < 1:
+    if isinstance(size_warmup_iters, bool) or not isinstance(size_warmup_iters, int) or size_warmup_iters < 1:
         raise MisuseError(
             f"size_warmup_iters={size_warmup_iters!r}: give at least 1 (each shape runs once eagerly before "
             f"its capture, so what loads on a shape's first call does not load inside the capture)"
@@ -873,37 +873,38 @@ class GraphSet:
         shared = self.meter.add_pool(new_pool()) if self.pool_mode == "shared" else None
         start = time.perf_counter()
         cost = CaptureCostMeter(self.device)
-        cost.start(pool_bytes=0)  # a new pool holds nothing
-        try:
-            for position, size in enumerate(self.capture_order):
-                inputs = _batch_inputs(self.make_inputs, size)
-                if position == 0:
-                    _check_not_all_zero(inputs, size)
-                static = tuple(t.clone() for t in inputs)
-                pool = shared if shared is not None else self.meter.add_pool(new_pool())
-                captured = capture_callable(
-                    self.fn,
-                    static,
-                    pool=pool,
-                    stream=self.stream,
-                    # What warms up once (cuBLAS handles, lazily loaded kernels, a compile)
-                    # is warm after the first size; a later size runs its own shape once.
-                    warmup_iters=self.warmup_iters if position == 0 else self.size_warmup_iters,
-                    label=f"batch size {size}",
-                    keep_outputs=self.keep_outputs,
-                    capture_error_mode=self.capture_error_mode,
-                    workspace_in_pool=position == 0,
-                )
-                self.graphs[size] = captured
-                pool_now = self.meter.after_size(size, position).reserved_bytes
-                cost.after_capture(size, position, pool_now, captured.warmup_s, captured.capture_s)
-        finally:
-            self.capture_s = time.perf_counter() - start
-            if self.graphs:
+        # an earlier graph collected between two readings would free device memory behind the allocator
+        with collection_paused():
+            cost.start(pool_bytes=0)  # a new pool holds nothing
+            try:
+                for position, size in enumerate(self.capture_order):
+                    inputs = _batch_inputs(self.make_inputs, size)
+                    if position == 0:
+                        _check_not_all_zero(inputs, size)
+                    static = tuple(t.clone() for t in inputs)
+                    pool = shared if shared is not None else self.meter.add_pool(new_pool())
+                    captured = capture_callable(
+                        self.fn,
+                        static,
+                        pool=pool,
+                        stream=self.stream,
+                        # What warms up once (cuBLAS handles, lazily loaded kernels, a compile)
+                        # is warm after the first size; a later size runs its own shape once.
+                        warmup_iters=self.warmup_iters if position == 0 else self.size_warmup_iters,
+                        label=f"batch size {size}",
+                        keep_outputs=self.keep_outputs,
+                        capture_error_mode=self.capture_error_mode,
+                        workspace_in_pool=position == 0,
+                    )
+                    self.graphs[size] = captured
+                    pool_now = self.meter.after_size(size, position).reserved_bytes
+                    cost.after_capture(size, position, pool_now, captured.warmup_s, captured.capture_s)
                 self.cost = cost.finish(pool_bytes=self.meter.reserved_bytes())
-            # The workspace the first capture put in the pool is the live block that a
-            # clear frees; leaving it registered would let a later capture elsewhere reuse it.
-            self.cublas_workspace_bytes = self.meter.release_cublas_workspace()
+            finally:
+                self.capture_s = time.perf_counter() - start
+                # The workspace the first capture put in the pool is the live block that a
+                # clear frees; leaving it registered would let a later capture elsewhere reuse it.
+                self.cublas_workspace_bytes = self.meter.release_cublas_workspace()
 
     # -- replay -----------------------------------------------------------
     def graph(self, size: int) -> CapturedGraph:
@@ -1062,6 +1063,7 @@ class GraphSet:
         """The pool check's figures without raising (see ``check_pool``)."""
         __tracebackhide__ = True
         self._require_open()
+        limit = None if outside is None else outside_limit(outside)  # before any measuring capture
         check = self.meter.check_against_alone(
             slack,
             self._capture_alone,
@@ -1070,8 +1072,8 @@ class GraphSet:
             order=self.order,
             keep_outputs=self.keep_outputs,
         )
-        if outside is not None and self.cost is not None:
-            check = replace(check, outside=self.cost.check(outside_limit(outside)))
+        if limit is not None:
+            check = replace(check, outside=(self.cost or CaptureCost(())).check(limit))
         self._pool_check = check
         return check
 

@@ -18,28 +18,37 @@ device's free memory (``cudaMemGetInfo``), the caching allocator's reserved
 bytes, and the graph pool's bytes (``memory.PoolMeter``).  Between two readings:
 
 - *pool growth*: what the graph pool took;
-- *allocator cache* = reserved growth - pool growth: blocks the warm-up left cached
-  in the allocator's ordinary pool; ``torch.cuda.empty_cache()`` gives them back;
+- *allocator, outside the pool* = reserved growth - pool growth: the static input
+  buffers the graphs read, and blocks the warm-up left cached in the allocator's
+  ordinary pool (``torch.cuda.empty_cache()`` gives those back);
 - *behind the allocator* = device memory taken - reserved growth: memory that no
   PyTorch allocator knows of: a library's own ``cudaMalloc`` (NCCL buffers, a
   custom kernel's scratch space, a cuBLASLt workspace set up outside PyTorch), the
   instantiated graphs themselves, and kernels loaded on first use.
 
-Memory outside the pool is the allocator cache plus what is behind the allocator;
+Memory outside the pool is the allocator's part plus what is behind the allocator;
 ``GraphSet.check_pool(outside=BYTES)`` bounds the part behind the allocator, which
 nothing in PyTorch can free.  The cuBLAS workspace is named apart: the first
-capture puts it inside the pool (``cublas_workspace_bytes``).
+capture puts it inside the pool (``cublas_workspace_bytes``).  Part of a graph's own
+device memory may be allocated at its first replay, after the last reading.
 
 **One process per GPU.**  ``cudaMemGetInfo`` counts every process on the GPU.  When
 the plugin knows the GPU is shared (pytest-xdist workers on one device) it says so
 (``set_shared_device``): the figures are kept with that note and no check gives a
 verdict on them.  Memory that the device gained back beyond what this process
-freed (another process freed some) is noticed the same way.  Pure parts here need
-no GPU; ``CaptureCostMeter`` reads the device through ``_compat``.
+freed is noticed too: memory freed behind the allocator during the capture (by
+another process, or by this one) would hide what the capture took.  Garbage
+collection is paused while a set is captured (``collection_paused``), so that an
+earlier test's graphs collected meanwhile do not free device memory between two
+readings.  Pure parts here need no GPU; ``CaptureCostMeter`` reads the device
+through ``_compat``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gc
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,7 +104,7 @@ class SizeCost:
         return self.device_bytes - self.allocator_bytes
 
     @property
-    def allocator_cache_bytes(self) -> int | None:
+    def allocator_outside_pool_bytes(self) -> int | None:
         if self.allocator_bytes is None or self.pool_bytes is None:
             return None
         return self.allocator_bytes - self.pool_bytes
@@ -107,7 +116,7 @@ class SizeCost:
             "warmup_s": round(self.warmup_s, 6),
             "capture_s": round(self.capture_s, 6),
             "pool_bytes": self.pool_bytes,
-            "allocator_cache_bytes": self.allocator_cache_bytes,
+            "allocator_outside_pool_bytes": self.allocator_outside_pool_bytes,
             "behind_allocator_bytes": self.behind_allocator_bytes,
         }
 
@@ -152,12 +161,12 @@ class CaptureCost:
         return SizeCost(0, 0, 0.0, 0.0, self.device_bytes, self.allocator_bytes).behind_allocator_bytes
 
     @property
-    def allocator_cache_bytes(self) -> int | None:
-        return SizeCost(0, 0, 0.0, 0.0, None, self.allocator_bytes, self.pool_bytes).allocator_cache_bytes
+    def allocator_outside_pool_bytes(self) -> int | None:
+        return SizeCost(0, 0, 0.0, 0.0, None, self.allocator_bytes, self.pool_bytes).allocator_outside_pool_bytes
 
     @property
     def outside_pool_bytes(self) -> int | None:
-        """Device memory the capture run took that is not in the graph pool (allocator cache + behind it)."""
+        """Device memory the capture run took that is not in the graph pool (the allocator's part + behind it)."""
         if self.device_bytes is None or self.pool_bytes is None:
             return None
         return self.device_bytes - self.pool_bytes
@@ -170,15 +179,16 @@ class CaptureCost:
         gained = [row for row in self.sizes if (row.behind_allocator_bytes or 0) < -PAGE_BYTES]
         total = self.behind_allocator_bytes
         if gained or (total is not None and total < -PAGE_BYTES):
-            where = f" (batch size {gained[0].size})" if gained else ""
+            where = f" at batch size {gained[0].size}" if gained else ""
             return (
-                f"the GPU's free memory grew by more than this process gave back{where}, so another process "
-                f"on the GPU freed memory meanwhile"
+                f"the GPU's free memory grew{where} by more than PyTorch's allocator gave back: device memory was "
+                f"freed behind the allocator during the capture (by another process on the GPU, or by this one), "
+                f"which would hide what the capture took"
             )
         return None
 
     def table(self, limit_rows: int = 24) -> str:
-        """Per size in capture order: warm-up, capture, pool growth, allocator cache, behind the allocator.
+        """Per size in capture order: warm-up, capture, pool growth, the allocator's part outside the pool, behind it.
 
         Long tables keep the first size, the sizes where memory went outside the
         pool, and the slowest captures; a line counts the rows left out.
@@ -187,16 +197,9 @@ class CaptureCost:
         shown = ordered
         if len(ordered) > limit_rows:
             slowest = {row.size for row in sorted(ordered, key=lambda r: r.warmup_s + r.capture_s)[-3:]}
-            keep = [
-                row
-                for row in ordered
-                if row.order == 0
-                or row.size in slowest
-                or abs(row.behind_allocator_bytes or 0) >= PAGE_BYTES
-                or abs(row.allocator_cache_bytes or 0) >= PAGE_BYTES
-            ]
+            keep = [row for row in ordered if row.order == 0 or row.size in slowest or _went_outside(row)]
             shown = keep[:limit_rows]
-        header = ("#", "size", "warm-up", "capture", "pool", "allocator cache", "behind allocator")
+        header = ("#", "size", "warm-up", "capture", "pool", "allocator", "behind allocator")
         body = [
             (
                 str(row.order + 1),
@@ -204,7 +207,7 @@ class CaptureCost:
                 short_seconds(row.warmup_s),
                 short_seconds(row.capture_s),
                 signed_bytes(row.pool_bytes),
-                signed_bytes(row.allocator_cache_bytes),
+                signed_bytes(row.allocator_outside_pool_bytes),
                 signed_bytes(row.behind_allocator_bytes),
             )
             for row in shown
@@ -215,12 +218,15 @@ class CaptureCost:
             short_seconds(self.warmup_s),
             short_seconds(self.graph_capture_s),
             signed_bytes(self.pool_bytes),
-            signed_bytes(self.allocator_cache_bytes),
+            signed_bytes(self.allocator_outside_pool_bytes),
             signed_bytes(self.behind_allocator_bytes),
         )
         lines = format_table([header, *body, total], align=">>>>>>>")
-        if len(shown) < len(ordered):
-            lines.append(f"({len(ordered) - len(shown)} sizes with nothing outside the pool are not shown)")
+        hidden = [row for row in ordered if row not in shown]
+        if hidden:
+            outside = sum(1 for row in hidden if _went_outside(row))
+            more = f", {outside} of them with memory outside the pool" if outside else " with nothing outside the pool"
+            lines.append(f"({len(hidden)} more sizes not shown{more})")
         if self.unreliable:
             lines.append(f"(device figures are not this process's alone: {self.unreliable})")
         return "\n".join(lines)
@@ -228,6 +234,30 @@ class CaptureCost:
     def check(self, outside: int) -> OutsideCheck:
         """The bound on memory behind the allocator (see ``OutsideCheck``)."""
         return OutsideCheck(self, int(outside))
+
+
+def _went_outside(row: SizeCost) -> bool:
+    """More than a driver page's rounding went outside the pool at this size."""
+    return (
+        abs(row.behind_allocator_bytes or 0) >= PAGE_BYTES or abs(row.allocator_outside_pool_bytes or 0) >= PAGE_BYTES
+    )
+
+
+@contextlib.contextmanager
+def collection_paused() -> Iterator[None]:
+    """No garbage collection in the block: a collected graph would free device memory between two readings.
+
+    ``torch.cuda.graph`` collects before a capture for the same reason; a full
+    collection costs a third of a second in a process with torch imported, so the
+    meter pauses collection instead (for the seconds a capture run takes).
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def outside_limit(outside: Any) -> int:
@@ -270,10 +300,15 @@ class OutsideCheck:
                 f"during capture"
             )
         if self.cost.unreliable:
+            fix = (
+                "run the test with one process per GPU (pytest -n N --cudagraph-devices=auto with N at most the "
+                "number of GPUs)"
+                if self.cost.shared_device
+                else "run it again with no other process on the GPU"
+            )
             return (
                 f"check_pool(outside={format_bytes(self.limit_bytes)}) gives no verdict: {self.cost.unreliable}; "
-                f"run the test with one process per GPU (pytest -n N --cudagraph-devices=auto with N at most the "
-                f"number of GPUs)\n" + self.cost.table()
+                f"{fix}\n" + self.cost.table()
             )
         return (
             f"the capture took {format_bytes(figure)} of device memory behind PyTorch's allocator, more than "
@@ -351,7 +386,7 @@ def cost_json(cost: CaptureCost | None) -> dict[str, Any]:
         "warmup_s": round(cost.warmup_s, 6),
         "per_size": [row.to_json() for row in sorted(cost.sizes, key=lambda r: r.order)],
         "outside_pool_bytes": cost.outside_pool_bytes,
-        "allocator_cache_bytes": cost.allocator_cache_bytes,
+        "allocator_outside_pool_bytes": cost.allocator_outside_pool_bytes,
         "behind_allocator_bytes": cost.behind_allocator_bytes,
     }
     if cost.unreliable:

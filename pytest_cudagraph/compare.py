@@ -902,8 +902,9 @@ def _memory_rule(base: Mapping[str, Any], new: Mapping[str, Any], limits: _Limit
             if before is None or after is None:
                 continue
             growth = after - before
-            if growth > before * limits.memory_threshold and growth > limits.memory_floor:
-                relative = f"+{growth / before:.1%}, " if before else ""
+            # a figure below zero (memory given back) grows from nothing
+            if growth > max(before, 0) * limits.memory_threshold and growth > limits.memory_floor:
+                relative = f"+{growth / before:.1%}, " if before > 0 else ""
                 flag(
                     "graph-memory",
                     f"{section}.{key} {format_bytes(before)} -> {format_bytes(after)} ({relative}threshold "

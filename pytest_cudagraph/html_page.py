@@ -32,6 +32,7 @@ from .record_text import (
     break_site_text,
     cost_head,
     cost_rows,
+    cost_sections,
     event_head,
     guard_row,
     limit_hit_text,
@@ -522,18 +523,19 @@ def reduce_overhead_html(trees: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
-def capture_cost_html(section: Mapping[str, Any]) -> str:
-    """The capture run's head line and, folded, its per-size table (seconds and memory outside the pool)."""
-    rows = cost_rows(section)
-    if not rows:
-        return ""
-    css = "warn" if section.get("outside_unreliable") else ""
-    body = ["<tr>" + "".join(f'<td class="num">{escape(cell)}</td>' for cell in row) + "</tr>" for row in rows]
-    return (
-        f'<p class="{css}">{escape(cost_head(section))}</p>'
-        f"<details><summary>capture cost per size ({escape(len(rows))})</summary>"
-        f"{_table('cost', COST_HEADER, body, numeric=len(COST_HEADER))}</details>"
-    )
+def capture_cost_html(section: Mapping[str, Any], name: str = "capture") -> str:
+    """Per capture run (the section, or each of its sets): a head line and, folded, its per-size table."""
+    parts = []
+    for label, run in cost_sections(section, name):
+        rows = cost_rows(run)
+        css = "warn" if run.get("outside_unreliable") else ""
+        body = ["<tr>" + "".join(f'<td class="num">{escape(cell)}</td>' for cell in row) + "</tr>" for row in rows]
+        parts.append(
+            f'<p class="{css}">{escape(label)}: {escape(cost_head(run))}</p>'
+            f"<details><summary>capture cost per size ({escape(len(rows))})</summary>"
+            f"{_table('cost', COST_HEADER, body, numeric=len(COST_HEADER))}</details>"
+        )
+    return "".join(parts)
 
 
 def piecewise_html(piecewise: Mapping[str, Any]) -> str:

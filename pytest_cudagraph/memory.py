@@ -320,8 +320,12 @@ class PoolCheck:
 
     @property
     def passed(self) -> bool:
-        """The pool within its bound, and memory behind the allocator within ``outside`` where that was asked."""
-        return self.pool_passed and (self.outside is None or self.outside.passed is True)
+        """Nothing failed: the pool within its bound, and memory behind the allocator not over ``outside``.
+
+        An ``outside`` bound that could give no verdict does not fail the pool check
+        (``raise_if_failed`` raises MisuseError for it); its ``passed`` is None.
+        """
+        return self.pool_passed and (self.outside is None or self.outside.passed is not False)
 
     def message(self) -> str:
         """What failed: the pool's sentence and table, the outside bound's, or both."""
@@ -336,11 +340,10 @@ class PoolCheck:
         __tracebackhide__ = True
         from .errors import InvariantViolation, MisuseError
 
-        if self.passed:
-            return
-        if self.pool_passed and self.outside is not None and self.outside.passed is None:
+        if not self.passed:
+            raise InvariantViolation(prefix + self.message())
+        if self.outside is not None and self.outside.passed is None:
             raise MisuseError(prefix + self.outside.message())
-        raise InvariantViolation(prefix + self.message())
 
     def pool_message(self) -> str:
         hints = []

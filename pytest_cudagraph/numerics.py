@@ -180,11 +180,10 @@ class _Elementwise:
 
     def worst(self) -> torch.Tensor:
         """The flat index of the element furthest outside the tolerance (any NaN ranks above everything)."""
-        ratio = torch.where(
+        score = torch.where(
             self.tolerance > 0, self.diff / self.tolerance.clamp_min(1e-300), self.bad.to(self.diff.dtype) * 1e30
         )
-        score = torch.where(self.nan, torch.full_like(self.diff, math.inf), ratio)
-        return score.reshape(-1).argmax()
+        return score.masked_fill_(self.nan, math.inf).reshape(-1).argmax()
 
     def stats(self) -> torch.Tensor:
         """Everything a TensorComparison needs, as six float64 values on the device (see ``_from_stats``)."""

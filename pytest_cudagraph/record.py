@@ -122,7 +122,7 @@ def _merged_capture_cost(sets: list[dict[str, Any]]) -> dict[str, Any]:
     if not any("warmup_s" in s for s in sets):
         return {}
     merged: dict[str, Any] = {"warmup_s": round(sum(float(s.get("warmup_s") or 0.0) for s in sets), 6)}
-    for key in ("outside_pool_bytes", "allocator_cache_bytes", "behind_allocator_bytes"):
+    for key in ("outside_pool_bytes", "allocator_outside_pool_bytes", "behind_allocator_bytes"):
         merged[key] = _max_or_none([s.get(key) for s in sets])
     unreliable = next((s["outside_unreliable"] for s in sets if s.get("outside_unreliable")), None)
     if unreliable:

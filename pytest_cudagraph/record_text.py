@@ -251,7 +251,7 @@ def pieces_lines(piecewise: Mapping[str, Any]) -> list[str]:
 # capture cost
 # ----------------------------------------------------------------------------
 
-COST_HEADER = ("#", "size", "warm-up", "capture", "pool", "allocator cache", "behind allocator")
+COST_HEADER = ("#", "size", "warm-up", "capture", "pool", "allocator", "behind allocator")
 # a figure behind the allocator this large is worth a line of its own (one driver page is rounding)
 NOTABLE_OUTSIDE_BYTES = 2 * 2**20
 
@@ -266,7 +266,7 @@ def cost_rows(section: Mapping[str, Any]) -> list[tuple[str, ...]]:
             short_seconds(row.get("warmup_s")),
             short_seconds(row.get("capture_s")),
             signed_bytes(row.get("pool_bytes")),
-            signed_bytes(row.get("allocator_cache_bytes")),
+            signed_bytes(row.get("allocator_outside_pool_bytes")),
             signed_bytes(row.get("behind_allocator_bytes")),
         )
         for row in sorted(rows, key=lambda r: as_int(r.get("order")))
@@ -281,25 +281,33 @@ def cost_head(section: Mapping[str, Any]) -> str:
     if capture is not None:
         text += f" in {capture:.3f} s" + (f" (warm-up {warmup:.3f} s)" if warmup is not None else "")
     behind = number(section.get("behind_allocator_bytes"), finite=True)
-    cache = number(section.get("allocator_cache_bytes"), finite=True)
+    allocator = number(section.get("allocator_outside_pool_bytes"), finite=True)
     if section.get("outside_unreliable"):
         return f"{text}; memory outside the pool not vouched for: {_text(section.get('outside_unreliable'))}"
     if behind is not None:
         text += f"; outside the pool: {format_bytes(max(0.0, behind))} behind the allocator"
-        if cache is not None:
-            text += f", {format_bytes(max(0.0, cache))} allocator cache"
+        if allocator is not None:
+            text += f", {format_bytes(max(0.0, allocator))} in the allocator"
     return text
 
 
+def cost_sections(section: Mapping[str, Any], name: str) -> list[tuple[str, Mapping[str, Any]]]:
+    """``(label, section)`` per capture run: the section itself, or each of its ``sets``."""
+    sets = [one for one in _list(section.get("sets")) if isinstance(one, Mapping)]
+    if not sets:
+        return [(name, section)] if _list(section.get("per_size")) else []
+    return [(f"{name} set {i + 1} of {len(sets)}", one) for i, one in enumerate(sets) if _list(one.get("per_size"))]
+
+
 def cost_lines(section: Mapping[str, Any], name: str) -> list[str]:
-    """``show``: the capture run's head, and each size that took memory behind the allocator."""
-    if not _list(section.get("per_size")):
-        return []
-    lines = [f"{name}: {cost_head(section)}"]
-    for row in _list(section.get("per_size")):
-        behind = number(row.get("behind_allocator_bytes"), finite=True) if isinstance(row, Mapping) else None
-        if behind is not None and behind >= NOTABLE_OUTSIDE_BYTES and not section.get("outside_unreliable"):
-            lines.append(f"  - batch size {_text(row.get('size'))}: {format_bytes(behind)} behind the allocator")
+    """``show``: each capture run's head, and each size that took memory behind the allocator."""
+    lines = []
+    for label, run in cost_sections(section, name):
+        lines.append(f"{label}: {cost_head(run)}")
+        for row in _list(run.get("per_size")):
+            behind = number(row.get("behind_allocator_bytes"), finite=True) if isinstance(row, Mapping) else None
+            if behind is not None and behind >= NOTABLE_OUTSIDE_BYTES and not run.get("outside_unreliable"):
+                lines.append(f"  - batch size {_text(row.get('size'))}: {format_bytes(behind)} behind the allocator")
     return lines
 
 

@@ -1022,11 +1022,12 @@ _CAPTURE_COST = {
         {
             **dict.fromkeys(("size", "order"), _COUNT),
             **dict.fromkeys(
-                ("warmup_s", "capture_s", "pool_bytes", "allocator_cache_bytes", "behind_allocator_bytes"), _MEASURE
+                ("warmup_s", "capture_s", "pool_bytes", "allocator_outside_pool_bytes", "behind_allocator_bytes"),
+                _MEASURE,
             ),
         }
     ),
-    **dict.fromkeys(("outside_pool_bytes", "allocator_cache_bytes", "behind_allocator_bytes"), _MEASURE),
+    **dict.fromkeys(("outside_pool_bytes", "allocator_outside_pool_bytes", "behind_allocator_bytes"), _MEASURE),
     "outside_unreliable": _TEXT,
 }
 _GRAPH_SET = {

@@ -52,7 +52,7 @@ def _row(size, order, *, device=0, allocator=0, pool=0, warmup=0.01, capture=0.0
 
 def test_memory_taken_splits_into_pool_allocator_cache_and_behind_the_allocator():
     row = _row(512, 0, device=130 * MIB, allocator=104 * MIB, pool=64 * MIB)
-    assert row.allocator_cache_bytes == 40 * MIB  # warm-up blocks cached in the ordinary pool
+    assert row.allocator_outside_pool_bytes == 40 * MIB  # warm-up blocks cached in the ordinary pool
     assert row.behind_allocator_bytes == 26 * MIB  # cudaMalloc by a library, the graph, loaded kernels
     cost = _cost([row], device=130 * MIB, allocator=104 * MIB, pool=64 * MIB)
     assert cost.outside_pool_bytes == 66 * MIB
@@ -75,7 +75,7 @@ def test_a_meter_without_a_device_keeps_the_seconds_and_reads_no_memory():
         "warmup_s": 0.5,
         "capture_s": 0.25,
         "pool_bytes": None,
-        "allocator_cache_bytes": None,
+        "allocator_outside_pool_bytes": None,
         "behind_allocator_bytes": None,
     }
     assert fields["behind_allocator_bytes"] is None and "outside_unreliable" not in fields
@@ -89,8 +89,11 @@ def test_a_shared_gpu_or_memory_given_back_by_someone_else_makes_the_figures_unr
     # the device gained 10 MiB more than the allocator gave back: another process freed it
     freed = _row(4, 1, device=-12 * MIB, allocator=-2 * MIB)
     gained = _cost([alone.sizes[0], freed], device=-8 * MIB, allocator=0, pool=2 * MIB)
-    assert "another process on the GPU freed memory" in gained.unreliable
-    assert "batch size 4" in gained.unreliable
+    assert "device memory was freed behind the allocator during the capture" in gained.unreliable
+    assert "at batch size 4" in gained.unreliable
+    # the fix offered depends on whether the plugin knows the GPU is shared
+    assert "run it again with no other process on the GPU" in gained.check(0).message()
+    assert "--cudagraph-devices=auto" not in gained.check(0).message()
     # within one driver page of zero is rounding, not another process
     rounding = _cost([_row(4, 0, device=0, allocator=PAGE_BYTES)], device=0, allocator=PAGE_BYTES, pool=0)
     assert rounding.unreliable is None
@@ -106,7 +109,7 @@ def test_the_outside_bound_passes_fails_or_gives_no_verdict():
     assert message.startswith("the capture took 40.0 MiB of device memory behind PyTorch's allocator")
     assert "outside=8.0 MiB" in message and "cudaMalloc" in message
     table = message.splitlines()[1:]
-    assert table[0].split() == ["#", "size", "warm-up", "capture", "pool", "allocator", "cache", "behind", "allocator"]
+    assert table[0].split() == ["#", "size", "warm-up", "capture", "pool", "allocator", "behind", "allocator"]
     assert table[1].split()[:2] == ["1", "16"] and table[1].split()[-1] == "+40.0M"
     assert table[-1].split()[0] == "all"
     no_verdict = _cost(rows, device=60 * MIB, allocator=20 * MIB, pool=20 * MIB, shared="GPU 0 is shared").check(0)
@@ -135,6 +138,25 @@ def _pool_check(pool_bytes, outside=None) -> PoolCheck:
         False,
         outside=outside,
     )
+
+
+def test_an_outside_bound_without_a_verdict_leaves_the_pool_verdict_alone():
+    shared = _cost(
+        [_row(16, 0, device=60 * MIB, allocator=20 * MIB, pool=20 * MIB)],
+        device=60 * MIB,
+        allocator=20 * MIB,
+        pool=20 * MIB,
+        shared="GPU 0 is shared",
+    )
+    check = _pool_check(20 * MIB, shared.check(MIB))
+    # the pool is within its bound and nothing was decided about the rest: not a failed pool check
+    assert check.passed is True and check.to_json()["passed"] is True
+    assert check.to_json()["outside"]["passed"] is None
+    with pytest.raises(MisuseError, match="gives no verdict: GPU 0 is shared"):
+        check.raise_if_failed()
+    # a pool over its bound still fails as such, with the no-verdict sentence after it
+    with pytest.raises(InvariantViolation, match="(?s)the graph pool holds 90.0 MiB.*gives no verdict"):
+        _pool_check(90 * MIB, shared.check(MIB)).raise_if_failed()
 
 
 def test_pool_check_with_outside_raises_the_right_error_for_each_case():
@@ -182,7 +204,13 @@ def test_a_long_table_keeps_every_size_where_memory_went_behind_the_allocator(be
     else:
         assert len(shown) <= limit
         assert set(went_outside[: limit - 4]) <= shown  # the first size and three slowest may come first
-        assert f"({len(rows) - len(shown)} sizes with nothing outside the pool are not shown)" in lines
+        hidden_outside = sum(1 for row in rows if row.size not in shown and row.behind_allocator_bytes >= PAGE_BYTES)
+        more = (
+            f", {hidden_outside} of them with memory outside the pool"
+            if hidden_outside
+            else " with nothing outside the pool"
+        )
+        assert f"({len(rows) - len(shown)} more sizes not shown{more})" in lines
     assert rows[0].size in shown
 
 
@@ -203,7 +231,7 @@ def test_report_fields_validate_and_the_summary_shows_what_went_behind_the_alloc
     }
     # raises ReportError on a field of the wrong kind
     validate_report({"schema": SCHEMA, "tests": {"t.py::test_mlp": {"outcome": "passed", "graphs": graphs}}})
-    assert graphs["outside_pool_bytes"] == 10 * MIB and graphs["allocator_cache_bytes"] == 4 * MIB
+    assert graphs["outside_pool_bytes"] == 10 * MIB and graphs["allocator_outside_pool_bytes"] == 4 * MIB
     assert pool_text(pool_figures(graphs)) == "52.0M / 20.0M (+32.0M cuBLAS)  1.00x, 6.0M outside"
     shared = {**graphs, "outside_unreliable": "GPU 0 is shared"}
     assert pool_text(pool_figures(shared)).endswith(", ? outside")
@@ -217,7 +245,7 @@ def test_several_sets_merge_warm_up_seconds_and_keep_the_largest_outside_figure(
         "warmup_s": 0.75,
         "behind_allocator_bytes": 4 * MIB,
         "outside_pool_bytes": 6 * MIB,
-        "allocator_cache_bytes": 2 * MIB,
+        "allocator_outside_pool_bytes": 2 * MIB,
     }
     second = {
         "sizes": [4],
@@ -226,12 +254,12 @@ def test_several_sets_merge_warm_up_seconds_and_keep_the_largest_outside_figure(
         "warmup_s": 0.25,
         "behind_allocator_bytes": 10 * MIB,
         "outside_pool_bytes": 10 * MIB,
-        "allocator_cache_bytes": 0,
+        "allocator_outside_pool_bytes": 0,
         "outside_unreliable": "GPU 0 is shared",
     }
     merged = merge_graph_sets([first, second])
     assert merged["warmup_s"] == 1.0 and merged["capture_s"] == 1.5
-    assert merged["behind_allocator_bytes"] == 10 * MIB and merged["allocator_cache_bytes"] == 2 * MIB
+    assert merged["behind_allocator_bytes"] == 10 * MIB and merged["allocator_outside_pool_bytes"] == 2 * MIB
     assert merged["outside_unreliable"] == "GPU 0 is shared"
     assert "warmup_s" not in merge_graph_sets([{"sizes": [8], "captured": 1}, {"sizes": [4], "captured": 1}])
 
@@ -259,6 +287,11 @@ def test_graph_memory_flags_growth_behind_the_allocator_and_skips_a_shared_gpu_w
     assert any(
         note.startswith("graph-memory: memory outside the pool not checked for 1 test") for note in skipped.notes()
     )
+    # memory given back (a figure below zero) grows from nothing: no "+-x%"
+    gave_back = _report({"captured": 2, "behind_allocator_bytes": -4 * MIB})
+    regressed = compare_reports(gave_back, grown, rules=["graph-memory"])
+    message = next(r.message for r in regressed.regressions if "behind_allocator_bytes" in r.message)
+    assert message.startswith("graphs.behind_allocator_bytes -4.0 MiB -> 40.0 MiB (threshold") and "+-" not in message
 
 
 @settings(max_examples=80, deadline=None)
@@ -298,7 +331,7 @@ def test_show_names_the_capture_run_and_each_size_that_took_memory_behind_the_al
     lines = detail_lines(_report_with_cost())
     assert lines[lines.index("t.py::test_mlp") + 1 :] == [
         "  graphs: 2 sizes captured in 0.500 s (warm-up 0.252 s); outside the pool: 72.0 MiB behind the allocator, "
-        "4.0 MiB allocator cache",
+        "4.0 MiB in the allocator",
         "    - batch size 16: 6.0 MiB behind the allocator",
         "    - batch size 8: 66.0 MiB behind the allocator",
     ]
@@ -316,3 +349,22 @@ def test_the_report_page_folds_the_per_size_cost_table_under_the_head_line():
     cells = re.findall(r'<td class="num">([^<]*)</td>', page.split("capture cost per size")[1].split("</table>")[0])
     assert cells[:7] == ["1", "16", "250.0ms", "12.5ms", "+20.0M", "+4.0M", "+6.0M"]
     assert cells[7:] == ["2", "8", "2.0ms", "3.0ms", "0", "0", "+66.0M"]
+
+
+def test_collection_is_paused_in_the_block_and_left_as_it_was_after():
+    import gc
+
+    from pytest_cudagraph.capture_cost import collection_paused
+
+    assert gc.isenabled()
+    with pytest.raises(KeyError), collection_paused():
+        assert not gc.isenabled()
+        raise KeyError("a failed capture")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collection_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the caller had it off: it stays off
+    finally:
+        gc.enable()

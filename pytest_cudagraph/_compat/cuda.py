@@ -121,4 +121,6 @@ def device_memory_reading(device: int) -> tuple[int, int]:
     import torch
 
     free, _total = torch.cuda.mem_get_info(device)
-    return int(free), int(torch.cuda.memory_reserved(device))
+    # the nested statistics as the allocator gives them: memory_reserved() flattens them all first
+    stats = torch.cuda.memory_stats_as_nested_dict(device)
+    return int(free), int(stats.get("reserved_bytes", {}).get("all", {}).get("current", 0))

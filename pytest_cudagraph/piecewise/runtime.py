@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from .. import _compat as compat
-from ..capture_cost import CaptureCost, CaptureCostMeter, outside_limit
+from ..capture_cost import CaptureCost, CaptureCostMeter, collection_paused, outside_limit
 from ..memory import PoolCheck, PoolMeter
 from .ops import SplittingOp, SplittingOpCounter
 from .padding import BatchPadding
@@ -86,20 +86,21 @@ class PiecewiseRuntime:
         state.stream = torch.cuda.Stream(device)
         state.workspace_in_pool = True
         cost = CaptureCostMeter(self.device_index)
-        cost.start(pool_bytes=0)  # a new pool holds nothing
-        try:
-            for order, size in enumerate(sorted(self.padding.capture_sizes, reverse=True)):
-                warmup_s, capture_s = self._capture_size(args, size, device)
-                pool_now = self.meter.after_size(size, order).reserved_bytes
-                cost.after_capture(size, order, pool_now, warmup_s, capture_s)
-        finally:
-            state.mode, state.size = "run", None
-            if cost.rows:
+        # an earlier graph collected between two readings would free device memory behind the allocator
+        with collection_paused():
+            cost.start(pool_bytes=0)  # a new pool holds nothing
+            try:
+                for order, size in enumerate(sorted(self.padding.capture_sizes, reverse=True)):
+                    warmup_s, capture_s = self._capture_size(args, size, device)
+                    pool_now = self.meter.after_size(size, order).reserved_bytes
+                    cost.after_capture(size, order, pool_now, warmup_s, capture_s)
                 self.cost = cost.finish(pool_bytes=self.meter.reserved_bytes())
-            if state.pool is not None:
-                # The workspace the first capture put in the pool stays registered with
-                # cuBLAS; clear it so no later matmul elsewhere writes into our pool.
-                self.meter.release_cublas_workspace()
+            finally:
+                state.mode, state.size = "run", None
+                if state.pool is not None:
+                    # The workspace the first capture put in the pool stays registered with
+                    # cuBLAS; clear it so no later matmul elsewhere writes into our pool.
+                    self.meter.release_cublas_workspace()
         self.captured = True
         self.capture_s = time.perf_counter() - started
 
@@ -172,6 +173,7 @@ class PiecewiseRuntime:
         order = sorted(self.padding.capture_sizes, reverse=True)
         largest = order[0]
         workspace = meter.cublas_workspace_bytes or 0
+        limit = None if outside is None else outside_limit(outside)
         check = meter.check(
             largest_size=largest,
             largest_graph_bytes=max(0, meter.rows[largest].pool_bytes_after - workspace),
@@ -179,6 +181,6 @@ class PiecewiseRuntime:
             slack=slack,
             capture_order=order,
         )
-        if outside is None or self.cost is None:
+        if limit is None:
             return check
-        return replace(check, outside=self.cost.check(outside_limit(outside)))
+        return replace(check, outside=(self.cost or CaptureCost(())).check(limit))

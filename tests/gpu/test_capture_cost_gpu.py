@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from pytest_cudagraph import InvariantViolation, capture_graphs
+from pytest_cudagraph.capture_cost import shared_device
 from pytest_cudagraph.memory import format_bytes
 from pytest_cudagraph.record import current_record
 
@@ -44,7 +45,14 @@ def make_inputs(size: int) -> torch.Tensor:
     return torch.randn(size, 1024, device="cuda")
 
 
-def test_vllm_sizes_of_the_mlp_record_both_phases_per_size_and_little_behind_the_allocator(cudagraphs):
+@pytest.fixture
+def gpu_of_its_own():
+    """The device-wide figures are this process's only when no other worker uses the GPU."""
+    if shared_device():
+        pytest.skip(f"memory outside the pool needs a GPU of its own: {shared_device()}")
+
+
+def test_vllm_sizes_of_the_mlp_record_both_phases_per_size_and_little_behind_the_allocator(cudagraphs, gpu_of_its_own):
     torch.manual_seed(0)
     model = MLP().cuda().eval()
     gs = cudagraphs.capture(model, make_inputs, VLLM_SIZES)
@@ -59,8 +67,8 @@ def test_vllm_sizes_of_the_mlp_record_both_phases_per_size_and_little_behind_the
     assert sum(row.pool_bytes for row in cost.sizes) == cost.pool_bytes == gs.pool_bytes
     assert cost.unreliable is None
     # a plain model: the graphs themselves and kernels loaded on first use, no library buffer
-    assert cost.behind_allocator_bytes < 64 * MIB, cost.table()
-    gs.check_pool(outside=64 * MIB)
+    assert cost.behind_allocator_bytes < 128 * MIB, cost.table()
+    gs.check_pool(outside=128 * MIB)
     cudagraphs.close()
     record = current_record().to_json()["graphs"]
     assert len(record["per_size"]) == len(VLLM_SIZES)
@@ -86,7 +94,7 @@ class LibraryBuffer:
             self.pointer = ctypes.c_uint64(0)
 
 
-def test_a_buffer_allocated_behind_the_allocator_is_found_at_its_size_and_bounded():
+def test_a_buffer_allocated_behind_the_allocator_is_found_at_its_size_and_bounded(gpu_of_its_own):
     torch.manual_seed(0)
     weight = torch.randn(256, 256, device="cuda")
     buffer = LibraryBuffer(LIBRARY_BUFFER)
@@ -120,7 +128,7 @@ def test_a_buffer_allocated_behind_the_allocator_is_found_at_its_size_and_bounde
         buffer.free()
 
 
-def test_piecewise_records_both_phases_per_size(piecewise):
+def test_piecewise_records_both_phases_per_size(piecewise, gpu_of_its_own):
     from toy_attention import ATTENTION_OP, ToyModel, make_inputs_for
 
     model = ToyModel(layers=2).cuda()
@@ -133,4 +141,4 @@ def test_piecewise_records_both_phases_per_size(piecewise):
     assert sum(row.pool_bytes for row in cost.sizes) == compiled.pool_bytes
     fields = compiled.result().to_json()
     assert len(fields["per_size"]) == 4 and fields["warmup_s"] > 0
-    compiled.check_pool(outside=64 * MIB)
+    compiled.check_pool(outside=128 * MIB)
