@@ -12,6 +12,7 @@ import ctypes
 
 import pytest
 import torch
+from mlp_model import MLP
 
 from pytest_cudagraph import InvariantViolation, capture_graphs
 from pytest_cudagraph.capture_cost import shared_device
@@ -23,22 +24,6 @@ pytestmark = pytest.mark.cudagraph
 VLLM_SIZES = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, 513, 16))
 MIB = 2**20
 LIBRARY_BUFFER = 256 * MIB
-
-
-class MLP(torch.nn.Module):
-    """The benchmark model: 8 residual blocks d -> 4d -> d with GELU, d=1024, fp32."""
-
-    def __init__(self, d: int = 1024, blocks: int = 8):
-        super().__init__()
-        self.blocks = torch.nn.ModuleList(
-            torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d))
-            for _ in range(blocks)
-        )
-
-    def forward(self, x):
-        for block in self.blocks:
-            x = x + block(x)
-        return x
 
 
 def make_inputs(size: int) -> torch.Tensor:

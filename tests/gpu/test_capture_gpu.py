@@ -12,6 +12,7 @@ import math
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
+from mlp_model import MLP
 
 from pytest_cudagraph import CaptureError, InvariantViolation, StaleGraphError, capture_graphs
 from pytest_cudagraph.memory import format_bytes, graph_pool_segments
@@ -22,23 +23,6 @@ pytestmark = pytest.mark.cudagraph
 
 VLLM_SIZES = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, 513, 16))
 FEW = settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-class MLP(torch.nn.Module):
-    """Residual MLP blocks: d -> 4d -> d with GELU, like a transformer's FFN stack."""
-
-    def __init__(self, d: int, blocks: int):
-        super().__init__()
-        self.blocks = torch.nn.ModuleList(
-            torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d))
-            for _ in range(blocks)
-        )
-        self.d = d
-
-    def forward(self, x):
-        for block in self.blocks:
-            x = x + block(x)
-        return x
 
 
 def inputs_for(d: int, dtype: torch.dtype = torch.float32):
