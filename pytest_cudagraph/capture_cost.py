@@ -99,15 +99,11 @@ class SizeCost:
 
     @property
     def behind_allocator_bytes(self) -> int | None:
-        if self.device_bytes is None or self.allocator_bytes is None:
-            return None
-        return self.device_bytes - self.allocator_bytes
+        return _minus(self.device_bytes, self.allocator_bytes)
 
     @property
     def allocator_outside_pool_bytes(self) -> int | None:
-        if self.allocator_bytes is None or self.pool_bytes is None:
-            return None
-        return self.allocator_bytes - self.pool_bytes
+        return _minus(self.allocator_bytes, self.pool_bytes)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -119,6 +115,11 @@ class SizeCost:
             "allocator_outside_pool_bytes": self.allocator_outside_pool_bytes,
             "behind_allocator_bytes": self.behind_allocator_bytes,
         }
+
+
+def _minus(a: int | None, b: int | None) -> int | None:
+    """``a - b``, or None when either is unknown."""
+    return None if a is None or b is None else a - b
 
 
 def _difference(before: MemoryReading | None, after: MemoryReading | None) -> tuple[int | None, ...]:
@@ -158,18 +159,16 @@ class CaptureCost:
 
     @property
     def behind_allocator_bytes(self) -> int | None:
-        return SizeCost(0, 0, 0.0, 0.0, self.device_bytes, self.allocator_bytes).behind_allocator_bytes
+        return _minus(self.device_bytes, self.allocator_bytes)
 
     @property
     def allocator_outside_pool_bytes(self) -> int | None:
-        return SizeCost(0, 0, 0.0, 0.0, None, self.allocator_bytes, self.pool_bytes).allocator_outside_pool_bytes
+        return _minus(self.allocator_bytes, self.pool_bytes)
 
     @property
     def outside_pool_bytes(self) -> int | None:
         """Device memory the capture run took that is not in the graph pool (the allocator's part + behind it)."""
-        if self.device_bytes is None or self.pool_bytes is None:
-            return None
-        return self.device_bytes - self.pool_bytes
+        return _minus(self.device_bytes, self.pool_bytes)
 
     @property
     def unreliable(self) -> str | None:
