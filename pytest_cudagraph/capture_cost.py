@@ -85,8 +85,31 @@ class MemoryReading:
     pool_bytes: int
 
 
+class _MemorySplit:
+    """Where memory went, from ``device_bytes``, ``allocator_bytes`` and ``pool_bytes`` (None where not read)."""
+
+    device_bytes: int | None
+    allocator_bytes: int | None
+    pool_bytes: int | None
+
+    @property
+    def behind_allocator_bytes(self) -> int | None:
+        """Device memory taken that no PyTorch allocator reserved."""
+        return _minus(self.device_bytes, self.allocator_bytes)
+
+    @property
+    def allocator_outside_pool_bytes(self) -> int | None:
+        """The allocator's reserved growth outside the graph pool."""
+        return _minus(self.allocator_bytes, self.pool_bytes)
+
+    @property
+    def outside_pool_bytes(self) -> int | None:
+        """Device memory taken that is not in the graph pool (the allocator's part + behind it)."""
+        return _minus(self.device_bytes, self.pool_bytes)
+
+
 @dataclass(frozen=True)
-class SizeCost:
+class SizeCost(_MemorySplit):
     """One capture size: its warm-up and capture seconds and the memory they took, by where it went."""
 
     size: int
@@ -96,14 +119,6 @@ class SizeCost:
     device_bytes: int | None = None  # device memory taken (free memory before - after)
     allocator_bytes: int | None = None  # the caching allocator's reserved growth
     pool_bytes: int | None = None  # the graph pool's growth
-
-    @property
-    def behind_allocator_bytes(self) -> int | None:
-        return _minus(self.device_bytes, self.allocator_bytes)
-
-    @property
-    def allocator_outside_pool_bytes(self) -> int | None:
-        return _minus(self.allocator_bytes, self.pool_bytes)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -134,7 +149,7 @@ def _difference(before: MemoryReading | None, after: MemoryReading | None) -> tu
 
 
 @dataclass(frozen=True)
-class CaptureCost:
+class CaptureCost(_MemorySplit):
     """The whole capture run of one set: per-size rows and the totals from its first reading to its last.
 
     The memory totals come from the first and the last reading, not from summing
@@ -156,19 +171,6 @@ class CaptureCost:
     def graph_capture_s(self) -> float:
         """The capture phases alone, every size."""
         return sum(row.capture_s for row in self.sizes)
-
-    @property
-    def behind_allocator_bytes(self) -> int | None:
-        return _minus(self.device_bytes, self.allocator_bytes)
-
-    @property
-    def allocator_outside_pool_bytes(self) -> int | None:
-        return _minus(self.allocator_bytes, self.pool_bytes)
-
-    @property
-    def outside_pool_bytes(self) -> int | None:
-        """Device memory the capture run took that is not in the graph pool (the allocator's part + behind it)."""
-        return _minus(self.device_bytes, self.pool_bytes)
 
     @property
     def unreliable(self) -> str | None:
