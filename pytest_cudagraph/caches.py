@@ -616,9 +616,12 @@ class CacheProbe:
                 recorded = self._recorded
             finally:
                 self._recorded = saved_recorded
+        stats = self._stats_between(before, after)
+        if compile_watch.caches_off:  # set inside the body, undone before it ended
+            stats = replace(stats, disabled={**compile_watch.caches_off, **stats.disabled})
         result = PassResult(
             name=name,
-            stats=self._stats_between(before, after),
+            stats=stats,
             outputs=_detached_copy(value),
             recorded=recorded,
             cache_dir=str(directory),
@@ -796,9 +799,18 @@ def cache_probe(root: CacheRoot | Path | None = None, name: str = "probe", direc
 
 
 def refuse_if_caches_disabled(what: str) -> None:
-    """Fail before compiling anything when no warm pass could hit (caches disabled)."""
+    """Fail before compiling anything when no warm pass could hit: every disk cache layer is off.
+
+    A single layer turned off (AOTAutograd's, as some projects do on some torch
+    versions) leaves the others to check: the passes report it as ``disabled``.
+    AOTAutograd's cache stores its entries through the FX-graph cache, so with that
+    one off (or ``force_disable_caches``) nothing is left.
+    """
     __tracebackhide__ = True
-    reasons = compat.cache_disabled_reasons()
+    off = compat.cache_layers_off_by_user()
+    reasons = [reason for reason in compat.cache_disabled_reasons() if reason not in off.values()]
+    if "fxgraph" in off:
+        reasons.append(off["fxgraph"])
     if reasons:
         raise InvariantViolation(
             f"compile_cache: {what} cannot show a warm start because the compile caches are disabled: "
@@ -811,16 +823,20 @@ def warm_pass_problems(
 ) -> list[str]:
     """The violated parts of the warm-start invariant, one short line each.
 
-    A layer the user turned off during a pass cannot hit on the warm pass whatever
-    the cache holds: it is named as off by the user (what to change), and its
-    counters are not read as misses (which would point at cache keys).  AOTAutograd's
-    cache stores its entries through the FX-graph cache, so with that one off
-    AOTAutograd's counters are not read either.
+    A layer the user turned off during a pass (before it, or inside the body, as
+    torch's compile records show) cannot hit on the warm pass whatever the cache
+    holds: it is ``disabled``, its counters are not read as misses (which would point
+    at cache keys), and the other layers are checked.  AOTAutograd's cache stores its
+    entries through the FX-graph cache, so with that one off nothing is left: that
+    fails, naming the setting.
     """
     problems = []
     off = {**cold.stats.disabled, **warm.stats.disabled}
-    for layer, why in off.items():
-        problems.append(f"{layer}: off by your choice during the passes ({why}), so the warm pass cannot hit it")
+    if "fxgraph" in off:  # AOTAutograd's entries live in the FX-graph cache: nothing is left to check
+        problems.append(
+            f"every compile cache layer was off during the passes ({off['fxgraph']}), so the warm pass "
+            f"cannot hit any; a layer that is off alone is reported as disabled and the others are checked"
+        )
     checked = [layer for layer in ("fxgraph", "aot_autograd") if layer not in off and "fxgraph" not in off]
     if "fxgraph" in checked and not cold.stats.compiled_anything:
         problems.append("the cold pass compiled nothing with Inductor (no FX-graph cache lookup at all)")
@@ -1021,7 +1037,8 @@ def _hints(result: ColdWarm) -> list[str]:
 
 
 def _counter_rows(result: ColdWarm) -> list[list[str]]:
-    rows = [["layer", "counter", "cold", "warm before", "warm after", "expected on warm"]]
+    """Each layer's counters in the cold and the warm pass: this test's own counts, never the process's totals."""
+    rows = [["layer", "counter", "cold", "warm", "expected on warm"]]
     expected = {
         "hit": ">= 1",
         "miss": "0",
@@ -1038,17 +1055,13 @@ def _counter_rows(result: ColdWarm) -> list[list[str]]:
         for key in ("hit", "miss", "guard_miss", "bypass", "saved", "compiled", "loaded"):
             if key not in warm_layer and key not in cold_layer:
                 continue
-            before = result.warm.before.get(layer, {}).get(key)
-            after = result.warm.after.get(layer, {}).get(key)
-            delta = warm_layer.get(key, 0)
             rows.append(
                 [
                     layer,
                     key,
-                    f"+{cold_layer.get(key, 0)}",
-                    "-" if before is None else str(before),
-                    f"{'-' if after is None else after} (+{delta})",
-                    "- (turned off by you)" if layer in off else expected[key],
+                    str(cold_layer.get(key, 0)),
+                    str(warm_layer.get(key, 0)),
+                    "- (disabled)" if layer in off else expected[key],
                 ]
             )
     return rows

@@ -49,7 +49,15 @@ import torch
 
 from . import _compat, open_objects
 from .call_site import in_function, innermost_user_frame, is_library_file, same_statement
-from .capture_cost import CaptureCost, CaptureCostMeter, collection_paused, cost_json, outside_limit
+from .capture_cost import (
+    CaptureCost,
+    CaptureCostMeter,
+    collection_paused,
+    cost_json,
+    outside_limit,
+    release_reading,
+    with_device_bounds,
+)
 from .errors import CaptureError, InvariantViolation, MisuseError, StaleGraphError
 from .memory import PoolCheck, PoolId, PoolMeter
 from .numerics import DeferredComparisons, TensorComparison, max_abs_error, replay_mismatch_message
@@ -575,6 +583,7 @@ def capture_callable(
     keep_outputs: bool = True,
     capture_error_mode: str = "global",
     workspace_in_pool: bool = False,
+    after_warmup: Callable[[], None] | None = None,
 ) -> CapturedGraph:
     """Warm ``fn`` up on ``stream``, then capture ``fn(*static_inputs)`` into ``pool``.
 
@@ -583,7 +592,9 @@ def capture_callable(
     CUBLAS_STATUS_NOT_INITIALIZED).  With ``workspace_in_pool=True`` the cuBLAS
     workspaces are cleared just before capture, so the capture allocates its
     workspace inside the pool where no later ``clear`` can give it away (do this
-    for the first graph of a pool).  Runs under ``torch.no_grad()``.
+    for the first graph of a pool).  ``after_warmup`` is called between the two
+    phases, outside both timings (a meter reads the device there).  Runs under
+    ``torch.no_grad()``.
 
     Failure: a warm-up error propagates unchanged (the function fails eagerly); a
     capture error is a ``CaptureError`` (see ``guarded_capture``).
@@ -614,6 +625,9 @@ def capture_callable(
                         exc.add_note(f"(raised while warming up {name} for {label}, before capture)")
                     raise
         warmed = time.perf_counter()
+        if after_warmup is not None:
+            after_warmup()
+        capture_start = time.perf_counter()
         graph = torch.cuda.CUDAGraph()
         if workspace_in_pool:
             _compat.clear_cublas_workspaces()
@@ -645,7 +659,7 @@ def capture_callable(
         module=module,
         fingerprint=fingerprint,
         warmup_s=warmed - start,
-        capture_s=captured - warmed,
+        capture_s=captured - capture_start,
     )
 
 
@@ -702,6 +716,7 @@ class GraphSetResult:
     pool_check_passed: bool | None = None
     replay_checks: int = 0
     cost: CaptureCost | None = None  # per size: warm-up and capture seconds, memory outside the pool
+    static_input_bytes: int | None = None  # the graphs' input buffers, outside the pool
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -722,6 +737,8 @@ class GraphSetResult:
             out["graph_bytes"] = {str(size): n for size, n in sorted(self.graph_bytes.items())}
         if self.pool_check_passed is not None:
             out["pool_check_passed"] = self.pool_check_passed
+        if self.static_input_bytes is not None:
+            out["static_input_bytes"] = self.static_input_bytes
         out.update(cost_json(self.cost))
         return out
 
@@ -895,6 +912,7 @@ class GraphSet:
                         keep_outputs=self.keep_outputs,
                         capture_error_mode=self.capture_error_mode,
                         workspace_in_pool=position == 0,
+                        after_warmup=cost.after_warmup,
                     )
                     self.graphs[size] = captured
                     pool_now = self.meter.after_size(size, position).reserved_bytes
@@ -1059,11 +1077,15 @@ class GraphSet:
         """The largest high-water mark measured; measures the largest size if none was."""
         return self.meter.largest_alone_bytes(max(self.sizes), self._capture_alone)
 
-    def pool_check(self, slack: int | None = None, *, outside: int | None = None) -> PoolCheck:
+    def pool_check(
+        self, slack: int | None = None, *, outside: int | None = None, first_use: int | None = None
+    ) -> PoolCheck:
         """The pool check's figures without raising (see ``check_pool``)."""
         __tracebackhide__ = True
         self._require_open()
-        limit = None if outside is None else outside_limit(outside)  # before any measuring capture
+        # before any measuring capture
+        outside_bytes = None if outside is None else outside_limit(outside)
+        first_use_bytes = None if first_use is None else outside_limit(first_use, "first_use")
         check = self.meter.check_against_alone(
             slack,
             self._capture_alone,
@@ -1072,12 +1094,13 @@ class GraphSet:
             order=self.order,
             keep_outputs=self.keep_outputs,
         )
-        if limit is not None:
-            check = replace(check, outside=(self.cost or CaptureCost(())).check(limit))
+        check = with_device_bounds(check, self.cost, outside_bytes, first_use_bytes)
         self._pool_check = check
         return check
 
-    def check_pool(self, slack: int | None = None, *, outside: int | None = None) -> PoolCheck:
+    def check_pool(
+        self, slack: int | None = None, *, outside: int | None = None, first_use: int | None = None
+    ) -> PoolCheck:
         """Assert the shared pool costs about what the largest graph costs alone.
 
         Invariant: ``pool_bytes <= largest graph's high-water mark + cuBLAS workspace
@@ -1085,23 +1108,29 @@ class GraphSet:
         small segment and one more 20 MiB large segment where the largest graph
         uses those kinds; see ``memory.derive_slack``) unless given in bytes.
 
-        With ``outside=BYTES``, also: the device memory the capture run took behind
-        PyTorch's allocator (a library's own cudaMalloc, the instantiated graphs,
-        kernels loaded on first use; see ``capture_cost``) is at most BYTES.
+        With ``outside=BYTES``, also: the device memory the captures took behind
+        PyTorch's allocator (the instantiated graphs, a library's own cudaMalloc while
+        capturing; see ``capture_cost``) is at most BYTES.  With ``first_use=BYTES``:
+        the device memory the warm-ups took behind the allocator (kernels loaded on
+        first use, library handles, a library's buffer set up on its first call) is
+        at most BYTES.  First use is a cost of the process: it depends on what ran
+        before in it.
 
         Failure (InvariantViolation): both figures, the bound's parts, what to try,
         and the per-size table (pool growth in capture order, each size's own mark);
-        for ``outside``, the figure and the per-size cost table.  MisuseError when
-        ``outside`` can get no verdict (the GPU is shared with other processes).
+        for ``outside`` and ``first_use``, the figure and the per-size cost table.
+        MisuseError when a device bound can get no verdict (the GPU is shared with
+        other processes).
 
         Example::
 
             gs = cudagraphs.capture(model, make_inputs, sizes=[1, 2, 4, 8])
             gs.check_pool()
-            gs.check_pool(outside=64 * 2**20)   # at most 64 MiB behind the allocator
+            gs.check_pool(outside=64 * 2**20)   # the graphs: at most 64 MiB behind the allocator
+            gs.check_pool(first_use=256 * 2**20)   # the warm-ups: at most 256 MiB
         """
         __tracebackhide__ = True
-        check = self.pool_check(slack, outside=outside)
+        check = self.pool_check(slack, outside=outside, first_use=first_use)
         check.raise_if_failed()
         return check
 
@@ -1129,6 +1158,11 @@ class GraphSet:
             pool_check_passed=None if self._pool_check is None else self._pool_check.passed,
             replay_checks=self._replay_checks,
             cost=self.cost,
+            static_input_bytes=sum(
+                t.untyped_storage().nbytes() for g in self.graphs.values() for t in g.static_inputs if t.is_cuda
+            )
+            if self.graphs
+            else None,
         )
 
     def close(self) -> None:
@@ -1139,14 +1173,25 @@ class GraphSet:
         self._final_pool_bytes = result.pool_bytes
         self.closed = True
         self._result = result
+        # What comes back is what the set held: read the device before and after the
+        # graphs go, each time with the allocator's cached blocks given back first.
+        before = self._settled_reading()
         for captured in self.graphs.values():
             captured.release()
         self.graphs.clear()
-        torch.cuda.synchronize(self.device)
         # released pools are only "freeable": give their segments back to the device
-        torch.cuda.empty_cache()
+        after = self._settled_reading()
+        if self.cost is not None:
+            self.cost = self.cost.released(release_reading(self.device, before, after))
+            result = self._result = replace(result, cost=self.cost)
         if self.record is not None and result.captured:
             self.record.add_graph_set(result)
+
+    def _settled_reading(self) -> tuple[int, int]:
+        """``(free, reserved)`` once the device is idle and the allocator's cached blocks are given back."""
+        torch.cuda.synchronize(self.device)
+        torch.cuda.empty_cache()
+        return _compat.device_memory_reading(self.device)
 
     def _require_open(self) -> None:
         __tracebackhide__ = True

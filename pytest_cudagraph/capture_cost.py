@@ -13,24 +13,41 @@ A set's ``capture_s`` in the report is its whole capture run (every size, warm-u
 and this meter's readings included, as vLLM reports its start-up); ``warmup_s``
 is the warm-up part of it.
 
-**Memory.**  Before a size's warm-up and after its capture the meter reads the
-device's free memory (``cudaMemGetInfo``), the caching allocator's reserved
-bytes, and the graph pool's bytes (``memory.PoolMeter``).  Between two readings:
+**Memory.**  Before a size's warm-up, between its warm-up and its capture, and
+after its capture the meter reads the device's free memory (``cudaMemGetInfo``),
+the caching allocator's reserved bytes, and the graph pool's bytes
+(``memory.PoolMeter``).  Between two readings:
 
 - *pool growth*: what the graph pool took;
 - *allocator, outside the pool* = reserved growth - pool growth: the static input
   buffers the graphs read, and blocks the warm-up left cached in the allocator's
   ordinary pool (``torch.cuda.empty_cache()`` gives those back);
 - *behind the allocator* = device memory taken - reserved growth: memory that no
-  PyTorch allocator knows of: a library's own ``cudaMalloc`` (NCCL buffers, a
-  custom kernel's scratch space, a cuBLASLt workspace set up outside PyTorch), the
-  instantiated graphs themselves, and kernels loaded on first use.
+  PyTorch allocator knows of.
 
-Memory outside the pool is the allocator's part plus what is behind the allocator;
-``GraphSet.check_pool(outside=BYTES)`` bounds the part behind the allocator, which
-nothing in PyTorch can free.  The cuBLAS workspace is named apart: the first
-capture puts it inside the pool (``cublas_workspace_bytes``).  Part of a graph's own
-device memory may be allocated at its first replay, after the last reading.
+What is behind the allocator is split by phase, because the two phases hold
+different things:
+
+- **first use** (``first_use_bytes``): what the warm-ups took behind the
+  allocator.  The first eager call of a process loads its kernels (lazily, one
+  module at a time) and creates library handles: on an H200 about 156 MiB for a
+  plain MLP, 480 MiB with ``CUDA_MODULE_LOADING=EAGER``, and nothing for the same
+  model captured again in the same process.  A library's own buffer set up on its
+  first call (an NCCL communicator, a cuBLASLt or attention workspace allocated
+  with ``cudaMalloc``) lands here too, at the size whose warm-up allocated it.
+  It is a cost of the process, so it depends on what ran before in it;
+  ``check_pool(first_use=BYTES)`` bounds it.
+- **the graphs' own** (``behind_allocator_bytes``): what the captures took behind
+  the allocator, graph instantiation included: a few 2 MiB driver pages for the
+  first graphs of a process, nothing for later ones.  ``check_pool(outside=BYTES)``
+  bounds it.
+
+When a set is released (``GraphSet.close``) the meter reads the device once more,
+before and after the graphs go (``ReleaseReading``): what comes back is what the set
+held.  Memory the captures took that does not come back (the driver keeps graph
+pages for later graphs) is not the graphs' any more: ``held_behind_allocator_bytes``
+is the part of ``behind_allocator_bytes`` that the release gave back, and the figure
+that compares across runs whatever ran before.
 
 **One process per GPU.**  ``cudaMemGetInfo`` counts every process on the GPU.  When
 the plugin knows the GPU is shared (pytest-xdist workers on one device) it says so
@@ -49,13 +66,21 @@ from __future__ import annotations
 import contextlib
 import gc
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import MisuseError
 from .text import MIB, format_bytes, format_table, short_seconds, signed_bytes
 
-__all__ = ["CaptureCost", "CaptureCostMeter", "OutsideCheck", "SizeCost", "set_shared_device"]
+__all__ = [
+    "CaptureCost",
+    "CaptureCostMeter",
+    "FirstUseCheck",
+    "OutsideCheck",
+    "ReleaseReading",
+    "SizeCost",
+    "set_shared_device",
+]
 
 # cudaMemGetInfo moves in the driver's 2 MiB pages: a figure behind the allocator this far
 # below zero cannot come from this process's own frees
@@ -86,16 +111,28 @@ class MemoryReading:
 
 
 class _MemorySplit:
-    """Where memory went, from ``device_bytes``, ``allocator_bytes`` and ``pool_bytes`` (None where not read)."""
+    """Where memory went, from the device's, the allocator's and the pool's growth (None where not read).
+
+    ``warmup_device_bytes`` and ``warmup_allocator_bytes`` are the warm-up part of
+    ``device_bytes`` and ``allocator_bytes``: what was behind the allocator then is
+    first use, the rest is the captures'.
+    """
 
     device_bytes: int | None
     allocator_bytes: int | None
     pool_bytes: int | None
+    warmup_device_bytes: int | None
+    warmup_allocator_bytes: int | None
+
+    @property
+    def first_use_bytes(self) -> int | None:
+        """Device memory the warm-ups took that no PyTorch allocator reserved: kernels loaded, library handles."""
+        return _minus(self.warmup_device_bytes, self.warmup_allocator_bytes)
 
     @property
     def behind_allocator_bytes(self) -> int | None:
-        """Device memory taken that no PyTorch allocator reserved."""
-        return _minus(self.device_bytes, self.allocator_bytes)
+        """Device memory the captures took that no PyTorch allocator reserved (the warm-ups' first use apart)."""
+        return _minus(_minus(self.device_bytes, self.allocator_bytes), self.first_use_bytes)
 
     @property
     def allocator_outside_pool_bytes(self) -> int | None:
@@ -104,7 +141,7 @@ class _MemorySplit:
 
     @property
     def outside_pool_bytes(self) -> int | None:
-        """Device memory taken that is not in the graph pool (the allocator's part + behind it)."""
+        """Device memory taken that is not in the graph pool (the allocator's part, first use, the captures' own)."""
         return _minus(self.device_bytes, self.pool_bytes)
 
 
@@ -119,6 +156,8 @@ class SizeCost(_MemorySplit):
     device_bytes: int | None = None  # device memory taken (free memory before - after)
     allocator_bytes: int | None = None  # the caching allocator's reserved growth
     pool_bytes: int | None = None  # the graph pool's growth
+    warmup_device_bytes: int | None = None  # device memory the warm-up (inputs included) took
+    warmup_allocator_bytes: int | None = None  # the allocator's reserved growth in the warm-up
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -128,8 +167,16 @@ class SizeCost(_MemorySplit):
             "capture_s": round(self.capture_s, 6),
             "pool_bytes": self.pool_bytes,
             "allocator_outside_pool_bytes": self.allocator_outside_pool_bytes,
+            "first_use_bytes": self.first_use_bytes,
             "behind_allocator_bytes": self.behind_allocator_bytes,
         }
+
+
+def _sum_known(values: list[int | None]) -> int | None:
+    """The sum, or None when any is unknown (or there is none)."""
+    if not values or any(v is None for v in values):
+        return None
+    return sum(v for v in values if v is not None)
 
 
 def _minus(a: int | None, b: int | None) -> int | None:
@@ -149,12 +196,38 @@ def _difference(before: MemoryReading | None, after: MemoryReading | None) -> tu
 
 
 @dataclass(frozen=True)
+class ReleaseReading:
+    """What the device gave back when a set's graphs were released: its free memory's growth and the allocator's fall.
+
+    Both are read after ``torch.cuda.empty_cache()``, before and after the graphs go,
+    so blocks the warm-ups left cached are not counted as the graphs'.
+    """
+
+    device_bytes: int  # the device's free memory after release - before
+    allocator_bytes: int  # the allocator's reserved bytes before release - after
+
+    @property
+    def behind_allocator_bytes(self) -> int:
+        """What came back that no PyTorch allocator had reserved."""
+        return self.device_bytes - self.allocator_bytes
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "device_bytes": self.device_bytes,
+            "allocator_bytes": self.allocator_bytes,
+            "behind_allocator_bytes": self.behind_allocator_bytes,
+        }
+
+
+@dataclass(frozen=True)
 class CaptureCost(_MemorySplit):
     """The whole capture run of one set: per-size rows and the totals from its first reading to its last.
 
     The memory totals come from the first and the last reading, not from summing
-    rows, so memory freed between sizes is not counted twice.  ``shared_device``
-    says why the device figures are not this process's alone (None when they are).
+    rows, so memory freed between sizes is not counted twice; the warm-up parts are
+    the rows' (their windows do not overlap).  ``shared_device`` says why the device
+    figures are not this process's alone (None when they are).  ``release`` is set
+    once the set is released (``released``).
     """
 
     sizes: tuple[SizeCost, ...]
@@ -162,6 +235,30 @@ class CaptureCost(_MemorySplit):
     allocator_bytes: int | None = None
     pool_bytes: int | None = None
     shared_device: str | None = None
+    release: ReleaseReading | None = None
+
+    @property
+    def warmup_device_bytes(self) -> int | None:  # type: ignore[override]
+        return _sum_known([row.warmup_device_bytes for row in self.sizes])
+
+    @property
+    def warmup_allocator_bytes(self) -> int | None:  # type: ignore[override]
+        return _sum_known([row.warmup_allocator_bytes for row in self.sizes])
+
+    @property
+    def held_behind_allocator_bytes(self) -> int | None:
+        """The captures' memory behind the allocator that the release gave back: what the graphs held there.
+
+        None before release.  Never above what the captures took (first-use memory
+        freed by the release is not the graphs'), never below zero.
+        """
+        if self.release is None or self.behind_allocator_bytes is None:
+            return None
+        return max(0, min(self.behind_allocator_bytes, self.release.behind_allocator_bytes))
+
+    def released(self, release: ReleaseReading | None) -> CaptureCost:
+        """This cost with what the release gave back."""
+        return replace(self, release=release)
 
     @property
     def warmup_s(self) -> float:
@@ -177,8 +274,10 @@ class CaptureCost(_MemorySplit):
         """Why the device figures cannot be vouched for, or None."""
         if self.shared_device:
             return self.shared_device
-        gained = [row for row in self.sizes if (row.behind_allocator_bytes or 0) < -PAGE_BYTES]
-        total = self.behind_allocator_bytes
+        gained = [
+            row for row in self.sizes if min(row.behind_allocator_bytes or 0, row.first_use_bytes or 0) < -PAGE_BYTES
+        ]
+        total = _minus(self.device_bytes, self.allocator_bytes)
         if gained or (total is not None and total < -PAGE_BYTES):
             where = f" at batch size {gained[0].size}" if gained else ""
             return (
@@ -200,7 +299,7 @@ class CaptureCost(_MemorySplit):
             slowest = {row.size for row in sorted(ordered, key=lambda r: r.warmup_s + r.capture_s)[-3:]}
             keep = [row for row in ordered if row.order == 0 or row.size in slowest or _went_outside(row)]
             shown = keep[:limit_rows]
-        header = ("#", "size", "warm-up", "capture", "pool", "allocator", "behind allocator")
+        header = ("#", "size", "warm-up", "capture", "pool", "allocator", "first use", "behind allocator")
         body = [
             (
                 str(row.order + 1),
@@ -209,6 +308,7 @@ class CaptureCost(_MemorySplit):
                 short_seconds(row.capture_s),
                 signed_bytes(row.pool_bytes),
                 signed_bytes(row.allocator_outside_pool_bytes),
+                signed_bytes(row.first_use_bytes),
                 signed_bytes(row.behind_allocator_bytes),
             )
             for row in shown
@@ -220,9 +320,10 @@ class CaptureCost(_MemorySplit):
             short_seconds(self.graph_capture_s),
             signed_bytes(self.pool_bytes),
             signed_bytes(self.allocator_outside_pool_bytes),
+            signed_bytes(self.first_use_bytes),
             signed_bytes(self.behind_allocator_bytes),
         )
-        lines = format_table([header, *body, total], align=">>>>>>>")
+        lines = format_table([header, *body, total], align=">>>>>>>>")
         hidden = [row for row in ordered if row not in shown]
         if hidden:
             outside = sum(1 for row in hidden if _went_outside(row))
@@ -233,14 +334,19 @@ class CaptureCost(_MemorySplit):
         return "\n".join(lines)
 
     def check(self, outside: int) -> OutsideCheck:
-        """The bound on memory behind the allocator (see ``OutsideCheck``)."""
+        """The bound on the captures' memory behind the allocator (see ``OutsideCheck``)."""
         return OutsideCheck(self, int(outside))
+
+    def check_first_use(self, first_use: int) -> FirstUseCheck:
+        """The bound on the warm-ups' memory behind the allocator (see ``FirstUseCheck``)."""
+        return FirstUseCheck(self, int(first_use))
 
 
 def _went_outside(row: SizeCost) -> bool:
     """More than a driver page's rounding went outside the pool at this size."""
-    return (
-        abs(row.behind_allocator_bytes or 0) >= PAGE_BYTES or abs(row.allocator_outside_pool_bytes or 0) >= PAGE_BYTES
+    return any(
+        abs(figure or 0) >= PAGE_BYTES
+        for figure in (row.behind_allocator_bytes, row.first_use_bytes, row.allocator_outside_pool_bytes)
     )
 
 
@@ -261,44 +367,59 @@ def collection_paused() -> Iterator[None]:
             gc.enable()
 
 
-def outside_limit(outside: Any) -> int:
-    """``outside=`` of ``check_pool`` as bytes; anything but an int >= 0 is a MisuseError."""
+def outside_limit(value: Any, name: str = "outside") -> int:
+    """``outside=`` (or ``first_use=``) of ``check_pool`` as bytes; anything but an int >= 0 is a MisuseError."""
     __tracebackhide__ = True
-    if isinstance(outside, bool) or not isinstance(outside, int) or outside < 0:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise MisuseError(
-            f"outside={outside!r}: give the bytes allowed behind the allocator as an int >= 0 (64 * 2**20 for 64 MiB)"
+            f"{name}={value!r}: give the bytes allowed behind the allocator as an int >= 0 (64 * 2**20 for 64 MiB)"
         )
-    return outside
+    return value
 
 
 @dataclass(frozen=True)
 class OutsideCheck:
-    """``check_pool(outside=BYTES)``: the memory the capture run took behind the allocator is at most BYTES.
+    """``check_pool(outside=BYTES)``: the memory the captures took behind the allocator is at most BYTES.
 
-    ``passed`` is None when no verdict can be given: the figure was not measured, or
-    the GPU's free memory is not this process's alone (``CaptureCost.unreliable``).
+    The warm-ups' first use is not counted (``FirstUseCheck`` bounds it).  ``passed``
+    is None when no verdict can be given: the figure was not measured, or the GPU's
+    free memory is not this process's alone (``CaptureCost.unreliable``).
     """
 
     cost: CaptureCost
     limit_bytes: int
 
+    option = "outside"
+
     @property
-    def behind_allocator_bytes(self) -> int | None:
+    def figure(self) -> int | None:
         return self.cost.behind_allocator_bytes
 
     @property
+    def behind_allocator_bytes(self) -> int | None:
+        return self.figure
+
+    @property
     def passed(self) -> bool | None:
-        figure = self.behind_allocator_bytes
+        figure = self.figure
         if figure is None or self.cost.unreliable:
             return None
         return figure <= self.limit_bytes
 
+    def _over(self, figure: int) -> str:
+        return (
+            f"the capture took {format_bytes(figure)} of device memory behind PyTorch's allocator, more than "
+            f"outside={format_bytes(self.limit_bytes)} allows; that is memory the instantiated graphs hold, or a "
+            f"library's own cudaMalloc while capturing (not the warm-ups' first use: see the 'first use' "
+            f"column); the table shows at which size it went:\n" + self.cost.table()
+        )
+
     def message(self) -> str:
-        figure = self.behind_allocator_bytes
+        figure = self.figure
         if figure is None:
             return (
-                f"check_pool(outside={self.limit_bytes}) has no figure to check: the device memory was not read "
-                f"during capture"
+                f"check_pool({self.option}={self.limit_bytes}) has no figure to check: the device memory was not "
+                f"read during capture"
             )
         if self.cost.unreliable:
             fix = (
@@ -308,40 +429,57 @@ class OutsideCheck:
                 else "run it again with no other process on the GPU"
             )
             return (
-                f"check_pool(outside={format_bytes(self.limit_bytes)}) gives no verdict: {self.cost.unreliable}; "
+                f"check_pool({self.option}={format_bytes(self.limit_bytes)}) gives no verdict: {self.cost.unreliable}; "
                 f"{fix}\n" + self.cost.table()
             )
+        return self._over(figure)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"limit_bytes": self.limit_bytes, "behind_allocator_bytes": self.figure, "passed": self.passed}
+
+
+@dataclass(frozen=True)
+class FirstUseCheck(OutsideCheck):
+    """``check_pool(first_use=BYTES)``: the memory the warm-ups took behind the allocator is at most BYTES.
+
+    That is the process's first use (kernels loaded, library handles) and any buffer
+    a library set up on its first call; it depends on what ran before in the process.
+    """
+
+    option = "first_use"
+
+    @property
+    def figure(self) -> int | None:
+        return self.cost.first_use_bytes
+
+    def _over(self, figure: int) -> str:
         return (
-            f"the capture took {format_bytes(figure)} of device memory behind PyTorch's allocator, more than "
-            f"outside={format_bytes(self.limit_bytes)} allows; that is memory a library allocated itself "
-            f"(cudaMalloc: NCCL, a custom kernel's buffer, a workspace set up outside PyTorch), the "
-            f"instantiated graphs, or kernels loaded on first use; the table shows at which size it went:\n"
-            + self.cost.table()
+            f"the warm-ups took {format_bytes(figure)} of device memory behind PyTorch's allocator, more than "
+            f"first_use={format_bytes(self.limit_bytes)} allows; that is kernels loaded on first use, library "
+            f"handles, and buffers a library allocated itself on its first call (cudaMalloc: NCCL, a workspace "
+            f"set up outside PyTorch); the 'first use' column shows at which size it went:\n" + self.cost.table()
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "limit_bytes": self.limit_bytes,
-            "behind_allocator_bytes": self.behind_allocator_bytes,
-            "passed": self.passed,
-        }
+        return {"limit_bytes": self.limit_bytes, "first_use_bytes": self.figure, "passed": self.passed}
 
 
 @dataclass
 class CaptureCostMeter:
-    """Keeps each size's warm-up and capture seconds and reads the device's memory between sizes.
+    """Keeps each size's warm-up and capture seconds and reads the device's memory around each phase.
 
-    The capturing code calls ``start`` once, ``after_capture`` per size with the
-    seconds of its two phases, and ``finish`` once; it passes the pool's bytes,
-    which it reads anyway (``PoolMeter``), so the meter takes no allocator snapshot
-    of its own.  ``device=None`` keeps the seconds only (no CUDA device).
+    The capturing code calls ``start`` once; per size ``after_warmup`` between the
+    warm-up and the capture and ``after_capture`` with the seconds of its two phases;
+    and ``finish`` once.  It passes the pool's bytes, which it reads anyway
+    (``PoolMeter``), so the meter takes no allocator snapshot of its own.
+    ``device=None`` keeps the seconds only (no CUDA device).
 
     Example::
 
         meter = CaptureCostMeter(device)
         meter.start(pool_bytes=0)
         for order, size in enumerate(sizes):
-            graph = capture_callable(...)   # times its warm-up and its capture
+            graph = capture_callable(..., after_warmup=meter.after_warmup)
             pool_now = pools.after_size(size, order).reserved_bytes
             meter.after_capture(size, order, pool_now, graph.warmup_s, graph.capture_s)
         cost = meter.finish(pool_bytes=pools.reserved_bytes())
@@ -350,6 +488,7 @@ class CaptureCostMeter:
     device: int | None
     _first: MemoryReading | None = None
     _last: MemoryReading | None = None
+    _warmed: MemoryReading | None = None
     rows: list[SizeCost] = field(default_factory=list)
 
     def read(self, pool_bytes: int) -> MemoryReading | None:
@@ -363,16 +502,42 @@ class CaptureCostMeter:
     def start(self, pool_bytes: int = 0) -> None:
         self._first = self._last = self.read(pool_bytes)
 
+    def after_warmup(self) -> None:
+        """Read the device between a size's warm-up and its capture (the pool has not moved since the last row)."""
+        self._warmed = self.read(self._last.pool_bytes if self._last is not None else 0)
+
     def after_capture(self, size: int, order: int, pool_bytes: int, warmup_s: float, capture_s: float) -> None:
-        """Close the size's row: its two phases, and the memory taken since the previous row."""
+        """Close the size's row: its two phases, and the memory taken since the previous row, split at the warm-up."""
         after = self.read(pool_bytes)
         device, allocator, pool = _difference(self._last, after)
-        self._last = after
-        self.rows.append(SizeCost(size, order, warmup_s, capture_s, device, allocator, pool))
+        warmup_device, warmup_allocator, _ = _difference(self._last, self._warmed)
+        self._last, self._warmed = after, None
+        self.rows.append(
+            SizeCost(size, order, warmup_s, capture_s, device, allocator, pool, warmup_device, warmup_allocator)
+        )
 
     def finish(self, pool_bytes: int) -> CaptureCost:
         device, allocator, pool = _difference(self._first, self.read(pool_bytes))
         return CaptureCost(tuple(self.rows), device, allocator, pool, shared_device())
+
+
+def with_device_bounds(check: Any, cost: CaptureCost | None, outside: int | None, first_use: int | None) -> Any:
+    """A ``memory.PoolCheck`` with the ``outside`` and ``first_use`` bounds (bytes, None = not asked) added."""
+    cost = cost or CaptureCost(())
+    if outside is not None:
+        check = replace(check, outside=cost.check(outside))
+    if first_use is not None:
+        check = replace(check, first_use=cost.check_first_use(first_use))
+    return check
+
+
+def release_reading(
+    device: int | None, before: tuple[int, int] | None, after: tuple[int, int] | None
+) -> ReleaseReading | None:
+    """What a release gave back, from two ``(free, reserved)`` device readings; None where not read."""
+    if device is None or before is None or after is None:
+        return None
+    return ReleaseReading(device_bytes=after[0] - before[0], allocator_bytes=before[1] - after[1])
 
 
 def cost_json(cost: CaptureCost | None) -> dict[str, Any]:
@@ -388,8 +553,12 @@ def cost_json(cost: CaptureCost | None) -> dict[str, Any]:
         "per_size": [row.to_json() for row in sorted(cost.sizes, key=lambda r: r.order)],
         "outside_pool_bytes": cost.outside_pool_bytes,
         "allocator_outside_pool_bytes": cost.allocator_outside_pool_bytes,
+        "first_use_bytes": cost.first_use_bytes,
         "behind_allocator_bytes": cost.behind_allocator_bytes,
     }
+    if cost.release is not None:
+        out["release"] = cost.release.to_json()
+        out["held_behind_allocator_bytes"] = cost.held_behind_allocator_bytes
     if cost.unreliable:
         out["outside_unreliable"] = cost.unreliable
     return out

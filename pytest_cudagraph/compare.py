@@ -31,9 +31,12 @@ rule                regressed when, for a test in both reports
 ``capture-time``    the same for the CUDA graph capture time (off by default)
 ``startup-time``    the same for the wall time of the whole run (off by default)
 ``graph-memory``    a graph memory figure other than the pool (``graphs.largest_graph_bytes``,
-                    the cuBLAS workspace, memory outside the pool, the piecewise and
-                    reduce-overhead pools) grew by more than ``memory_threshold`` (default
-                    10 %) and by more than ``memory_floor`` (default 2 MiB) (off by default)
+                    the cuBLAS workspace, what the graphs hold behind the allocator, the
+                    piecewise and reduce-overhead pools) grew by more than
+                    ``memory_threshold`` (default 10 %) and by more than ``memory_floor``
+                    (default 2 MiB) (off by default).  First use and the allocator's
+                    growth outside the pool are not compared: they depend on what ran
+                    before in the process
 ==================  =========================================================================
 
 The time rules read the ``startup`` section that ``pytest-cudagraph startup --runs N``
@@ -257,6 +260,8 @@ class TestComparison:
     cache_keys: TestKeyDiff | None = None
     # per selected time rule: "checked", or "single" (one run, no spread: not checked)
     time_checks: Mapping[str, str] = field(default_factory=dict)
+    # differences no reader should act on (``within_noise``): listed only when asked
+    noise: tuple[Change, ...] = ()
 
     @property
     def cache_behaviour_changed(self) -> bool:
@@ -272,6 +277,8 @@ class TestComparison:
             "changes": [c.to_json() for c in self.changes],
             "regressions": [r.to_json() for r in self.regressions],
         }
+        if self.noise:
+            out["within_noise"] = [c.to_json() for c in self.noise]
         if self.cache_keys is not None and self.cache_keys.behaviour_changed:
             out["cache_keys"] = self.cache_keys.to_json()
         return out
@@ -323,8 +330,9 @@ class Comparison:
             "settings": dict(self.settings),
             "regressed": self.regressed,
             "env": {key: {"base": base, "new": new} for key, base, new in self.env_changes},
-            "tests": {t.nodeid: t.to_json() for t in self.tests if t.changed},
+            "tests": {t.nodeid: t.to_json() for t in self.tests if t.changed or t.noise},
             "unchanged": sum(1 for t in self.tests if not t.changed),
+            "within_noise": sum(1 for t in self.tests if t.noise and not t.changed),
             "new_tests": list(self.new_tests),
             "vanished_tests": list(self.vanished_tests),
             "regressions": [r.to_json() for r in self.regressions],
@@ -358,14 +366,18 @@ class Comparison:
             )
         return notes + list(self.rule_notes)
 
-    def format_text(self, *, arrow: str = "→") -> str:
-        """The side-by-side report: environment diff, one table per changed test, new/vanished, run notes, summary."""
+    def format_text(self, *, arrow: str = "→", verbose: bool = False) -> str:
+        """The side-by-side report: environment diff, one table per changed test, new/vanished, run notes, summary.
+
+        ``verbose`` also lists the differences within noise, marked so, and the tests
+        that have nothing else.
+        """
         lines = self._env_lines(arrow)
         if self.cache_keys is not None and self.cache_keys.run_wide:
             lines += ["", *run_wide_lines(self.cache_keys.run_wide, self._explain_command())]
         for test in self.tests:
-            if test.changed:
-                lines += ["", *self._test_lines(test)]
+            if test.changed or (verbose and test.noise):
+                lines += ["", *self._test_lines(test, verbose)]
         if self.new_tests:
             lines += ["", f"new tests ({len(self.new_tests)}):"] + [f"  {n}" for n in self.new_tests]
         if self.vanished_tests:
@@ -394,22 +406,22 @@ class Comparison:
             lines.append("  same: " + ", ".join(f"{k} {_env_text(v)}" for k, v in self.env_same))
         return lines
 
-    def _test_lines(self, test: TestComparison) -> list[str]:
+    def _test_lines(self, test: TestComparison, verbose: bool = False) -> list[str]:
         base_label, new_label = self.labels
         if test.regressions:
             rules = ", ".join(dict.fromkeys(r.rule for r in test.regressions))
             lines = [f"{test.nodeid}  REGRESSED ({rules})"]
         else:
-            lines = [f"{test.nodeid}  changed"]
+            lines = [f"{test.nodeid}  {'changed' if test.changed else 'within noise'}"]
         rows = [["metric", base_label, new_label, "change", ""]]
-        for change in test.changes:
+        for change in (*test.changes, *(test.noise if verbose else ())):
             rows.append(
                 [
                     change.metric,
                     _value_text(change.metric, change.base),
                     _value_text(change.metric, change.new),
                     _delta_text(change.metric, change.base, change.new),
-                    f"<- {change.rule}" if change.rule else "",
+                    f"<- {change.rule}" if change.rule else "(within noise)" if change in test.noise else "",
                 ]
             )
         if len(rows) > 1:
@@ -450,6 +462,9 @@ class Comparison:
             f"{count_noun(len(self.tests), 'test')} in both reports: {len(changed)} changed, {len(regressed_tests)} regressed; "
             f"{len(self.new_tests)} new, {len(self.vanished_tests)} vanished"
         )
+        quiet = sum(1 for t in self.tests if t.noise and not t.changed)
+        if quiet:
+            text += f"; {quiet} more differ only within noise (--verbose lists them)"
         if self.regressed:
             counts = ", ".join(f"{rule} {n}" for rule, n in self.rule_counts().items())
             return f"REGRESSION: {text} (by rule: {counts})"
@@ -658,13 +673,41 @@ def _compare_test(
     for regression, metrics in regressions:
         for metric in metrics:
             rule_of.setdefault(metric, regression.rule)
-    changes = _changes(base, new, rule_of, include_timings)
+    every_change = _changes(base, new, rule_of, include_timings)
+    changes = tuple(c for c in every_change if c.rule or not within_noise(c.metric, c.base, c.new, limits))
+    noise = tuple(c for c in every_change if c not in changes)
     # a time regression's medians are rows even where the table leaves timings out
     shown = {change.metric for change in changes}
     changes += tuple(
         Change(metric, b, n, rule_of[metric]) for metric, b, n in rows if metric in rule_of and metric not in shown
     )
-    return TestComparison(nodeid, changes, tuple(r for r, _ in regressions), time_checks=time_checks)
+    return TestComparison(nodeid, changes, tuple(r for r, _ in regressions), time_checks=time_checks, noise=noise)
+
+
+def within_noise(metric: str, base: Any, new: Any, limits: _Limits) -> bool:
+    """A difference no rule flags and no reader should act on: timings, replay errors within tolerance, and the like.
+
+    - a ratio of timings (``compile_time_ratio``): timings are only compared as
+      medians of several runs (the time rules);
+    - a replay error within the numerics rule's tolerance, both ways
+      (``max(a, b) <= min(a, b) * (1 + numerics_growth) + numerics_floor``): two runs
+      draw other random inputs;
+    - a memory figure that depends on what ran before in the process
+      (``ORDER_DEPENDENT_FIGURES``), or one that moved by no more than
+      ``memory_floor`` (the driver's and the allocator's 2 MiB pages).
+    """
+    leaf = metric.rsplit(".", 1)[-1]
+    before, after = number(base, finite=True), number(new, finite=True)
+    if before is None or after is None or isinstance(base, bool) or isinstance(new, bool):
+        return False
+    if leaf.endswith("_ratio"):
+        return True
+    if leaf.endswith("_err"):
+        low, high = sorted((abs(before), abs(after)))
+        return high <= low * (1 + limits.numerics_growth) + limits.numerics_floor
+    if leaf.endswith("_bytes"):
+        return leaf in ORDER_DEPENDENT_FIGURES or abs(after - before) <= limits.memory_floor
+    return False
 
 
 def _recompile_rules(base_rec: Mapping[str, Any], new_rec: Mapping[str, Any], flag: _Flag) -> None:
@@ -884,6 +927,27 @@ def _memory_rule_notes(
     )
 
 
+# Figures that depend on what ran before in the process, not on the graphs: the warm-ups'
+# first use (kernels loaded, library handles), and the allocator's growth, which counts
+# blocks the warm-ups left cached only where no earlier test had left them.  A reordered
+# run of one build moves them between tests.
+ORDER_DEPENDENT_FIGURES = frozenset(
+    {"first_use_bytes", "outside_pool_bytes", "allocator_outside_pool_bytes", "held_behind_allocator_bytes"}
+)
+
+
+def _graph_memory_figure(section: Mapping[str, Any], key: str) -> float | None:
+    """The figure graph-memory compares: behind the allocator, what the release gave back where it was read.
+
+    The captures' pages behind the allocator are taken once per process and kept by
+    the driver for later graphs, so the capture figure moves with the test order;
+    what a release gives back does not.
+    """
+    if key == "behind_allocator_bytes" and section.get("held_behind_allocator_bytes") is not None:
+        key = "held_behind_allocator_bytes"
+    return number(section.get(key), finite=True)
+
+
 def _memory_rule(base: Mapping[str, Any], new: Mapping[str, Any], limits: _Limits, flag: _Flag) -> None:
     """graph-memory: every ``*_bytes`` figure of graphs, piecewise and reduce_overhead but graphs.pool_bytes (pool's).
 
@@ -893,12 +957,12 @@ def _memory_rule(base: Mapping[str, Any], new: Mapping[str, Any], limits: _Limit
         base_section, new_section = _mapping(base.get(section)), _mapping(new.get(section))
         # cudaMemGetInfo counted other processes on a shared GPU: those figures are nobody's
         shared = bool(base_section.get("outside_unreliable") or new_section.get("outside_unreliable"))
-        for key, value in new_section.items():
+        for key in new_section:
             if not key.endswith("_bytes") or (section == "graphs" and key == "pool_bytes"):
                 continue
-            if shared and key in OUTSIDE_DEVICE_FIGURES:
+            if (shared and key in OUTSIDE_DEVICE_FIGURES) or key in ORDER_DEPENDENT_FIGURES:
                 continue
-            before, after = number(base_section.get(key), finite=True), number(value, finite=True)
+            before, after = _graph_memory_figure(base_section, key), _graph_memory_figure(new_section, key)
             if before is None or after is None:
                 continue
             growth = after - before

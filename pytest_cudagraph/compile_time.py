@@ -224,6 +224,8 @@ class CompileTimeWatch:
         self._report = report
         self._tap: Any = None
         self._result: CompileTime | None = None
+        # cache layer -> the setting that had it off while a frame of the block compiled
+        self.caches_off: dict[str, str] = {}
 
     def start(self) -> CompileTimeWatch:
         """Start reading (what ``with`` does); for a watch that spans hooks, as the plugin's per-test one."""
@@ -236,6 +238,9 @@ class CompileTimeWatch:
         if tap is None:
             return self.result
         records, notes = tap.stop()
+        for one in records:
+            for layer, why in (one.get("caches_off") or {}).items():
+                self.caches_off.setdefault(layer, why)
         # a block that compiled nothing before torch's compiler was loaded need not load it
         missing = compat.compile_metric_columns_missing() if records else ()
         self._result = compile_time_from_records(records, missing, notes)

@@ -307,8 +307,10 @@ class PoolCheck:
     order: str
     keep_outputs: bool
     rows: tuple[SizeMemory, ...] = field(default_factory=tuple)
-    # check_pool(outside=BYTES): the bound on memory behind the allocator (capture_cost.OutsideCheck)
+    # check_pool(outside=BYTES): the bound on the captures' memory behind the allocator
+    # (capture_cost.OutsideCheck); check_pool(first_use=BYTES): the warm-ups' (FirstUseCheck)
     outside: Any = None
+    first_use: Any = None
 
     @property
     def limit(self) -> int:
@@ -319,31 +321,36 @@ class PoolCheck:
         return self.pool_bytes <= self.limit
 
     @property
-    def passed(self) -> bool:
-        """Nothing failed: the pool within its bound, and memory behind the allocator not over ``outside``.
+    def device_checks(self) -> tuple[Any, ...]:
+        """The bounds on memory behind the allocator that were asked for (outside, first use)."""
+        return tuple(check for check in (self.outside, self.first_use) if check is not None)
 
-        An ``outside`` bound that could give no verdict does not fail the pool check
+    @property
+    def passed(self) -> bool:
+        """Nothing failed: the pool within its bound, and memory behind the allocator within ``outside``/``first_use``.
+
+        A bound that could give no verdict does not fail the pool check
         (``raise_if_failed`` raises MisuseError for it); its ``passed`` is None.
         """
-        return self.pool_passed and (self.outside is None or self.outside.passed is not False)
+        return self.pool_passed and all(check.passed is not False for check in self.device_checks)
 
     def message(self) -> str:
-        """What failed: the pool's sentence and table, the outside bound's, or both."""
+        """What failed: the pool's sentence and table, the device bounds', or both."""
         parts = [] if self.pool_passed else [self.pool_message()]
-        if self.outside is not None and self.outside.passed is not True:
-            parts.append(self.outside.message())
+        parts.extend(check.message() for check in self.device_checks if check.passed is not True)
         return "\n".join(parts)
 
     def raise_if_failed(self, prefix: str = "") -> None:
         """InvariantViolation with ``message()`` when the check failed; MisuseError when the only
-        trouble is that the outside bound could give no verdict (the GPU is not this process's alone)."""
+        trouble is that a device bound could give no verdict (the GPU is not this process's alone)."""
         __tracebackhide__ = True
         from .errors import InvariantViolation, MisuseError
 
         if not self.passed:
             raise InvariantViolation(prefix + self.message())
-        if self.outside is not None and self.outside.passed is None:
-            raise MisuseError(prefix + self.outside.message())
+        no_verdict = [check for check in self.device_checks if check.passed is None]
+        if no_verdict:
+            raise MisuseError(prefix + no_verdict[0].message())
 
     def pool_message(self) -> str:
         hints = []
@@ -379,6 +386,7 @@ class PoolCheck:
             "slack_bytes": self.slack.nbytes,
             "passed": self.passed,
             **({"outside": self.outside.to_json()} if self.outside is not None else {}),
+            **({"first_use": self.first_use.to_json()} if self.first_use is not None else {}),
         }
 
 

@@ -114,11 +114,21 @@ def _stats(one_pass: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any]]:
     stats = one_pass.get("stats")
     if not isinstance(stats, Mapping):
         return {}
+    # "disabled" (layer -> why) rides along: a mapping, but of sentences, not counters
     return {layer: counts for layer, counts in stats.items() if isinstance(counts, Mapping)}
 
 
 def _seconds(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def disabled_layers(pair: PassPair) -> dict[str, str]:
+    """The layers turned off during the pair's passes (layer -> why), as the passes' ``stats.disabled`` say."""
+    off: dict[str, str] = {}
+    for stats in (pair.cold, pair.warm):
+        for layer, why in (stats.get("disabled") or {}).items():
+            off.setdefault(str(layer), str(why))
+    return off
 
 
 def added_up(passes: list[Mapping[str, Mapping[str, Any]]]) -> dict[str, dict[str, int]]:
@@ -150,6 +160,8 @@ def cold_to_warm_text(layer: str, pairs: list[PassPair]) -> str:
     """``1m 1s -> 1h``: the layer's counters in the cold pass(es), then in the warm pass(es)."""
     if not pairs or not any(layer in pair.cold or layer in pair.warm for pair in pairs):
         return "-"
+    if all(layer in disabled_layers(pair) for pair in pairs):
+        return "off"  # turned off by the user: not checked, the other layers were
     cold = added_up([pair.cold for pair in pairs]).get(layer)
     warm = added_up([pair.warm for pair in pairs]).get(layer)
     return f"{counts_text(layer, cold)} -> {counts_text(layer, warm)}"

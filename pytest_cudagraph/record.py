@@ -124,6 +124,12 @@ def _merged_capture_cost(sets: list[dict[str, Any]]) -> dict[str, Any]:
     merged: dict[str, Any] = {"warmup_s": round(sum(float(s.get("warmup_s") or 0.0) for s in sets), 6)}
     for key in ("outside_pool_bytes", "allocator_outside_pool_bytes", "behind_allocator_bytes"):
         merged[key] = _max_or_none([s.get(key) for s in sets])
+    if any("first_use_bytes" in s for s in sets):
+        # the sets' warm-ups ran one after another: each paid its own first use
+        figures = [s.get("first_use_bytes") for s in sets]
+        merged["first_use_bytes"] = None if None in figures else sum(figures)
+    if all("held_behind_allocator_bytes" in s for s in sets):
+        merged["held_behind_allocator_bytes"] = _max_or_none([s.get("held_behind_allocator_bytes") for s in sets])
     unreliable = next((s["outside_unreliable"] for s in sets if s.get("outside_unreliable")), None)
     if unreliable:
         merged["outside_unreliable"] = unreliable

@@ -251,7 +251,7 @@ def pieces_lines(piecewise: Mapping[str, Any]) -> list[str]:
 # capture cost
 # ----------------------------------------------------------------------------
 
-COST_HEADER = ("#", "size", "warm-up", "capture", "pool", "allocator", "behind allocator")
+COST_HEADER = ("#", "size", "warm-up", "capture", "pool", "allocator", "first use", "behind allocator")
 # a figure behind the allocator this large is worth a line of its own (one driver page is rounding)
 NOTABLE_OUTSIDE_BYTES = 2 * 2**20
 
@@ -267,6 +267,7 @@ def cost_rows(section: Mapping[str, Any]) -> list[tuple[str, ...]]:
             short_seconds(row.get("capture_s")),
             signed_bytes(row.get("pool_bytes")),
             signed_bytes(row.get("allocator_outside_pool_bytes")),
+            signed_bytes(row.get("first_use_bytes")),
             signed_bytes(row.get("behind_allocator_bytes")),
         )
         for row in sorted(rows, key=lambda r: as_int(r.get("order")))
@@ -282,12 +283,18 @@ def cost_head(section: Mapping[str, Any]) -> str:
         text += f" in {capture:.3f} s" + (f" (warm-up {warmup:.3f} s)" if warmup is not None else "")
     behind = number(section.get("behind_allocator_bytes"), finite=True)
     allocator = number(section.get("allocator_outside_pool_bytes"), finite=True)
+    first_use = number(section.get("first_use_bytes"), finite=True)
+    held = number(section.get("held_behind_allocator_bytes"), finite=True)
     if section.get("outside_unreliable"):
         return f"{text}; memory outside the pool not vouched for: {_text(section.get('outside_unreliable'))}"
     if behind is not None:
         text += f"; outside the pool: {format_bytes(max(0.0, behind))} behind the allocator"
+        if held is not None:
+            text += f" ({format_bytes(held)} of it given back on release)"
         if allocator is not None:
             text += f", {format_bytes(max(0.0, allocator))} in the allocator"
+    if first_use is not None and first_use >= NOTABLE_OUTSIDE_BYTES:
+        text += f"; first use (warm-ups, behind the allocator): {format_bytes(max(0.0, first_use))}"
     return text
 
 
@@ -305,9 +312,12 @@ def cost_lines(section: Mapping[str, Any], name: str) -> list[str]:
     for label, run in cost_sections(section, name):
         lines.append(f"{label}: {cost_head(run)}")
         for row in _list(run.get("per_size")):
-            behind = number(row.get("behind_allocator_bytes"), finite=True) if isinstance(row, Mapping) else None
-            if behind is not None and behind >= NOTABLE_OUTSIDE_BYTES and not run.get("outside_unreliable"):
-                lines.append(f"  - batch size {_text(row.get('size'))}: {format_bytes(behind)} behind the allocator")
+            if not isinstance(row, Mapping) or run.get("outside_unreliable"):
+                continue
+            for key, what in (("first_use_bytes", "first use"), ("behind_allocator_bytes", "behind the allocator")):
+                figure = number(row.get(key), finite=True)
+                if figure is not None and figure >= NOTABLE_OUTSIDE_BYTES:
+                    lines.append(f"  - batch size {_text(row.get('size'))}: {format_bytes(figure)} {what}")
     return lines
 
 

@@ -52,7 +52,15 @@ from .html_page import (
     section_html,
     summary_html,
 )
-from .summary import gpu_skip_lines, needs_attention, pool_figures, pool_text, totals_line
+from .summary import (
+    disabled_layer_lines,
+    first_use_lines,
+    gpu_skip_lines,
+    needs_attention,
+    pool_figures,
+    pool_text,
+    totals_line,
+)
 from .text import clip_nodeid, format_bytes, number
 
 __all__ = ["graph_bytes_by_size", "pool_chart_svg", "render_html"]
@@ -274,7 +282,7 @@ def render_html(report: Mapping[str, Any], title: str = "pytest-cudagraph report
         verdict += "; the run is incomplete (see the summary)"
         attention = True
     # GPU tests skipped for want of a GPU or of --cudagraph: a CPU run is never taken for a GPU pass
-    verdict_lines = [verdict, *gpu_skip_lines(records)]
+    verdict_lines = [verdict, *gpu_skip_lines(records), *first_use_lines(records), *disabled_layer_lines(records)]
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',

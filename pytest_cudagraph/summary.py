@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .compile_time_text import compile_time_cell
-from .passes import LETTER_MEANING, cold_to_warm_text, letters_in, pass_pairs
+from .passes import LETTER_MEANING, cold_to_warm_text, disabled_layers, letters_in, pass_pairs
 from .report import as_int, limit_hit_count, summarize
 from .text import clip_nodeid, count_noun, format_bytes, format_table, number
 
@@ -129,7 +129,9 @@ def _own_figures(source: Any) -> PoolFigures:
         ratio = None
     if ratio is not None and not math.isfinite(ratio):
         ratio = None
-    outside = number(source.get("behind_allocator_bytes"), finite=True)
+    # what the release gave back, where the set was released: that does not depend on what ran before
+    held = source.get("held_behind_allocator_bytes")
+    outside = number(held if held is not None else source.get("behind_allocator_bytes"), finite=True)
     return PoolFigures(
         pool, largest, workspace, ratio, outside=outside, outside_unreliable=bool(source.get("outside_unreliable"))
     )
@@ -270,6 +272,8 @@ def terminal_summary_lines(
             lines.append(f"... {hidden} more tests (use -v for all of them, or see the report)")
         lines.append(totals_line(records))
         lines += gpu_skip_lines(records)
+        lines += first_use_lines(records)
+        lines += disabled_layer_lines(records)
         lines += legend_lines(rows)
     if report_error is not None:
         lines.append(report_error)
@@ -288,6 +292,54 @@ def gpu_skip_lines(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
     return [f"{count_noun(n, 'GPU test')} skipped: {reason}" for reason, n in sorted(counts.items())]
 
 
+def disabled_layer_lines(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """One line per cache layer that was off in a cold/warm pair: in how many tests, why, and that the rest was checked."""
+    tests: dict[str, list[str]] = {}
+    why: dict[str, str] = {}
+    for nodeid, record in records.items():
+        for pair in pass_pairs(record):
+            for layer, reason in disabled_layers(pair).items():
+                if nodeid not in tests.setdefault(layer, []):
+                    tests[layer].append(nodeid)
+                why.setdefault(layer, reason)
+    return [
+        f"{layer} cache disabled in {count_noun(len(nodeids), 'test')} ({why[layer]}; first: {nodeids[0]}): "
+        f"not checked there, the other layers were"
+        for layer, nodeids in sorted(tests.items())
+    ]
+
+
+# first use below one driver page is rounding, not worth a line
+FIRST_USE_NOTABLE_BYTES = 2 * 2**20
+
+
+def first_use_lines(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """One line: the device memory the warm-ups took behind the allocator, a one-time cost kept apart from the graphs'.
+
+    Summed over the tests' capture runs (their warm-ups do not overlap); runs on a
+    shared GPU are left out, as no figure of theirs is vouched for.
+    """
+    total, largest, where = 0.0, 0.0, ""
+    for nodeid, record in records.items():
+        for name in ("graphs", "piecewise"):
+            section = record.get(name)
+            if not isinstance(section, Mapping) or section.get("outside_unreliable"):
+                continue
+            figure = number(section.get("first_use_bytes"), finite=True)
+            if figure is None or figure <= 0:
+                continue
+            total += figure
+            if figure > largest:
+                largest, where = figure, nodeid
+    if total < FIRST_USE_NOTABLE_BYTES:
+        return []
+    return [
+        f"first use: {format_bytes(total)} of device memory behind PyTorch's allocator in the warm-ups (kernels "
+        f"loaded on first use, library handles and buffers set up on a first call): a one-time cost of the "
+        f"process, not the graphs' memory; most in {where} ({format_bytes(largest)})"
+    ]
+
+
 def legend_lines(rows: list[list[str]]) -> list[str]:
     """What the table's abbreviations mean: only those that appear in ``rows`` (rows as summary_row makes them)."""
     column = {name: index for index, name in enumerate(HEADER)}
@@ -299,13 +351,15 @@ def legend_lines(rows: list[list[str]]) -> list[str]:
         parts.append("caches: " + ", ".join(caches))
     if any("->" in cell for cell in cache_cells):
         parts.append("a -> b: the cold pass, then the warm pass")
+    if "off" in cache_cells:
+        parts.append("off: a cache layer turned off by the user, not checked (the other layers were)")
     pools = [row[column["pool / largest"]] for row in rows]
     if any(re.search(r"\d\.\d\dx", cell) for cell in pools):
         parts.append("pool / largest: the shared pool and the largest graph alone, 1.43x = (pool - cuBLAS) / largest")
     if any(cell.endswith(" outside") for cell in pools):
         parts.append(
-            "outside: device memory the capture took behind PyTorch's allocator (libraries' own buffers, the "
-            "instantiated graphs, kernels loaded on first use); ? when other processes shared the GPU"
+            "outside: device memory the graphs hold behind PyTorch's allocator (the instantiated graphs, a "
+            "library's cudaMalloc while capturing; first use apart); ? when other processes shared the GPU"
         )
     if any("->" in row[column["compile"]] for row in rows):
         parts.append("compile: torch.compile seconds (Dynamo, AOTAutograd, Inductor), cold -> warm where both ran")

@@ -46,8 +46,10 @@ def _cost(rows, *, device=None, allocator=None, pool=None, shared=None) -> Captu
     return CaptureCost(tuple(rows), device, allocator, pool, shared)
 
 
-def _row(size, order, *, device=0, allocator=0, pool=0, warmup=0.01, capture=0.002) -> SizeCost:
-    return SizeCost(size, order, warmup, capture, device, allocator, pool)
+def _row(
+    size, order, *, device=0, allocator=0, pool=0, warmup=0.01, capture=0.002, warm_device=0, warm_allocator=0
+) -> SizeCost:
+    return SizeCost(size, order, warmup, capture, device, allocator, pool, warm_device, warm_allocator)
 
 
 def test_memory_taken_splits_into_pool_allocator_cache_and_behind_the_allocator():
@@ -76,6 +78,7 @@ def test_a_meter_without_a_device_keeps_the_seconds_and_reads_no_memory():
         "capture_s": 0.25,
         "pool_bytes": None,
         "allocator_outside_pool_bytes": None,
+        "first_use_bytes": None,
         "behind_allocator_bytes": None,
     }
     assert fields["behind_allocator_bytes"] is None and "outside_unreliable" not in fields
@@ -109,7 +112,9 @@ def test_the_outside_bound_passes_fails_or_gives_no_verdict():
     assert message.startswith("the capture took 40.0 MiB of device memory behind PyTorch's allocator")
     assert "outside=8.0 MiB" in message and "cudaMalloc" in message
     table = message.splitlines()[1:]
-    assert table[0].split() == ["#", "size", "warm-up", "capture", "pool", "allocator", "behind", "allocator"]
+    assert table[0].split() == [
+        "#", "size", "warm-up", "capture", "pool", "allocator", "first", "use", "behind", "allocator"
+    ]  # fmt: skip
     assert table[1].split()[:2] == ["1", "16"] and table[1].split()[-1] == "+40.0M"
     assert table[-1].split()[0] == "all"
     no_verdict = _cost(rows, device=60 * MIB, allocator=20 * MIB, pool=20 * MIB, shared="GPU 0 is shared").check(0)
@@ -117,6 +122,68 @@ def test_the_outside_bound_passes_fails_or_gives_no_verdict():
     assert "gives no verdict: GPU 0 is shared" in no_verdict.message()
     assert "--cudagraph-devices=auto" in no_verdict.message()
     assert _cost(rows).check(0).passed is None  # nothing read: no verdict either
+
+
+def test_what_the_warmups_took_behind_the_allocator_is_first_use_not_the_graphs():
+    # a process's first size: the warm-up loads kernels (156 MiB behind the allocator on an
+    # H200) and caches 40 MiB of blocks; the capture adds 64 MiB of pool and one 2 MiB page
+    first = _row(
+        512, 0, device=262 * MIB, allocator=104 * MIB, pool=64 * MIB, warm_device=196 * MIB, warm_allocator=40 * MIB
+    )
+    assert first.first_use_bytes == 156 * MIB
+    assert first.behind_allocator_bytes == 2 * MIB  # the captures' own, first use apart
+    # a later size: a library sets up a 384 MiB buffer on its first call, in the warm-up
+    library = _row(16, 1, device=384 * MIB, allocator=0, warm_device=384 * MIB, warm_allocator=0)
+    cost = _cost([first, library], device=646 * MIB, allocator=104 * MIB, pool=64 * MIB)
+    assert cost.first_use_bytes == 540 * MIB and cost.behind_allocator_bytes == 2 * MIB
+    assert cost.check(8 * MIB).passed is True  # the graphs hold little behind the allocator
+    bound = cost.check_first_use(256 * MIB)
+    assert bound.passed is False
+    message = bound.message()
+    assert message.startswith(
+        "the warm-ups took 540.0 MiB of device memory behind PyTorch's allocator, more than first_use=256.0 MiB allows"
+    )
+    rows = {line.split()[1]: line.split() for line in message.splitlines()[2:] if line.split()[:1] in (["1"], ["2"])}
+    assert rows["16"][-2] == "+384.0M" and rows["16"][-1] == "0"  # found at its size, in the first-use column
+    assert cost_json(cost)["first_use_bytes"] == 540 * MIB
+    assert cost_json(cost)["per_size"][1]["first_use_bytes"] == 384 * MIB
+
+
+def test_the_release_says_what_the_graphs_held_behind_the_allocator():
+    rows = [_row(8, 0, device=70 * MIB, allocator=60 * MIB, pool=60 * MIB, warm_device=0, warm_allocator=0)]
+    cost = _cost(rows, device=70 * MIB, allocator=60 * MIB, pool=60 * MIB)
+    assert cost.behind_allocator_bytes == 10 * MIB and cost.held_behind_allocator_bytes is None
+    fields = cost_json(cost)
+    assert "release" not in fields and "held_behind_allocator_bytes" not in fields
+    # the release gives back the pool and 4 of the 10 MiB: the driver keeps the rest for later graphs
+    released = cost.released(capture_cost.release_reading(0, (100 * MIB, 60 * MIB), (164 * MIB, 0)))
+    assert released.release.behind_allocator_bytes == 4 * MIB
+    assert released.held_behind_allocator_bytes == 4 * MIB
+    fields = cost_json(released)
+    assert fields["release"] == {
+        "device_bytes": 64 * MIB,
+        "allocator_bytes": 60 * MIB,
+        "behind_allocator_bytes": 4 * MIB,
+    }
+    assert fields["held_behind_allocator_bytes"] == 4 * MIB
+    # first-use memory a release frees too (a library's buffer dropped with the model) is not the graphs'
+    more = cost.released(capture_cost.release_reading(0, (100 * MIB, 60 * MIB), (300 * MIB, 0)))
+    assert more.held_behind_allocator_bytes == 10 * MIB
+    assert cost.released(capture_cost.release_reading(None, None, None)).held_behind_allocator_bytes is None
+
+
+def test_the_meter_splits_each_size_at_its_warmup():
+    readings = iter([(1000 * MIB, 0), (800 * MIB, 40 * MIB), (700 * MIB, 104 * MIB), (700 * MIB, 104 * MIB)])
+    meter = CaptureCostMeter(0)
+    meter.read = lambda pool_bytes: capture_cost.MemoryReading(*next(readings), pool_bytes)  # the device, on paper
+    meter.start(pool_bytes=0)
+    meter.after_warmup()
+    meter.after_capture(512, 0, 64 * MIB, 0.1, 0.01)
+    cost = meter.finish(64 * MIB)
+    row = cost.sizes[0]
+    assert row.first_use_bytes == 160 * MIB  # 200 MiB taken in the warm-up, 40 MiB of it reserved
+    assert row.behind_allocator_bytes == 36 * MIB  # 100 MiB in the capture, 64 MiB of it reserved
+    assert cost.first_use_bytes == 160 * MIB and cost.behind_allocator_bytes == 36 * MIB
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, "64M", True, None])
@@ -347,8 +414,8 @@ def test_the_report_page_folds_the_per_size_cost_table_under_the_head_line():
     assert "2 sizes captured in 0.500 s (warm-up 0.252 s)" in page
     assert "<summary>capture cost per size (2)</summary>" in page
     cells = re.findall(r'<td class="num">([^<]*)</td>', page.split("capture cost per size")[1].split("</table>")[0])
-    assert cells[:7] == ["1", "16", "250.0ms", "12.5ms", "+20.0M", "+4.0M", "+6.0M"]
-    assert cells[7:] == ["2", "8", "2.0ms", "3.0ms", "0", "0", "+66.0M"]
+    assert cells[:8] == ["1", "16", "250.0ms", "12.5ms", "+20.0M", "+4.0M", "0", "+6.0M"]
+    assert cells[8:] == ["2", "8", "2.0ms", "3.0ms", "0", "0", "0", "+66.0M"]
 
 
 def test_collection_is_paused_in_the_block_and_left_as_it_was_after():

@@ -103,7 +103,43 @@ def _plain_record(record: Any) -> dict[str, Any]:
     }
     for capability, (column, legacy) in _COLUMNS.items():
         out[capability] = _value_us(record, column, legacy)
+    out["caches_off"] = caches_off_during_compile(record)
     return out
+
+
+# (record column, config module, setting, value that turns caches off, layers it turns off).
+# The record holds each config module's settings as JSON, taken while the frame compiled:
+# a setting patched inside a test body is seen here, though it is undone before the body ends.
+# force_disable_caches is torch.compiler.config's from 2.11, torch._inductor.config's before.
+_CACHE_SETTINGS = (
+    ("compiler_config", "torch.compiler.config", "force_disable_caches", True, ("fxgraph", "aot_autograd")),
+    ("inductor_config", "torch._inductor.config", "force_disable_caches", True, ("fxgraph", "aot_autograd")),
+    ("inductor_config", "torch._inductor.config", "fx_graph_cache", False, ("fxgraph", "aot_autograd")),
+    ("functorch_config", "torch._functorch.config", "enable_autograd_cache", False, ("aot_autograd",)),
+)
+
+
+def caches_off_during_compile(record: Any) -> dict[str, str]:
+    """Cache layer -> the setting that had it off while this frame compiled (empty where none did, or unknown).
+
+    AOTAutograd stores its entries through the FX-graph cache, so a setting that
+    turns the FX-graph cache off turns both off.
+    """
+    import json
+
+    off: dict[str, str] = {}
+    for column, module, setting, value, layers in _CACHE_SETTINGS:
+        text = getattr(record, column, None)
+        if not isinstance(text, str) or setting not in text:
+            continue
+        try:
+            config = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(config, dict) and config.get(setting) is value:
+            for layer in layers:
+                off.setdefault(layer, f"{module}.{setting} was {value} while the test compiled")
+    return off
 
 
 class CompilationMetricsTap:

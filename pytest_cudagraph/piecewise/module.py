@@ -197,7 +197,9 @@ class PiecewiseModule:
             return "eager (above the largest captured size)"
         return kind if padded == size else f"{kind}, padded to {padded}"
 
-    def check_pool(self, slack: int | None = None, *, outside: int | None = None) -> PoolCheck:
+    def check_pool(
+        self, slack: int | None = None, *, outside: int | None = None, first_use: int | None = None
+    ) -> PoolCheck:
         """Check that all sizes together hold about as much pool as the largest size alone.
 
         Every piece of every size is captured into one pool, largest size first, and a
@@ -206,8 +208,9 @@ class PiecewiseModule:
         Invariant: pool bytes <= the pool right after the largest size (minus the cuBLAS
         workspace, counted apart) + cuBLAS workspace + slack, the slack derived from
         the allocator's rounding (``memory.derive_slack``) unless given in bytes.
-        ``outside=BYTES`` also bounds the device memory the capture took behind
-        PyTorch's allocator (see ``GraphSet.check_pool``).
+        ``outside=BYTES`` also bounds the device memory the captures took behind
+        PyTorch's allocator, ``first_use=BYTES`` what the warm-ups took there (see
+        ``GraphSet.check_pool``).
         Returns the ``memory.PoolCheck``; raises InvariantViolation with the per-size
         table otherwise.
 
@@ -222,7 +225,7 @@ class PiecewiseModule:
                 "check_pool needs captured graphs (a CUDA device and CUDA inputs); nothing was captured, so "
                 "there is no pool to check"
             )
-        check = self._runtime.pool_check(slack, outside)
+        check = self._runtime.pool_check(slack, outside, first_use)
         check.raise_if_failed("piecewise graphs (all pieces, all sizes): ")
         return check
 

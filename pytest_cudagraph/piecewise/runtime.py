@@ -18,13 +18,12 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import torch
 
 from .. import _compat as compat
-from ..capture_cost import CaptureCost, CaptureCostMeter, collection_paused, outside_limit
+from ..capture_cost import CaptureCost, CaptureCostMeter, collection_paused, outside_limit, with_device_bounds
 from ..memory import PoolCheck, PoolMeter
 from .ops import SplittingOp, SplittingOpCounter
 from .padding import BatchPadding
@@ -91,7 +90,7 @@ class PiecewiseRuntime:
             cost.start(pool_bytes=0)  # a new pool holds nothing
             try:
                 for order, size in enumerate(sorted(self.padding.capture_sizes, reverse=True)):
-                    warmup_s, capture_s = self._capture_size(args, size, device)
+                    warmup_s, capture_s = self._capture_size(args, size, device, cost.after_warmup)
                     pool_now = self.meter.after_size(size, order).reserved_bytes
                     cost.after_capture(size, order, pool_now, warmup_s, capture_s)
                 self.cost = cost.finish(pool_bytes=self.meter.reserved_bytes())
@@ -104,7 +103,9 @@ class PiecewiseRuntime:
         self.captured = True
         self.capture_s = time.perf_counter() - started
 
-    def _capture_size(self, args: Sequence[Any], size: int, device: torch.device) -> tuple[float, float]:
+    def _capture_size(
+        self, args: Sequence[Any], size: int, device: torch.device, after_warmup: Any
+    ) -> tuple[float, float]:
         """Warm the chain up at ``size``, then capture every piece: (warm-up seconds, capture seconds)."""
         __tracebackhide__ = True
         state, runner = self.state, self.trace.runner
@@ -118,6 +119,8 @@ class PiecewiseRuntime:
             runner(*graph_args)
         torch.cuda.current_stream(device).wait_stream(state.stream)
         warmed = time.perf_counter()
+        after_warmup()  # a reading between the phases, in neither timing
+        capture_start = time.perf_counter()
         state.mode, state.size = "capture", size
         state.captured_in_pass = []
         out = runner(*graph_args)
@@ -129,7 +132,7 @@ class PiecewiseRuntime:
         for piece in state.captured_in_pass:
             piece.weaken(size, pool_storages)
         state.captured_in_pass = []
-        return warmed - started, captured - warmed
+        return warmed - started, captured - capture_start
 
     def run(self, args: Sequence[Any]) -> Any:
         """One call: pad to the next captured size, replay (or run the pieces), slice the outputs back."""
@@ -163,17 +166,19 @@ class PiecewiseRuntime:
         """Bytes the one pool holds now; None when nothing was captured."""
         return self.meter.reserved_bytes() if self.captured and self.meter is not None else None
 
-    def pool_check(self, slack: int | None, outside: int | None = None) -> PoolCheck:
+    def pool_check(self, slack: int | None, outside: int | None = None, first_use: int | None = None) -> PoolCheck:
         """The pool now against the pool right after the largest size (less the cuBLAS workspace).
 
-        ``outside`` (bytes) also bounds the memory the capture took behind the allocator.
+        ``outside`` (bytes) also bounds the memory the captures took behind the
+        allocator, ``first_use`` the memory the warm-ups took there.
         """
         assert self.meter is not None, "pool_check needs captured graphs"
         meter = self.meter
         order = sorted(self.padding.capture_sizes, reverse=True)
         largest = order[0]
         workspace = meter.cublas_workspace_bytes or 0
-        limit = None if outside is None else outside_limit(outside)
+        outside_bytes = None if outside is None else outside_limit(outside)
+        first_use_bytes = None if first_use is None else outside_limit(first_use, "first_use")
         check = meter.check(
             largest_size=largest,
             largest_graph_bytes=max(0, meter.rows[largest].pool_bytes_after - workspace),
@@ -181,6 +186,4 @@ class PiecewiseRuntime:
             slack=slack,
             capture_order=order,
         )
-        if limit is None:
-            return check
-        return replace(check, outside=(self.cost or CaptureCost(())).check(limit))
+        return with_device_bounds(check, self.cost, outside_bytes, first_use_bytes)
