@@ -653,6 +653,30 @@ class StoredKey:
         return f"an earlier run ({self.created}, torch {self.torch_version})"
 
 
+# The largest index file read: one lookup's ~640 components of up to 1,024 characters each (about 0.7 MB),
+# with room to spare.  A larger file is no file this plugin wrote.
+INDEX_FILE_LIMIT = 4 * 2**20
+# index entries a note names one by one before "and N more"
+_IGNORED_SHOWN = 3
+
+
+class _BadEntry(Exception):
+    """An index file that is not read, or not used: ``str()`` says why in a few words."""
+
+
+@dataclass(frozen=True)
+class IndexContents:
+    """What ``KeyIndex.read`` found: index file name -> what an earlier run stored, and a note on the files left out.
+
+    ``refused``: why nothing in the index was read (a directory another user could
+    write, one that could not be read), one sentence; None where it was read.
+    """
+
+    stored: Mapping[str, StoredKey] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    refused: str | None = None
+
+
 class KeyIndex:
     """The components of every key a test's graphs had, kept under a persistent cache root across runs.
 
@@ -662,34 +686,62 @@ class KeyIndex:
     id of the run.  Files are private (0600, in 0700 directories), written whole
     (a temporary file moved into place) under the test directory's file lock, so
     two runs sharing a root never see half a file.
+
+    It is read as a report is (``report.read_regular_bytes``): the directory is
+    checked as the cache root is (yours, writable by you alone) before anything in
+    it is opened, and only regular files of yours up to INDEX_FILE_LIMIT bytes are
+    read, without waiting (a FIFO) or reading for ever (a link to /dev/zero).  A
+    file that is not one the plugin could have written (not JSON, nested too
+    deeply, a field of the wrong type) is ignored, and ``read`` says so in a note.
     """
 
     def __init__(self, directory: Path):
         self.directory = Path(directory)
 
     def load(self) -> dict[str, StoredKey]:
-        """File name -> what an earlier run stored; unreadable or foreign files are skipped."""
-        from .cacheroot import private_lock
+        """File name -> what an earlier run stored; unreadable, foreign or malformed files are skipped."""
+        return dict(self.read().stored)
 
-        out: dict[str, StoredKey] = {}
+    def read(self) -> IndexContents:
+        """What earlier runs stored, with a note for each file left out; never raises for what is on disk."""
+        from .cacheroot import check_secure_dir, private_lock
+        from .errors import UsageProblem
+
         if not self.directory.is_dir():
-            return out
-        with private_lock(self.directory):
-            for path in sorted(self.directory.glob("*.json")):
-                try:
-                    data = json.loads(path.read_text(encoding="utf-8"))
-                    out[path.name] = StoredKey(
-                        lookup=CacheLookup.from_json(data["lookup"]),
-                        created=str(data["created"]),
-                        torch_version=str(data["torch_version"]),
-                        run_id=str(data.get("run_id", "")),
-                    )
-                except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
-                    continue
-        return out
+            return IndexContents()
+        try:
+            check_secure_dir(self.directory, "cache-key index directory")
+        except UsageProblem as exc:
+            return IndexContents(refused=str(exc))
+        out: dict[str, StoredKey] = {}
+        ignored: list[str] = []
+        try:
+            with private_lock(self.directory):
+                for path in sorted(self.directory.glob("*.json")):
+                    try:
+                        out[path.name] = _read_entry(path)
+                    except _BadEntry as exc:
+                        ignored.append(f"{_escaped(path.name)}: {exc}")
+        except OSError as exc:  # the lock (held by another run past its timeout), the directory listing
+            return IndexContents(
+                refused=f"cache-key index directory {self.directory} cannot be read ({exc.strerror or exc})"
+            )
+        notes = ()
+        if ignored:
+            shown = "; ".join(ignored[:_IGNORED_SHOWN])
+            more = f"; and {len(ignored) - _IGNORED_SHOWN} more" if len(ignored) > _IGNORED_SHOWN else ""
+            notes = (
+                f"ignored {len(ignored)} {'entry' if len(ignored) == 1 else 'entries'} of the key index "
+                f"{self.directory} that no run of this plugin wrote ({shown}{more})",
+            )
+        return IndexContents(out, notes)
 
     def store(self, lookups: Iterable[CacheLookup], created: str, torch_version: str, run_id: str) -> int:
-        """Write each lookup that left an entry (a miss, which saved, or a hit); return how many were written."""
+        """Write each lookup that left an entry (a miss, which saved, or a hit); return how many were written.
+
+        Raises OSError where a file cannot be written, UsageProblem where the directory
+        is one another user could write (checked as the cache root is).
+        """
         from .cacheroot import ensure_private_dir, private_lock, write_private_file
 
         kept = [lookup for lookup in lookups if lookup.outcome in ("miss", "hit") and lookup.key]
@@ -710,6 +762,89 @@ class KeyIndex:
                 write_private_file(self.directory / index_file_name(lookup), json.dumps(data))
                 written += 1
         return written
+
+
+def _read_entry(path: Path) -> StoredKey:
+    """One index file, read as a report is and checked field by field; _BadEntry says why it is not used."""
+    from .report import FileRefused, read_regular_bytes
+
+    try:
+        data = read_regular_bytes(path, limit=INDEX_FILE_LIMIT, owner=os.getuid() if hasattr(os, "getuid") else None)
+    except FileRefused as exc:
+        raise _BadEntry(str(exc)) from None
+    except OSError as exc:
+        raise _BadEntry(f"cannot be read: {exc.strerror or type(exc).__name__}") from None
+    try:
+        parsed = json.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise _BadEntry("not JSON: nested too deeply") from None
+    except UnicodeDecodeError:
+        raise _BadEntry("not UTF-8 text") from None
+    except ValueError:  # JSONDecodeError, or an integer of more digits than int() converts
+        raise _BadEntry("not JSON") from None
+    return _stored_key(parsed)
+
+
+def _escaped(name: str) -> str:
+    """A name read from the index, for a note: escaped to ASCII (no control character reaches a terminal), clipped."""
+    return clip(ascii(name)[1:-1], 60)
+
+
+def _text(value: Any, what: str, *, null: bool = False, limit: int | None = None) -> str | None:
+    """``value`` if it is text (a string without lone surrogates) of at most ``limit`` characters; else _BadEntry."""
+    if value is None and null:
+        return None
+    if not isinstance(value, str):
+        raise _BadEntry(f"{what} is not a string")
+    if limit is not None and len(value) > limit:
+        raise _BadEntry(f"{what} is longer than {limit:,} characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _BadEntry(f"{what} is not text") from None
+    return value
+
+
+def _stored_key(data: Any) -> StoredKey:
+    """What ``KeyIndex.store`` writes, checked: every field of the type and form it writes, or _BadEntry."""
+    if not isinstance(data, dict) or not isinstance(data.get("lookup"), dict):
+        raise _BadEntry("not an index entry (no lookup)")
+    item = data["lookup"]
+    if item.get("layer") not in LAYERS or item.get("outcome") not in OUTCOMES:
+        raise _BadEntry("lookup.layer or lookup.outcome is not one this plugin writes")
+    graph = item.get("graph", 1)
+    if type(graph) is not int or not 1 <= graph <= 2**31:
+        raise _BadEntry("lookup.graph is not a graph number")
+    for name in ("key", "pass", "detail", "bypass_reason", "note"):
+        _text(item.get(name), f"lookup.{name}", null=True)
+    components = item.get("components")
+    if components is not None:
+        if not isinstance(components, dict):
+            raise _BadEntry("lookup.components is not a mapping")
+        for name, pair in components.items():
+            _text(name, "a component name", limit=VALUE_LIMIT)
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise _BadEntry(f"component {_escaped(name)} is not a [hash, value] pair")
+            _text(pair[0], f"the hash of {_escaped(name)}", limit=VALUE_LIMIT)
+            value = _text(pair[1], f"the value of {_escaped(name)}", null=True, limit=VALUE_LIMIT)
+            if value is not None and not value.isprintable():  # a kept value is one printable line (readable_value)
+                raise _BadEntry(f"the value of {_escaped(name)} is not one printable line")
+    config = item.get("functorch_config")
+    if config is not None:
+        if not isinstance(config, dict):
+            raise _BadEntry("lookup.functorch_config is not a mapping")
+        for name, value in config.items():
+            _text(name, "a functorch config name", limit=VALUE_LIMIT)
+            _text(value, "a functorch config value", limit=VALUE_LIMIT)
+    created = _text(data.get("created"), "created", limit=200)
+    torch_version = _text(data.get("torch_version"), "torch_version", limit=200)
+    run_id = _text(data.get("run_id", ""), "run_id", limit=200)
+    return StoredKey(
+        lookup=CacheLookup.from_json(item),
+        created=created or "",
+        torch_version=torch_version or "",
+        run_id=run_id or "",
+    )
 
 
 def explain_across_runs(

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import traceback
 from collections.abc import Sequence
@@ -49,7 +50,7 @@ from .compare import (
 from .errors import ReportError
 from .report import collector_paused, load_report, write_text_atomically
 from .startup_bench import DEFAULT_TIMEOUT_S as STARTUP_TIMEOUT_S
-from .text import MIB, clip, count_noun
+from .text import MIB, clip, count_noun, terminal_safe
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
@@ -163,6 +164,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"graph-memory: growth in MiB always tolerated (default {DEFAULT_MEMORY_FLOOR_BYTES / MIB:g})",
     )
     compare.add_argument("--timings", action="store_true", help="also show duration_s and capture_s changes")
+    compare.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also list differences within noise (replay errors within tolerance, timing ratios, memory that "
+        "depends on the test order)",
+    )
     compare.add_argument("--json", action="store_true", help="print the comparison as JSON instead of tables")
 
     explain = commands.add_parser(
@@ -196,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="merge the reports of a run split by pytest-split into one report",
         description="Merge the reports of every shard of one run split with pytest-split (--splits N --group I) "
         "into the report of the whole run. Refused (exit 2) when a shard is missing or given twice, the shards "
-        "come from different splits or builds, a file is not a shard report, or a test ran in two shards.",
+        "come from different splits, builds or suites, a file is not a shard report, or a test ran in two shards.",
     )
     merge.add_argument("shards", metavar="SHARD.json", nargs="+", help="the report of each shard, in any order")
     merge.add_argument("-o", "--output", required=True, metavar="ALL.json", help="write the merged report here")
@@ -243,12 +251,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _fail(message: str, stderr: TextIO) -> int:
-    stderr.write(f"pytest-cudagraph: {message}\n")
+    _write(stderr, f"pytest-cudagraph: {message}\n")
     return EXIT_BAD_INPUT
 
 
 def _write(stream: TextIO, text: str) -> None:
-    """Write ``text``; the arrow of "torch 2.13 → 2.14" becomes "->" where the console cannot print it."""
+    """Write ``text``, every line the commands print; the arrow of "torch 2.13 → 2.14" becomes "->" where the
+    console cannot print it.
+
+    Control characters are written as their escapes (text.terminal_safe): node ids, messages and env
+    fields come from reports, and ``\\x1b[8m`` in one would hide the lines after it, the verdict among them.
+    """
+    text = terminal_safe(text)
     encoding = getattr(stream, "encoding", None) or "utf-8"
     try:
         text.encode(encoding)
@@ -258,8 +272,6 @@ def _write(stream: TextIO, text: str) -> None:
         stream.write(text)
         stream.flush()
     except BrokenPipeError:  # `pytest-cudagraph compare a b | head`: the exit status still counts
-        import os
-
         # Python would report the failed flush again at exit; point stdout at /dev/null
         devnull = os.open(os.devnull, os.O_WRONLY)
         try:
@@ -296,7 +308,7 @@ def _compare(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     if args.json:
         _write(stdout, json.dumps(comparison.to_json(), indent=2, default=str) + "\n")
     else:
-        _write(stdout, comparison.format_text() + "\n")
+        _write(stdout, comparison.format_text(verbose=args.verbose) + "\n")
     return EXIT_REGRESSION if comparison.regressed else EXIT_OK
 
 
@@ -313,9 +325,18 @@ def _explain_arguments(given: Sequence[str]) -> tuple[list[str], str | None]:
         )
     if len(given) == 3:
         return list(given[:2]), given[2]
-    if len(given) == 2 and not (given[1].endswith(".json") or Path(given[1]).is_file()):
+    if len(given) == 2 and not _is_report_argument(given[1]):
         return [given[0]], given[1]
     return list(given), None
+
+
+def _is_report_argument(given: str) -> bool:
+    """A report: a name ending in .json, or another file but a test file (``test_x.py``, ``test_x.py::t``: a TEST)."""
+    if given.endswith(".json"):
+        return True
+    if "::" in given or given.endswith(".py"):
+        return False
+    return Path(given).is_file()
 
 
 def _pick_test(wanted: str, candidates: Sequence[str], where: str) -> str:
@@ -384,6 +405,12 @@ def _explain_lines(args: argparse.Namespace) -> list[str]:
 def _show(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from .summary import terminal_summary_lines
 
+    if args.html is not None and _same_file(Path(args.html), [args.report]) is not None:
+        return _fail(
+            f"--html {args.html} is the report {args.report}, which writing the page would overwrite; "
+            f"give another path for the page, such as {Path(args.report).with_suffix('.html').name}",
+            stderr,
+        )
     try:
         report = load_report(args.report)
     except ReportError as exc:
@@ -497,10 +524,17 @@ def _durations(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
 def _startup(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from .report import check_report_path_writable, write_report
-    from .startup_bench import run_startup
+    from .startup_bench import check_timeout, run_startup
 
     if args.runs < 1:
         return _fail(f"--runs {args.runs}: give at least 1 (3 or more, for a spread)", stderr)
+    if check_timeout(args.timeout) is not None:  # 0, -1, nan, inf: no limit a run could be held to
+        return _fail(check_timeout(args.timeout), stderr)
+    if args.keep and not Path(args.keep).is_dir():
+        what = "is not a directory" if Path(args.keep).exists() else "does not exist"
+        return _fail(f"--keep {args.keep} {what}; give an existing directory to keep the runs in", stderr)
+    if args.keep and not os.access(args.keep, os.W_OK | os.X_OK):
+        return _fail(f"--keep {args.keep} is not writable; give a directory you can write to", stderr)
     problem = check_report_path_writable(args.report)
     if problem is not None:  # worded for the plugin's option
         return _fail(problem.replace(f"--cudagraph-report={args.report}", f"--report {args.report}"), stderr)

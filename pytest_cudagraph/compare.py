@@ -43,10 +43,14 @@ The time rules read the ``startup`` section that ``pytest-cudagraph startup --ru
 writes: per kind of run (cold, warm), the median of N runs and their spread (max -
 min).  A figure regressed when::
 
-    new.median - base.median > max(time_threshold * base.median, time_floor, base.spread + new.spread)
+    new.median - base.median > max(time_threshold * base.median, time_floor,
+                                   base.trimmed_spread + new.trimmed_spread)
 
-(defaults: 20 % and 1 s; ``noisy_growth``).  A growth within the two runs' own
-ranges is noise, however large; a growth past them but below the relative
+(defaults: 20 % and 1 s; ``noisy_growth``).  ``trimmed_spread`` is the range of
+the runs without the one farthest from the median (3 runs or more), so one slow
+run, like the first cold run on a fresh machine, cannot widen it by as much as it
+was slow; a report without it is read by its ``spread``.  A growth within the two
+runs' own ranges is noise, however large; a growth past them but below the relative
 threshold or the floor is too small to act on.  A report of single runs
 (``compile_time.total_s``, ``capture_s`` of one run, or a startup section of one
 run per kind) has no spread, so the rule is not checked there and a note says
@@ -79,6 +83,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .compare_noise import (
+    ORDER_DEPENDENT_FIGURES,
+    graph_memory_figure,
+    keyed_sets,
+    unpaired_set_notes,
+    within_noise,
+)
 from .key_diff import ReportKeyDiff, TestKeyDiff, diff_reports, records_cache_keys
 from .key_text import compare_lines, explain_command, run_wide_lines
 from .report import INCOMPLETE_EXIT_STATUSES, OUTSIDE_DEVICE_FIGURES, as_int, limit_hit_count
@@ -262,6 +273,8 @@ class TestComparison:
     time_checks: Mapping[str, str] = field(default_factory=dict)
     # differences no reader should act on (``within_noise``): listed only when asked
     noise: tuple[Change, ...] = ()
+    # what could not be compared, one sentence each (graph sets without a partner)
+    notes: tuple[str, ...] = ()
 
     @property
     def cache_behaviour_changed(self) -> bool:
@@ -269,7 +282,7 @@ class TestComparison:
 
     @property
     def changed(self) -> bool:
-        return bool(self.changes or self.regressions or self.cache_behaviour_changed)
+        return bool(self.changes or self.regressions or self.cache_behaviour_changed or self.notes)
 
     def to_json(self) -> dict[str, Any]:
         out = {
@@ -279,6 +292,8 @@ class TestComparison:
         }
         if self.noise:
             out["within_noise"] = [c.to_json() for c in self.noise]
+        if self.notes:
+            out["notes"] = list(self.notes)
         if self.cache_keys is not None and self.cache_keys.behaviour_changed:
             out["cache_keys"] = self.cache_keys.to_json()
         return out
@@ -427,6 +442,7 @@ class Comparison:
         if len(rows) > 1:
             lines += format_table(rows, indent="  ")
         lines += [f"  {regression.rule}: {regression.message}" for regression in test.regressions]
+        lines += [f"  note: {note}" for note in test.notes]
         if test.cache_keys is not None and test.cache_keys.behaviour_changed:
             lines += compare_lines(test.cache_keys, self._explain_command(test.nodeid), self.labels)
         return lines
@@ -637,6 +653,8 @@ def _table_values(record: Mapping[str, Any], include_timings: bool) -> dict[str,
     for section in _TABLE_SECTIONS:
         if section in record:
             _flatten(section, record[section], out, include_timings)
+    for key, one in keyed_sets(record).items():
+        _flatten(f"graphs.{key}", one, out, include_timings)
     for key, value in record.items():  # sections this plugin version does not know
         if key not in out and key not in _TABLE_SECTIONS and key not in _OUTCOME_WORDS and key not in _NOT_IN_TABLE:
             _flatten(key, value, out, include_timings)
@@ -666,48 +684,30 @@ def _compare_test(
         flag("outcome", f"outcome {base_outcome} -> {new_outcome}", "outcome")
     _recompile_rules(_mapping(base.get("recompiles")), _mapping(new.get("recompiles")), flag)
     _cache_rules(_mapping(base.get("caches")), _mapping(new.get("caches")), flag)
-    _graph_rules(base, new, limits, flag)
-    _memory_rule(base, new, limits, flag)
+    set_notes = _graph_set_rules(base, new, limits, flag)
+    if set_notes is None:  # one set, or sets that do not all pair up: the test's overall figures
+        _graph_rules(base, new, limits, flag)
+        _memory_rule(base, new, limits, flag)
+    else:  # every set compared with its partner; piecewise and the rest as usual
+        _graph_rules({**base, "graphs": {}}, {**new, "graphs": {}}, limits, flag)
+        _memory_rule({**base, "graphs": {}}, {**new, "graphs": {}}, limits, flag)
     rows, time_checks = _time_rules(base, new, rules, limits, flag)
     rule_of: dict[str, str] = {}
     for regression, metrics in regressions:
         for metric in metrics:
             rule_of.setdefault(metric, regression.rule)
     every_change = _changes(base, new, rule_of, include_timings)
-    changes = tuple(c for c in every_change if c.rule or not within_noise(c.metric, c.base, c.new, limits))
+    changes = tuple(c for c in every_change if c.rule or not _within_noise(c, limits))
     noise = tuple(c for c in every_change if c not in changes)
     # a time regression's medians are rows even where the table leaves timings out
     shown = {change.metric for change in changes}
     changes += tuple(
         Change(metric, b, n, rule_of[metric]) for metric, b, n in rows if metric in rule_of and metric not in shown
     )
-    return TestComparison(nodeid, changes, tuple(r for r, _ in regressions), time_checks=time_checks, noise=noise)
-
-
-def within_noise(metric: str, base: Any, new: Any, limits: _Limits) -> bool:
-    """A difference no rule flags and no reader should act on: timings, replay errors within tolerance, and the like.
-
-    - a ratio of timings (``compile_time_ratio``): timings are only compared as
-      medians of several runs (the time rules);
-    - a replay error within the numerics rule's tolerance, both ways
-      (``max(a, b) <= min(a, b) * (1 + numerics_growth) + numerics_floor``): two runs
-      draw other random inputs;
-    - a memory figure that depends on what ran before in the process
-      (``ORDER_DEPENDENT_FIGURES``), or one that moved by no more than
-      ``memory_floor`` (the driver's and the allocator's 2 MiB pages).
-    """
-    leaf = metric.rsplit(".", 1)[-1]
-    before, after = number(base, finite=True), number(new, finite=True)
-    if before is None or after is None or isinstance(base, bool) or isinstance(new, bool):
-        return False
-    if leaf.endswith("_ratio"):
-        return True
-    if leaf.endswith("_err"):
-        low, high = sorted((abs(before), abs(after)))
-        return high <= low * (1 + limits.numerics_growth) + limits.numerics_floor
-    if leaf.endswith("_bytes"):
-        return leaf in ORDER_DEPENDENT_FIGURES or abs(after - before) <= limits.memory_floor
-    return False
+    notes = tuple(unpaired_set_notes(base, new))
+    return TestComparison(
+        nodeid, changes, tuple(r for r, _ in regressions), time_checks=time_checks, noise=noise, notes=notes
+    )
 
 
 def _recompile_rules(base_rec: Mapping[str, Any], new_rec: Mapping[str, Any], flag: _Flag) -> None:
@@ -758,6 +758,38 @@ def _cache_rules(base_caches: Mapping[str, Any], new_caches: Mapping[str, Any], 
             f"Triton compiled {as_int(n.get('compiled'))} kernels, {as_int(b.get('compiled'))} before",
             "caches.triton.compiled",
         )
+
+
+def _within_noise(change: Change, limits: _Limits) -> bool:
+    return within_noise(
+        change.metric,
+        change.base,
+        change.new,
+        numerics_growth=limits.numerics_growth,
+        numerics_floor=limits.numerics_floor,
+        memory_floor=limits.memory_floor,
+    )
+
+
+def _graph_set_rules(base: Mapping[str, Any], new: Mapping[str, Any], limits: _Limits, flag: _Flag) -> list[str] | None:
+    """graphs, pool, numerics and graph-memory for each of several graph sets, against its partner.
+
+    Sets pair up by capture sizes and order (``graph_set_key``).  None, so that the
+    test's overall figures are compared instead, when either run has one set or
+    fewer, or when some set has no partner (``_unpaired_set_notes`` says which).
+    """
+    base_sets, new_sets = keyed_sets(base), keyed_sets(new)
+    if not base_sets or not new_sets or set(base_sets) != set(new_sets):
+        return None
+    for key, base_set in base_sets.items():
+
+        def set_flag(rule: str, message: str, *metrics: str, key: str = key) -> None:
+            flag(rule, f"{key}: {message}", *(metric.replace("graphs.", f"graphs.{key}.", 1) for metric in metrics))
+
+        pair_base, pair_new = {"graphs": base_set}, {"graphs": new_sets[key]}
+        _graph_rules(pair_base, pair_new, limits, set_flag)
+        _memory_rule(pair_base, pair_new, limits, set_flag)
+    return []
 
 
 def _graph_rules(base: Mapping[str, Any], new: Mapping[str, Any], limits: _Limits, flag: _Flag) -> None:
@@ -823,16 +855,24 @@ def noisy_growth(base: Mapping[str, Any], new: Mapping[str, Any], threshold: flo
     """Whether a median grew past the noise: ``{"median", "spread", "n"}`` of two runs; None if either has no spread.
 
     Regressed when ``new.median - base.median > max(threshold * base.median, floor,
-    base.spread + new.spread)``: the growth is larger than both runs' ranges (max -
-    min) together, and than the relative threshold and the absolute floor.  Fewer
-    than two runs on either side give no spread: None (not checked).
+    base.trimmed_spread + new.trimmed_spread)``: the growth is larger than both
+    runs' ranges together, each without its run farthest from the median (so one
+    slow run cannot hide a tripled median), and than the relative threshold and the
+    absolute floor.  Fewer than two runs on either side give no spread: None (not
+    checked).
     """
     b, n = number(base.get("median"), finite=True), number(new.get("median"), finite=True)
     if b is None or n is None or as_int(base.get("n")) < 2 or as_int(new.get("n")) < 2:
         return None
-    spreads = (number(base.get("spread"), finite=True) or 0.0) + (number(new.get("spread"), finite=True) or 0.0)
+    spreads = _noise_spread(base) + _noise_spread(new)
     allowed = max(threshold * b, floor, spreads)
     return NoisyGrowth(n - b, allowed, n - b > allowed)
+
+
+def _noise_spread(stats: Mapping[str, Any]) -> float:
+    """The runs' spread without their outlier (``trimmed_spread``), or their range where a report has only that."""
+    trimmed = number(stats.get("trimmed_spread"), finite=True)
+    return trimmed if trimmed is not None else number(stats.get("spread"), finite=True) or 0.0
 
 
 def _time_rules(
@@ -875,8 +915,8 @@ def _time_message(
     relative = f", {verdict.growth / b:+.0%}" if b > 0 else ""
     return (
         f"{kind} {words} median {b:.3f} s -> {n:.3f} s (+{verdict.growth:.3f} s{relative}; "
-        f"{as_int(base.get('n'))} and {as_int(new.get('n'))} runs, spreads {number(base.get('spread')) or 0:.3f} s "
-        f"and {number(new.get('spread')) or 0:.3f} s); allowed +{verdict.allowed:.3f} s, the largest of "
+        f"{as_int(base.get('n'))} and {as_int(new.get('n'))} runs, spreads without their outlier "
+        f"{_noise_spread(base):.3f} s and {_noise_spread(new):.3f} s); allowed +{verdict.allowed:.3f} s, the largest of "
         f"{limits.time_threshold:.0%} of the base, the {limits.time_floor:g} s floor and the two spreads"
     )
 
@@ -927,27 +967,6 @@ def _memory_rule_notes(
     )
 
 
-# Figures that depend on what ran before in the process, not on the graphs: the warm-ups'
-# first use (kernels loaded, library handles), and the allocator's growth, which counts
-# blocks the warm-ups left cached only where no earlier test had left them.  A reordered
-# run of one build moves them between tests.
-ORDER_DEPENDENT_FIGURES = frozenset(
-    {"first_use_bytes", "outside_pool_bytes", "allocator_outside_pool_bytes", "held_behind_allocator_bytes"}
-)
-
-
-def _graph_memory_figure(section: Mapping[str, Any], key: str) -> float | None:
-    """The figure graph-memory compares: behind the allocator, what the release gave back where it was read.
-
-    The captures' pages behind the allocator are taken once per process and kept by
-    the driver for later graphs, so the capture figure moves with the test order;
-    what a release gives back does not.
-    """
-    if key == "behind_allocator_bytes" and section.get("held_behind_allocator_bytes") is not None:
-        key = "held_behind_allocator_bytes"
-    return number(section.get(key), finite=True)
-
-
 def _memory_rule(base: Mapping[str, Any], new: Mapping[str, Any], limits: _Limits, flag: _Flag) -> None:
     """graph-memory: every ``*_bytes`` figure of graphs, piecewise and reduce_overhead but graphs.pool_bytes (pool's).
 
@@ -962,7 +981,7 @@ def _memory_rule(base: Mapping[str, Any], new: Mapping[str, Any], limits: _Limit
                 continue
             if (shared and key in OUTSIDE_DEVICE_FIGURES) or key in ORDER_DEPENDENT_FIGURES:
                 continue
-            before, after = _graph_memory_figure(base_section, key), _graph_memory_figure(new_section, key)
+            before, after = graph_memory_figure(base_section, key), graph_memory_figure(new_section, key)
             if before is None or after is None:
                 continue
             growth = after - before

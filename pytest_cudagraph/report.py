@@ -113,9 +113,9 @@ def build_report(
     ``not_run``, ``not_run_count``, ``deselected``, ``selection``, ``shard``); they go
     into ``summary`` as given, type-checked (TypeError), with ``not_run`` cut to
     NOT_RUN_LIMIT ids.  ``shard`` is pytest-split's group of a split run:
-    ``{"group", "splits", "algorithm", "durations_path", "selected", "deselected"}``
-    (a merged report: ``{"splits", "merged": [1, 2, 3], "algorithm", "selected",
-    "sources": [...]}``).  Keys beyond RUN_FIELDS pass through unchecked.
+    ``{"group", "splits", "algorithm", "durations_path", "selected", "deselected",
+    "suite_digest"}`` (a merged report: ``{"splits", "merged": [1, 2, 3], "algorithm",
+    "selected", "suite_digest", "sources": [...]}``).  Keys beyond RUN_FIELDS pass through unchecked.
 
     ``durations`` is seconds per node id of every test that finished, plugin or not
     (what pytest-split needs to split the next run); written sorted, to the
@@ -672,29 +672,64 @@ _FILE_KINDS = (
 )
 
 
+def _kind_of_file(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    return next((words for test, words in _FILE_KINDS if test(mode)), "a special file")
+
+
+class FileRefused(Exception):
+    """A path ``read_regular_bytes`` would not read; ``str()`` says why in a few words, ``mode`` is its st_mode."""
+
+    def __init__(self, reason: str, mode: int | None = None):
+        super().__init__(reason)
+        self.mode = mode
+
+
+def read_regular_bytes(path: str | os.PathLike, *, limit: int | None = None, owner: int | None = None) -> bytes:
+    """The bytes of a regular file, read without waiting for a writer or reading for ever.
+
+    A FIFO would block and /dev/zero never ends, so anything but a regular file is
+    refused (FileRefused) before it is opened, and again on the open descriptor
+    (opened O_NONBLOCK, in case the path changed in between).  ``owner``: a uid; a
+    file owned by another is refused before a byte is read.  ``limit``: a file of
+    more bytes is refused, and at most ``limit + 1`` bytes are read, so a file that
+    grows meanwhile is caught too.  Other failures raise the OS's OSError.
+    """
+    info = os.stat(path)
+    if not stat.S_ISREG(info.st_mode):
+        raise FileRefused(f"{_kind_of_file(info.st_mode)}, not a regular file", info.st_mode)
+    # O_NONBLOCK: if the path became a FIFO since the stat, opening it must not wait for a writer
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    with os.fdopen(os.open(path, flags), "rb") as fh:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise FileRefused(f"{_kind_of_file(info.st_mode)}, not a regular file", info.st_mode)
+        if owner is not None and info.st_uid != owner:
+            raise FileRefused(f"owned by uid {info.st_uid}, not by you (uid {owner})", info.st_mode)
+        if limit is None:
+            return fh.read()
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise FileRefused(f"larger than {limit:,} bytes", info.st_mode)
+    return data
+
+
 def _not_a_regular_file(path: Path, mode: int) -> ReportError:
     if stat.S_ISDIR(mode):
         return ReportError(f"report {path} is a directory; give the path of a JSON report file")
-    kind = next((words for test, words in _FILE_KINDS if test(mode)), "a special file")
     return ReportError(
-        f"report {path} is {kind}, not a regular file; give the path of a JSON report file (save a stream to a file first)"
+        f"report {path} is {_kind_of_file(mode)}, not a regular file; give the path of a JSON report file "
+        f"(save a stream to a file first)"
     )
 
 
 def _read_regular_file(path: Path) -> str:
     """The file's text; a FIFO would block and /dev/zero never ends, so only a regular file is read."""
     try:
-        info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode):
-            raise _not_a_regular_file(path, info.st_mode)
-        # O_NONBLOCK: if the path became a FIFO since the stat, opening it must not wait for a writer
-        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
-        with os.fdopen(os.open(path, flags), "rb") as fh:
-            mode = os.fstat(fh.fileno()).st_mode
-            if not stat.S_ISREG(mode):
-                raise _not_a_regular_file(path, mode)
-            data = fh.read()
-        return data.decode("utf-8")
+        return read_regular_bytes(path).decode("utf-8")
+    except FileRefused as exc:
+        raise _not_a_regular_file(path, exc.mode or 0) from None
     except FileNotFoundError:
         raise ReportError(
             f"report {path} does not exist; give the path of a file written by --cudagraph-report"
@@ -1014,7 +1049,12 @@ _CACHES = {
 }
 # the capture-cost figures read from cudaMemGetInfo: other processes on the GPU move them, so
 # where "outside_unreliable" says the GPU was shared no reader vouches for them
-OUTSIDE_DEVICE_FIGURES = ("outside_pool_bytes", "behind_allocator_bytes")
+OUTSIDE_DEVICE_FIGURES = (
+    "outside_pool_bytes",
+    "behind_allocator_bytes",
+    "first_use_bytes",
+    "held_behind_allocator_bytes",
+)
 # capture_cost.py: each size's warm-up and capture, and the memory outside the pool by where it went
 _CAPTURE_COST = {
     "warmup_s": _MEASURE,
@@ -1022,12 +1062,29 @@ _CAPTURE_COST = {
         {
             **dict.fromkeys(("size", "order"), _COUNT),
             **dict.fromkeys(
-                ("warmup_s", "capture_s", "pool_bytes", "allocator_outside_pool_bytes", "behind_allocator_bytes"),
+                (
+                    "warmup_s",
+                    "capture_s",
+                    "pool_bytes",
+                    "allocator_outside_pool_bytes",
+                    "first_use_bytes",
+                    "behind_allocator_bytes",
+                ),
                 _MEASURE,
             ),
         }
     ),
-    **dict.fromkeys(("outside_pool_bytes", "allocator_outside_pool_bytes", "behind_allocator_bytes"), _MEASURE),
+    **dict.fromkeys(
+        (
+            "outside_pool_bytes",
+            "allocator_outside_pool_bytes",
+            "first_use_bytes",
+            "behind_allocator_bytes",
+            "held_behind_allocator_bytes",
+        ),
+        _MEASURE,
+    ),
+    "release": dict.fromkeys(("device_bytes", "allocator_bytes", "behind_allocator_bytes"), _MEASURE),
     "outside_unreliable": _TEXT,
 }
 _GRAPH_SET = {
@@ -1037,6 +1094,7 @@ _GRAPH_SET = {
     "pool_bytes": _MEASURE,
     "largest_graph_bytes": _MEASURE,
     "cublas_workspace_bytes": _MEASURE,
+    "static_input_bytes": _MEASURE,
     "graph_bytes": _Each(_MEASURE, mapping=True),
     "max_abs_err": _MEASURE,
     "capture_s": _MEASURE,
@@ -1137,7 +1195,7 @@ _RANKS_RUN = {
 }
 _RANKS = {**_RANKS_RUN, "runs": _Each(_RANKS_RUN)}
 # pytest-cudagraph startup (startup_bench.py): per kind of run, the median and spread (max - min) of each figure
-_STARTUP_STATS = {**dict.fromkeys(("median", "min", "max", "spread"), _MEASURE), "n": _COUNT}
+_STARTUP_STATS = {**dict.fromkeys(("median", "min", "max", "spread", "trimmed_spread"), _MEASURE), "n": _COUNT}
 _STARTUP_SAMPLE = {
     "pass": _TEXT,
     "index": _COUNT,
@@ -1194,6 +1252,8 @@ _SHARD = {
     **dict.fromkeys(("group", "splits", "selected", "deselected"), _COUNT),
     "algorithm": _TEXT,
     "durations_path": _TEXT,
+    # sha256 of the node ids pytest-split split and the arguments that selected them (plugin/shards.py)
+    "suite_digest": _TEXT,
     "merged": _SIZES,
     "sources": _Each(_SHARD_SOURCE),
 }

@@ -7,9 +7,12 @@ selected and deselected.  ``merge_shard_reports`` makes the report of the whole
 run from them: every record once, the summary computed again, ``complete`` only
 if every shard was.  It refuses, in one sentence naming the file and the fix,
 whatever would make that report a false record of the run: a missing or repeated
-group, shards of different ``--splits``, algorithms, ``-k``/``-m`` or builds, a
-file that is no shard report, a test that ran in two shards, or tests that ran in
-none.
+group, shards of different ``--splits``, algorithms, ``-k``/``-m``, builds or
+suites (``suite_digest``: the node ids collected and the arguments that selected
+them), a file that is no shard report, a test that ran in two shards, or tests
+that ran in none.  Its work and its messages are bounded by the files given, not
+by the ``splits`` they claim: groups are named as ranges (``shards 2..1000000 of
+1000000 are missing``), and at most a few of them.
 
 ``durations_from_reports`` reads the ``durations`` every report carries (every
 test that finished, plugin or not) into pytest-split's ``.test_durations`` format, so
@@ -27,6 +30,7 @@ from typing import Any
 
 from .errors import ReportError
 from .report import build_report, expand_cache_components
+from .text import clip_nodeid
 
 # The env fields that make a build: shards that differ in one of them ran different software or
 # hardware, and their merged report would claim one build ran the whole suite.  Others (the platform
@@ -40,6 +44,9 @@ BUILD_ENV_FIELDS = ("torch", "triton", "cuda", "gpu", "python", "plugin", "git_c
 _EXIT_RANK = {0: 0, 5: 1, 1: 2, 4: 4, 2: 5, 3: 6}
 _EXIT_RANK_UNKNOWN = 3
 _NO_TESTS_COLLECTED = 5
+
+# groups, ranges of them, or shard files named in one message at most; the rest are counted
+_NAMED_LIMIT = 6
 
 # how a shard is run: said in the fixes
 _SPLIT_ADVICE = (
@@ -85,7 +92,8 @@ def shard_of_report(name: str, report: Mapping[str, Any]) -> Shard:
     summary = report.get("summary")
     shard = summary.get("shard") if isinstance(summary, Mapping) else None
     if isinstance(shard, Mapping) and "merged" in shard:
-        groups = ", ".join(str(group) for group in shard.get("merged") or ())
+        merged = shard.get("merged")
+        groups = groups_text([g for g in merged if type(g) is int] if isinstance(merged, (list, tuple)) else [])
         raise ReportError(
             f"{name} is a report merged from shards {groups} of {shard.get('splits')}, not one shard; "
             f"give the shard reports it was merged from"
@@ -120,9 +128,11 @@ def merge_shard_reports(reports: Sequence[tuple[str, Mapping[str, Any]]], create
     Raises ReportError, naming the file and the fix, for a file that is no shard
     report, shards of different ``--splits``, a group given twice or missing,
     shards split by different algorithms or narrowed by different ``-k``/``-m``,
-    shards of different builds (BUILD_ENV_FIELDS), a test that ran in two shards,
-    and tests that ran in no shard (the shards' selected counts do not add up to
-    the suite they split).
+    shards of different builds (BUILD_ENV_FIELDS), shards of different suites
+    (their ``suite_digest`` differ), a test that ran in two shards, and tests that
+    ran in no shard (the shards' selected counts do not add up to the suite they
+    split).  Its time and memory grow with the reports given, never with the
+    ``splits`` they claim (a forged ``2**63`` is refused at once).
     """
     if not reports:
         raise ReportError("no shard reports given; give the report of every shard of the run")
@@ -130,6 +140,7 @@ def merge_shard_reports(reports: Sequence[tuple[str, Mapping[str, Any]]], create
     _check_one_split(shards)
     _check_same_way_of_splitting(shards)
     _check_one_build(shards)
+    _check_one_suite(shards)
     tests, durations = _join_tests(shards)
     _check_every_test_selected_once(shards)
 
@@ -168,21 +179,61 @@ def _check_one_split(shards: list[Shard]) -> None:
                 f"--splits {shard.splits} --group I"
             )
         seen[shard.group] = shard
-    missing = [group for group in range(1, first.splits + 1) if group not in seen]
-    if missing:
-        given = ", ".join(f"{shard.name} (group {shard.group})" for shard in shards)
-        which = _groups_text(missing)
+    # the gaps between the groups given: as many as the shards, whatever --splits claims
+    gaps, previous = [], 0
+    for group in sorted(seen):
+        if group > previous + 1:
+            gaps.append((previous + 1, group - 1))
+        previous = group
+    if first.splits > previous:
+        gaps.append((previous + 1, first.splits))
+    if gaps:
+        missing = sum(last - start + 1 for start, last in gaps)
+        if len(shards) <= _NAMED_LIMIT:
+            given = ", ".join(f"{shard.name} (group {shard.group})" for shard in shards)
+        else:
+            given = f"{len(shards)} shard reports, of groups {groups_text(sorted(seen))}"
+        which = _ranges_text(gaps, missing, last="and")
         raise ReportError(
-            f"{which} of {first.splits} {'is' if len(missing) == 1 else 'are'} missing (given: {given}); "
-            f"give the report of every shard, or run pytest --splits {first.splits} --group {missing[0]} "
-            f"--cudagraph-report=... to write it"
+            f"{'shard' if missing == 1 else 'shards'} {which} of {first.splits} {'is' if missing == 1 else 'are'} "
+            f"missing (given: {given}); give the report of every shard, or run pytest --splits {first.splits} "
+            f"--group {gaps[0][0]} --cudagraph-report=... to write it"
         )
 
 
-def _groups_text(groups: list[int]) -> str:
-    if len(groups) == 1:
-        return f"shard {groups[0]}"
-    return "shards " + ", ".join(map(str, groups[:-1])) + f" and {groups[-1]}"
+def groups_text(groups: Sequence[int]) -> str:
+    """Sorted distinct groups as few words: ``1, 2, 3``, ``1..2000``, ``1, 3, 5..9``, at most a few pieces."""
+    runs: list[tuple[int, int]] = []
+    for group in sorted(set(groups)):
+        if runs and group == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], group)
+        else:
+            runs.append((group, group))
+    return _ranges_text(runs, sum(last - start + 1 for start, last in runs))
+
+
+def _ranges_text(runs: Sequence[tuple[int, int]], count: int, last: str = ",") -> str:
+    """``2..1000000``, ``2, 4 and 7``; a run of more than three groups as ``start..last``; past _NAMED_LIMIT
+    pieces, ``, ... (N in all)``."""
+    pieces: list[str] = []
+    for start, end in runs:
+        if end - start >= 3:
+            pieces.append(f"{start}..{end}")
+        else:
+            pieces.extend(str(group) for group in range(start, end + 1))
+        if len(pieces) > _NAMED_LIMIT:
+            return ", ".join(pieces[:_NAMED_LIMIT]) + f", ... ({count} in all)"
+    if last == "and" and len(pieces) > 1:
+        return ", ".join(pieces[:-1]) + f" and {pieces[-1]}"
+    return ", ".join(pieces)
+
+
+def _names(shards: Sequence[Shard]) -> str:
+    """``shard-1.json, shard-2.json, shard-3.json``; past _NAMED_LIMIT files, the first few and how many more."""
+    names = [shard.name for shard in shards]
+    if len(names) <= _NAMED_LIMIT:
+        return ", ".join(names)
+    return ", ".join(names[: _NAMED_LIMIT - 1]) + f" and {len(names) - _NAMED_LIMIT + 1} more"
 
 
 def _check_same_way_of_splitting(shards: list[Shard]) -> None:
@@ -231,6 +282,21 @@ def _check_one_build(shards: list[Shard]) -> None:
                 f"{shard.label} ran on {name} {_env_value(_env(shard).get(name))} but {first.label} on "
                 f"{name} {_env_value(_env(first).get(name))}{also}; the shards of one run must come from one build "
                 f"({', '.join(BUILD_ENV_FIELDS)}), so run every shard on the same build and merge those reports"
+            )
+
+
+def _check_one_suite(shards: list[Shard]) -> None:
+    """One collection split: the shards' ``suite_digest`` agree (one that has none, from a shard whose every
+    xdist worker crashed or an older plugin, is not compared)."""
+    digested = [shard for shard in shards if isinstance(shard.shard.get("suite_digest"), str)]
+    for shard in digested[1:]:
+        digest, first_digest = shard.shard["suite_digest"], digested[0].shard["suite_digest"]
+        if digest != first_digest:
+            raise ReportError(
+                f"{shard.label} split another suite than {digested[0].label}: the node ids they collected, or the "
+                f"test paths and -k/-m that selected them, differ (suite digest {digest[:12]} vs "
+                f"{first_digest[:12]}), so their groups do not partition one suite; run every shard on the same "
+                f"checkout with the same test arguments, and merge those reports"
             )
 
 
@@ -288,12 +354,12 @@ def _check_every_test_selected_once(shards: list[Shard]) -> None:
     total = sum(selected for _, (selected, _) in counted)
     if total < suite:
         raise ReportError(
-            f"the shards {', '.join(shard.name for shard in shards)} selected {total} of the {suite} tests they "
+            f"the shards {_names(shards)} selected {total} of the {suite} tests they "
             f"split, so {suite - total} ran in no shard; {_SPLIT_ADVICE}"
         )
     if total > suite:
         raise ReportError(
-            f"the shards {', '.join(shard.name for shard in shards)} selected {total} of the {suite} tests they "
+            f"the shards {_names(shards)} selected {total} of the {suite} tests they "
             f"split, so {total - suite} were selected by two shards; {_SPLIT_ADVICE}"
         )
 
@@ -366,6 +432,9 @@ def _merged_shard(shards: list[Shard], own_env: list[dict[str, Any]]) -> dict[st
     selected = [shard.shard.get("selected") for shard in shards]
     if all(isinstance(count, int) for count in selected):
         merged["selected"] = sum(selected)
+    digests = {shard.shard.get("suite_digest") for shard in shards}
+    if len(digests) == 1 and isinstance(next(iter(digests)), str):
+        merged["suite_digest"] = next(iter(digests))
     sources = []
     for shard, env in zip(shards, own_env):
         source: dict[str, Any] = {"group": shard.group, "file": shard.name}
@@ -399,7 +468,8 @@ def describe_shard(shard: Mapping[str, Any]) -> str:
     """One line for the terminal and ``show``.
 
     ``shard 2 of 3 (pytest-split, duration_based_chunks, durations from .test_durations): 41 tests selected,
-    82 deselected for the other shards``; a merged report's: ``merged from shards 1, 2, 3 of 3 (...)``.
+    82 deselected for the other shards``; a merged report's: ``merged from shards 1, 2, 3 of 3 (...)``, or
+    ``merged from shards 1..2000 of 2000 (...)``.
     """
     how = ", ".join(
         ["pytest-split"]
@@ -409,7 +479,8 @@ def describe_shard(shard: Mapping[str, Any]) -> str:
         + (["no durations file"] if not shard.get("durations_path") and "merged" not in shard else [])
     )
     if "merged" in shard:
-        which = f"merged from shards {', '.join(str(group) for group in shard['merged'])} of {shard.get('splits')}"
+        merged = shard["merged"] if isinstance(shard["merged"], (list, tuple)) else []
+        which = f"merged from shards {groups_text([g for g in merged if type(g) is int])} of {shard.get('splits')}"
     else:
         which = f"shard {shard.get('group')} of {shard.get('splits')}"
     counts = []
@@ -431,14 +502,17 @@ def durations_from_reports(reports: Sequence[tuple[str, Mapping[str, Any]]]) -> 
     A later report's duration of a test replaces an earlier one's (the newer run's
     time).  A report written before reports carried ``durations`` gives the
     ``duration_s`` of its records instead (only tests that used the plugin have
-    one), and a note says so.  ReportError when no report holds any duration.
+    one), and a note says so.  ReportError when no report holds any duration, or
+    when one gives a test a negative time (pytest-split would split by it).
     """
     durations: dict[str, float] = {}
     notes: list[str] = []
     for name, report in reports:
         carried = report.get("durations")
         if isinstance(carried, Mapping):
-            durations.update({str(nodeid): float(seconds) for nodeid, seconds in carried.items()})
+            read = {str(nodeid): float(seconds) for nodeid, seconds in carried.items()}
+            _check_not_negative(name, read, "durations")
+            durations.update(read)
             continue
         from_records = {
             str(nodeid): round(float(record["duration_s"]), 3)
@@ -447,6 +521,7 @@ def durations_from_reports(reports: Sequence[tuple[str, Mapping[str, Any]]]) -> 
             and not isinstance(record.get("duration_s"), bool)
             and record.get("outcome") != "crashed"
         }
+        _check_not_negative(name, from_records, "duration_s")
         durations.update(from_records)
         notes.append(
             f"{name} has no 'durations' (an older pytest-cudagraph wrote it): took the duration_s of its "
@@ -459,6 +534,17 @@ def durations_from_reports(reports: Sequence[tuple[str, Mapping[str, Any]]]) -> 
             f"tests, written with --cudagraph-report"
         )
     return dict(sorted(durations.items())), notes
+
+
+def _check_not_negative(name: str, durations: Mapping[str, float], field: str) -> None:
+    """ReportError naming the first test that took less than no time (a forged or corrupted report)."""
+    negative = next(((nodeid, s) for nodeid, s in durations.items() if not s >= 0), None)
+    if negative is not None:
+        nodeid, seconds = negative
+        raise ReportError(
+            f"{name} records {seconds:g} s for {clip_nodeid(nodeid)} in its {field}, a time below zero that no run "
+            f"takes and pytest-split would split by; give a report written by --cudagraph-report, or correct that entry"
+        )
 
 
 def durations_file_text(durations: Mapping[str, float]) -> str:

@@ -30,8 +30,12 @@ The result is a report (schema ``pytest-cudagraph/1``) whose records carry a
 ``startup`` section, so ``pytest-cudagraph compare`` reads two of them.  A child
 that fails, crashes or times out ends the runs of its node id with one sentence
 naming it and its exit status; every run measured before it is kept, and the
-report says the run is incomplete.  It is a measurement, not a timed assertion.
-Reads and writes JSON and runs subprocesses only; never imports torch.
+report says the run is incomplete.  Ctrl-C or SIGTERM of the benchmark stops the
+run in progress with its whole process group (the child leads one of its own, so
+nothing else would), keeps every run measured before it, says which runs and node
+ids were not measured, and removes the work directory: the report is written,
+incomplete.  It is a measurement, not a timed assertion.  Reads and writes JSON
+and runs subprocesses only; never imports torch.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,7 +61,7 @@ from .report import build_report, load_report
 from .text import clip, count_noun, format_table, number
 
 STATISTIC = "median"
-SPREAD = "max - min"
+SPREAD = "max - min; trimmed_spread leaves out the run farthest from the median"
 ORDER = "cold 1, warm 1, cold 2, warm 2, ...: a warm run reuses the compile caches of cold run 1"
 # one child; a cold compile of a large model takes minutes, a hung one must not hold CI forever
 DEFAULT_TIMEOUT_S = 1800.0
@@ -126,12 +131,14 @@ class RunSample:
 
 @dataclass(frozen=True)
 class Stats:
-    """The median of some runs' figure, with their spread (max - min) and count."""
+    """The median of some runs' figure, with their spread (max - min), the spread one outlier cannot move, and count."""
 
     median: float
     min: float
     max: float
     n: int
+    # max - min without the run farthest from the median (3 runs or more; the full range below that)
+    trimmed_spread: float | None = None
 
     @property
     def spread(self) -> float:
@@ -142,7 +149,8 @@ class Stats:
         values = [v for v in values if v is not None and math.isfinite(v)]
         if not values:
             return None
-        return cls(statistics.median(values), min(values), max(values), len(values))
+        median = statistics.median(values)
+        return cls(median, min(values), max(values), len(values), trimmed_spread(values, median))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -150,8 +158,21 @@ class Stats:
             "min": round(self.min, 4),
             "max": round(self.max, 4),
             "spread": round(self.spread, 4),
+            "trimmed_spread": round(self.spread if self.trimmed_spread is None else self.trimmed_spread, 4),
             "n": self.n,
         }
+
+
+def trimmed_spread(values: list[float], median: float) -> float:
+    """max - min of the runs without the one farthest from the median; the full range of fewer than 3 runs.
+
+    One slow run (the first cold run on a fresh machine) would otherwise widen the
+    range by as much as it is slow, and a range that wide hides a real regression.
+    """
+    if len(values) < 3:
+        return max(values) - min(values)
+    rest = sorted(values, key=lambda v: abs(v - median))[:-1]
+    return max(rest) - min(rest)
 
 
 @dataclass(frozen=True)
@@ -166,10 +187,16 @@ class NodeStartup:
     # graphs / piecewise of the first cold run's record: memory is deterministic-ish, one run is enough
     sections: Mapping[str, Any] = field(default_factory=dict)
     command: tuple[str, ...] = ()
+    # what stopped the runs from outside (Ctrl-C, SIGTERM), one sentence; None when nothing did
+    interrupted: str | None = None
 
     @property
     def complete(self) -> bool:
-        return not self.errors and all(len(self.of_kind(kind)) == self.runs for kind in PASSES)
+        return (
+            not self.errors
+            and self.interrupted is None
+            and all(len(self.of_kind(kind)) == self.runs for kind in PASSES)
+        )
 
     def of_kind(self, kind: str) -> list[RunSample]:
         return [s for s in self.samples if s.kind == kind and s.ok]
@@ -227,6 +254,8 @@ class NodeStartup:
         section["warm_over_cold"] = self.warm_over_cold()
         section["errors"] = list(self.errors)
         section["notes"] = list(self.notes)
+        if self.interrupted is not None:
+            section["interrupted"] = self.interrupted
         record: dict[str, Any] = {"outcome": self.outcome, **self.sections, "startup": section}
         if self.errors:
             record["failure"] = {"when": "startup", "message": self.errors[0]}
@@ -239,28 +268,37 @@ class StartupResult:
 
     nodes: tuple[NodeStartup, ...]
     env: Mapping[str, Any] = field(default_factory=dict)
+    # what stopped the benchmark from outside (Ctrl-C, SIGTERM), one sentence; None when nothing did
+    interrupted: str | None = None
+    # node ids the interrupt left without one finished run: not among the report's tests, listed as not run
+    not_run: tuple[str, ...] = ()
 
     @property
     def complete(self) -> bool:
-        return all(node.complete for node in self.nodes)
+        return self.interrupted is None and not self.not_run and all(node.complete for node in self.nodes)
 
     @property
     def errors(self) -> list[str]:
-        return [error for node in self.nodes for error in node.errors]
+        """Every run that did not pass, and what interrupted the benchmark, one sentence each."""
+        out = [error for node in self.nodes for error in node.errors]
+        return out + ([self.interrupted] if self.interrupted is not None else [])
 
     def to_report(self) -> dict[str, Any]:
-        """A pytest-cudagraph/1 report: one record per node id, with its ``startup`` section."""
+        """A pytest-cudagraph/1 report: one record per node id measured, with its ``startup`` section."""
         reasons = self.errors or [
             f"{node.nodeid}: {len(node.of_kind('cold'))} cold and {len(node.of_kind('warm'))} warm runs "
             f"of the {node.runs} asked for"
             for node in self.nodes
             if not node.complete
         ]
+        run: dict[str, Any] = {"complete": self.complete, "incomplete_reasons": reasons}
+        if self.not_run:
+            run["not_run"] = list(self.not_run)
         return build_report(
             self.env,
             {node.nodeid: node.to_record() for node in self.nodes},
             exitstatus=0 if self.complete else 1,
-            run={"complete": self.complete, "incomplete_reasons": reasons},
+            run=run,
         )
 
     def table_lines(self) -> list[str]:
@@ -286,6 +324,9 @@ class StartupResult:
             lines += format_table(rows, align="<>>>>>", indent="  ")
             lines += [f"  note: {note}" for note in node.notes]
             lines += [f"  ERROR: {error}" for error in node.errors]
+        if self.interrupted is not None:
+            lines.append(f"INTERRUPTED: {self.interrupted}")
+        lines += [f"{nodeid}: not measured" for nodeid in self.not_run]
         if not self.complete:
             lines.append("INCOMPLETE: the report keeps every run measured and says which are missing")
         return lines
@@ -337,11 +378,71 @@ def child_environment(cache_dir: Path, base: Mapping[str, str] | None = None) ->
     return env
 
 
+class StartupInterrupted(KeyboardInterrupt):
+    """SIGINT (Ctrl-C) or SIGTERM reached the benchmark: the run in progress is stopped, the report written incomplete."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def words(self) -> str:
+        return "Ctrl-C (SIGINT)" if self.signum == signal.SIGINT else signal.Signals(self.signum).name
+
+
+def _interrupt_words(exc: BaseException) -> str:
+    return exc.words if isinstance(exc, StartupInterrupted) else "Ctrl-C (SIGINT)"
+
+
+class _Interrupts:
+    """While active (main thread only): the first SIGINT or SIGTERM raises StartupInterrupted, the next are ignored.
+
+    ``calm()`` ignores every later one too, so that stopping a child and removing the
+    work directory run to their end however often the user presses Ctrl-C.
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.armed = False
+        self.previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.armed:
+            self.armed = False
+            raise StartupInterrupted(signum)
+
+    def __enter__(self) -> _Interrupts:
+        if threading.current_thread() is threading.main_thread():
+            for signum in self.SIGNALS:
+                self.previous[signum] = signal.getsignal(signum)
+                signal.signal(signum, self._handle)
+            self.armed = True
+        return self
+
+    def calm(self) -> None:
+        self.armed = False
+
+    def __exit__(self, *exc: object) -> None:
+        self.armed = False
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+
+
+def _stop_group(child: subprocess.Popen) -> None:
+    """Kill the child's whole process group (it leads one: its compile workers, whatever its test started) and reap it."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+
+
 def _run_child(command: list[str], env: Mapping[str, str], log: Path, timeout: float) -> tuple[int | None, float]:
     """(exit status, or None when killed at ``timeout``; wall seconds).  Output goes to ``log``.
 
     The child leads a process group of its own, so that a timeout also ends the compile
-    workers it started (they would otherwise keep running, holding the CPU).
+    workers it started (they would otherwise keep running, holding the CPU).  Being in a
+    session of its own, it gets no Ctrl-C from the terminal: an interrupt here (any
+    exception) stops its group before it goes on, so no run outlives the benchmark.
     """
     with open(log, "wb") as out:
         start = time.perf_counter()
@@ -356,10 +457,11 @@ def _run_child(command: list[str], env: Mapping[str, str], log: Path, timeout: f
         try:
             code: int | None = child.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(child.pid, signal.SIGKILL)
-            child.wait()
+            _stop_group(child)
             code = None
+        except BaseException:
+            _stop_group(child)
+            raise
         return code, time.perf_counter() - start
 
 
@@ -484,9 +586,11 @@ def measure_startup(
     """``runs`` cold and ``runs`` warm runs of ``nodeid``, alternating; (the result, the env of its reports).
 
     The first run that does not pass ends the node's runs: a test that fails once will
-    fail again, and every further run would cost a cold start.
+    fail again, and every further run would cost a cold start.  Ctrl-C (or SIGTERM,
+    under ``run_startup``) ends them too: the run in progress is stopped with its
+    process group and not measured, the runs before it are kept, and the result's
+    ``interrupted`` says so.
     """
-    work = Path(tempfile.mkdtemp(prefix="node-", dir=work_dir))
     samples: list[RunSample] = []
     errors: list[str] = []
     notes: list[str] = []
@@ -494,25 +598,45 @@ def measure_startup(
     sections: dict[str, Any] = {}
     name = nodeid
     command: list[str] = []
-    schedule = [(kind, index) for index in range(1, runs + 1) for kind in PASSES]
-    for kind, index in schedule:
-        # cold run i fills a directory of its own; every warm run reuses cold run 1's
-        cache_dir = work / f"cache-cold-{index if kind == 'cold' else 1}"
-        sample, found, record, child_env, command = _one_run(nodeid, kind, index, cache_dir, work, pytest_args, timeout)
-        samples.append(sample)
-        if progress is not None:
-            progress(
-                f"{nodeid}: {kind} run {index}/{runs}: {sample.wall_s:.2f} s" + (" FAILED" if sample.error else "")
+    running: tuple[str, int] | None = None
+    interrupted = None
+    try:
+        work = Path(tempfile.mkdtemp(prefix="node-", dir=work_dir))
+        schedule = [(kind, index) for index in range(1, runs + 1) for kind in PASSES]
+        for kind, index in schedule:
+            # cold run i fills a directory of its own; every warm run reuses cold run 1's
+            cache_dir = work / f"cache-cold-{index if kind == 'cold' else 1}"
+            running = (kind, index)
+            sample, found, record, child_env, command = _one_run(
+                nodeid, kind, index, cache_dir, work, pytest_args, timeout
             )
-        if sample.error:
-            errors.append(sample.error)
-            break
-        if kind == "cold" and index == 1:
-            name, env = found, child_env
-            sections = {key: record[key] for key in ("graphs", "piecewise") if isinstance(record.get(key), Mapping)}
-            if sample.outcome == "skipped":
-                reason = record.get("skip_reason")
-                notes.append(f"the test was skipped{f' ({clip(reason, 120)})' if reason else ''}: nothing was measured")
+            samples.append(sample)
+            running = None
+            if progress is not None:
+                progress(
+                    f"{nodeid}: {kind} run {index}/{runs}: {sample.wall_s:.2f} s" + (" FAILED" if sample.error else "")
+                )
+            if sample.error:
+                errors.append(sample.error)
+                break
+            if kind == "cold" and index == 1:
+                name, env = found, child_env
+                sections = {key: record[key] for key in ("graphs", "piecewise") if isinstance(record.get(key), Mapping)}
+                if sample.outcome == "skipped":
+                    reason = record.get("skip_reason")
+                    notes.append(
+                        f"the test was skipped{f' ({clip(reason, 120)})' if reason else ''}: nothing was measured"
+                    )
+    except KeyboardInterrupt as exc:  # Ctrl-C, or StartupInterrupted: SIGTERM too
+        words = _interrupt_words(exc)
+        if running is not None:
+            interrupted = f"{running[0]} run {running[1]} of {nodeid} was stopped by {words} and not measured"
+        elif samples:
+            interrupted = (
+                f"the runs of {nodeid} were stopped by {words} after {samples[-1].kind} run {samples[-1].index}"
+            )
+        else:
+            interrupted = f"the runs of {nodeid} were stopped by {words} before the first one"
     measured = [s for s in samples if s.ok]
     if measured and all(s.compile_s is None for s in measured):
         notes.append(
@@ -527,6 +651,7 @@ def measure_startup(
         notes=tuple(notes),
         sections=sections,
         command=tuple(_portable(command)),
+        interrupted=interrupted,
     )
     return node, env
 
@@ -543,6 +668,14 @@ def _portable(command: Sequence[str]) -> list[str]:
     return ["python", *out]
 
 
+def check_timeout(timeout: float) -> str | None:
+    """Why ``timeout`` is no limit on a run (zero, negative, NaN, infinite), in one sentence; None when it is one."""
+    if isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and math.isfinite(timeout) and timeout > 0:
+        return None
+    shown = f"{timeout:g}" if isinstance(timeout, (int, float)) else repr(timeout)
+    return f"--timeout {shown}: give a positive, finite number of seconds for one run (default {DEFAULT_TIMEOUT_S:g})"
+
+
 def run_startup(
     nodeids: Sequence[str],
     runs: int,
@@ -552,22 +685,51 @@ def run_startup(
     keep: Path | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> StartupResult:
-    """Measure every node id in turn (see the module docstring); the caches are removed afterwards unless ``keep``."""
+    """Measure every node id in turn (see the module docstring); the caches are removed afterwards unless ``keep``.
+
+    Called from the main thread, SIGINT and SIGTERM end the benchmark instead of the
+    process: the run in progress is stopped with its process group, the work
+    directory is removed (unless ``keep``), and the result is incomplete, saying
+    what was interrupted (``interrupted``) and which node ids were not measured
+    (``not_run``).  Later signals are ignored until that cleanup is done.
+    """
     if runs < 1:
         raise ValueError(f"--runs {runs}: give at least 1 (3 or more for a spread)")
-    work_dir = Path(tempfile.mkdtemp(prefix="pytest-cudagraph-startup-", dir=keep))
-    try:
-        nodes = []
+    problem = check_timeout(timeout)
+    if problem is not None:
+        raise ValueError(problem)
+    with _Interrupts() as interrupts:
+        nodes: list[NodeStartup] = []
         env: dict[str, Any] = {}
-        for nodeid in nodeids:
-            node, node_env = measure_startup(
-                nodeid, runs, pytest_args=pytest_args, timeout=timeout, work_dir=work_dir, progress=progress
-            )
-            nodes.append(node)
-            env = env or node_env
-        return StartupResult(tuple(nodes), env)
-    finally:
-        if keep is None:
-            shutil.rmtree(work_dir, ignore_errors=True)
-        elif progress is not None:
-            progress(f"kept the runs' caches, reports and logs in {work_dir}")
+        pending = list(nodeids)
+        interrupted: str | None = None
+        work_dir: Path | None = None
+        try:
+            work_dir = Path(tempfile.mkdtemp(prefix="pytest-cudagraph-startup-", dir=keep))
+            while pending:
+                node, node_env = measure_startup(
+                    pending[0], runs, pytest_args=pytest_args, timeout=timeout, work_dir=work_dir, progress=progress
+                )
+                if node.samples or node.interrupted is None:
+                    nodes.append(node)
+                    pending.pop(0)
+                env = env or node_env
+                if node.interrupted is not None:
+                    interrupted = node.interrupted + ("; the runs before it are kept" if node.samples else "")
+                    later = len(pending) - (0 if node.samples else 1)
+                    if later:
+                        interrupted += f"; {count_noun(later, 'more node id')} not measured"
+                    break
+        except KeyboardInterrupt as exc:  # between two node ids
+            interrupted = f"the benchmark was stopped by {_interrupt_words(exc)}"
+            if pending:
+                interrupted += f"; {count_noun(len(pending), 'node id')} not measured"
+        finally:
+            interrupts.calm()  # the cleanup runs to its end, however often the user presses Ctrl-C
+            if work_dir is not None and keep is None:
+                shutil.rmtree(work_dir, ignore_errors=True)
+            elif work_dir is not None and progress is not None:
+                progress(f"kept the runs' caches, reports and logs in {work_dir}")
+        return StartupResult(
+            tuple(nodes), env, interrupted=interrupted, not_run=tuple(pending) if interrupted is not None else ()
+        )

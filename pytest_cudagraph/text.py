@@ -9,6 +9,7 @@ print through these, so a pool reads the same everywhere::
     number("nan")                 -> nan            (None when absent or not a number)
     clip("a  long\\nreason", 10)   -> "a long ..."
     clip_nodeid(a_3000_char_id)   -> "tests/test_model.py::test_decode[xxx...xxx-bs16]"
+    terminal_safe("t\x1b[8m")     -> "t\\x1b[8m"   (a report's text cannot drive the terminal)
 
 Pure string work: no torch, no pytest, no other module of the package.
 """
@@ -16,6 +17,7 @@ Pure string work: no torch, no pytest, no other module of the package.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -30,6 +32,7 @@ __all__ = [
     "format_bytes",
     "format_table",
     "number",
+    "terminal_safe",
 ]
 
 KIB = 1024
@@ -194,6 +197,34 @@ def clip_nodeid(nodeid: str, width: int = NODEID_WIDTH) -> str:
         path = base[: len(base) - len(function) - 2]
         return clip_middle(path, room - len(function) - 2, head_share=0.4) + "::" + function + param_text
     return clip_middle(nodeid, width, head_share=0.3)
+
+
+# ----------------------------------------------------------------------------
+# terminal output
+# ----------------------------------------------------------------------------
+
+# What a terminal acts on rather than prints: the C0 controls but newline and tab (ESC starts the
+# sequences that colour, hide, move the cursor or set the window title; a carriage return rewrites
+# the line), DEL, the C1 controls (U+009B is a one-character ESC [), and the bidirectional overrides
+# and isolates that reorder what is shown.
+_TERMINAL_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every character a terminal would act on written as its escape (``\\x1b``, ``\\u202e``).
+
+    Node ids, failure messages and env fields come from reports, which anyone can
+    write: printed raw, ``\\x1b[8m`` would hide the lines after it (a REGRESSION
+    verdict among them) and ``\\r`` overwrite a line.  Newlines and tabs stay.
+    """
+    if _TERMINAL_CONTROL.search(text) is None:
+        return text
+    return _TERMINAL_CONTROL.sub(_escaped, text)
 
 
 def expected_changes(

@@ -13,6 +13,7 @@ import os
 import stat
 from pathlib import Path
 
+import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
@@ -373,3 +374,118 @@ def test_the_index_keeps_the_last_key_of_each_graph_privately_and_explains_a_lat
     # a run never compares with itself
     assert explain_across_runs(now, stored, "run-1", probe_passes=True) == []
     assert index_file_name(lookup(pass_name="cold/2", graph=3)) == "fxgraph-cold_2-3.json"
+
+
+# ----------------------------------------------------------------------------
+# the index read as a report is: what is not a file the plugin wrote is a note
+# ----------------------------------------------------------------------------
+
+
+def _index_with_one_good_entry(tmp_path: Path) -> tuple[KeyIndex, Path]:
+    directory = tmp_path / "cache-keys" / index_directory_name("tests/test_a.py::test_b")
+    index = KeyIndex(directory)
+    assert index.store([lookup(pass_name=None, gm="f")], "2025-01-31T12:00:00+00:00", "2.13.0", "run-1") == 1
+    return index, directory
+
+
+def _read_within(index: KeyIndex, seconds: float, fifo: Path | None = None):
+    """``index.read()`` in a thread given ``seconds``; a FIFO it blocks on is opened for writing, to let it go."""
+    import threading
+
+    result: list = []
+    worker = threading.Thread(target=lambda: result.append(index.read()), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive() and fifo is not None:
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # the blocked open() returns, then reads EOF
+        worker.join(10)
+    assert result, f"the index was not read within {seconds} s"
+    return result[0]
+
+
+def test_a_fifo_in_the_index_is_a_note_not_a_hang(tmp_path: Path):
+    index, directory = _index_with_one_good_entry(tmp_path)
+    os.mkfifo(directory / "fxgraph-cold-1.json")
+    contents = _read_within(index, 5, fifo=directory / "fxgraph-cold-1.json")
+    assert sorted(contents.stored) == ["fxgraph-test-1.json"] and contents.refused is None
+    assert contents.notes == (
+        f"ignored 1 entry of the key index {directory} that no run of this plugin wrote "
+        f"(fxgraph-cold-1.json: a FIFO (named pipe), not a regular file)",
+    )
+
+
+def test_a_link_to_dev_zero_and_a_huge_file_in_the_index_are_not_read(tmp_path: Path):
+    import tracemalloc
+
+    index, directory = _index_with_one_good_entry(tmp_path)
+    os.symlink("/dev/zero", directory / "fxgraph-cold-1.json")
+    with open(directory / "fxgraph-cold-2.json", "wb") as fh:  # sparse: 64 MiB of zeros on no disk
+        fh.truncate(64 * 2**20)
+    tracemalloc.start()
+    try:
+        contents = _read_within(index, 10)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20
+    assert sorted(contents.stored) == ["fxgraph-test-1.json"]
+    assert "fxgraph-cold-1.json: a character device, not a regular file" in contents.notes[0]
+    assert "fxgraph-cold-2.json: larger than 4,194,304 bytes" in contents.notes[0]
+
+
+def test_deep_malformed_or_foreign_index_files_are_ignored_each_with_its_reason(tmp_path: Path):
+    index, directory = _index_with_one_good_entry(tmp_path)
+    good = json.loads((directory / "fxgraph-test-1.json").read_text())
+    planted = {
+        "fxgraph-cold-1.json": "[" * 200_000 + "]" * 200_000,
+        "fxgraph-cold-2.json": "{not json",
+        "fxgraph-cold-3.json": json.dumps({**good, "lookup": {**good["lookup"], "components": {"x": ["h", {"a": 1}]}}}),
+        "fxgraph-cold-4.json": json.dumps({**good, "lookup": {**good["lookup"], "graph": "1"}}),
+        "fxgraph-cold-5.json": json.dumps({**good, "created": "\x1b[8m"}).replace("\\u001b", "\\ud800"),
+        "fxgraph-cold-6.json": "1" * 5000,
+    }
+    for name, text in planted.items():
+        (directory / name).write_text(text)
+    contents = index.read()
+    assert sorted(contents.stored) == ["fxgraph-test-1.json"]
+    [note] = contents.notes
+    assert note.startswith(f"ignored 6 entries of the key index {directory} that no run of this plugin wrote (")
+    assert "fxgraph-cold-1.json: not JSON: nested too deeply; fxgraph-cold-2.json: not JSON; " in note
+    assert "fxgraph-cold-3.json: the value of x is not a string; and 3 more)" in note
+    # every one alone names its reason
+    reasons = {}
+    for name, text in planted.items():
+        single = tmp_path / "single" / name.removesuffix(".json")
+        single.mkdir(parents=True, mode=0o700)
+        (single / name).write_text(text)
+        [reasons[name]] = KeyIndex(single).read().notes
+    assert "lookup.graph is not a graph number" in reasons["fxgraph-cold-4.json"]
+    assert "created is not text" in reasons["fxgraph-cold-5.json"]
+    assert "fxgraph-cold-6.json: not JSON" in reasons["fxgraph-cold-6.json"]
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="giving a file to another uid takes root")
+def test_an_index_entry_of_another_user_is_not_read(tmp_path: Path):
+    index, directory = _index_with_one_good_entry(tmp_path)
+    os.chown(directory / "fxgraph-test-1.json", 12345, 12345)
+    contents = index.read()
+    assert contents.stored == {}
+    assert contents.notes[0].endswith("(fxgraph-test-1.json: owned by uid 12345, not by you (uid 0))")
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "getuid") or os.getuid() != 0, reason="giving a directory to another uid takes root"
+)
+def test_an_index_directory_another_user_owns_is_refused_before_anything_in_it_is_read(tmp_path: Path):
+    index, directory = _index_with_one_good_entry(tmp_path)
+    os.chown(directory, 12345, 12345)
+    contents = index.read()
+    assert contents.stored == {} and contents.notes == ()
+    assert contents.refused == (
+        f"cache-key index directory {directory} is owned by uid 12345, not by you (uid 0); compile caches hold "
+        f"code that is executed on load, so use a directory you own"
+    )
+    # a directory others can write is refused the same way
+    os.chown(directory, 0, 0)
+    os.chmod(directory, 0o777)
+    assert "is writable by group or others (mode 0777)" in index.read().refused

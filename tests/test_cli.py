@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import gc
 import io
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -20,6 +22,7 @@ from pytest_cudagraph.cli import main
 from pytest_cudagraph.report import write_report
 
 DECODE = "tests/test_model.py::test_decode_graphs"
+WARM_FILE = "tests/test_model.py"
 
 
 def run_cli(*args: str, console_script: bool = False) -> subprocess.CompletedProcess:
@@ -412,3 +415,112 @@ def test_show_prints_where_and_why_under_the_table(tmp_path):
     assert "2/3 regions ran as CUDA graphs" in out
     # the table comes first, the details after it
     assert out.index("test ") < out.index("called from")
+
+
+# ----------------------------------------------------------------------------
+# what a report holds cannot drive the terminal; the page never replaces the report
+# ----------------------------------------------------------------------------
+
+HIDDEN = "\x1b[8m"  # SGR 8: what follows is invisible in a terminal
+
+
+def _with_nodeid(report: dict, old: str, new: str) -> dict:
+    report = copy.deepcopy(report)
+    report["tests"] = {new if nodeid == old else nodeid: record for nodeid, record in report["tests"].items()}
+    return report
+
+
+def test_no_command_prints_a_control_character_from_a_report(tmp_path):
+    sneaky = f"tests/test_model.py::test_decode{HIDDEN}\r\x9b2J\u202e"
+    env = {**ENV_2_13, "torch": f"2.14.1{HIDDEN}"}
+    base = write_report(tmp_path / "base.json", _with_nodeid(sample_report(), DECODE, sneaky))
+    grown = modified(sample_report(env=env), DECODE, "graphs.pool_bytes", 90 * MiB)
+    grown = modified(grown, DECODE, "failure", {"when": "call", "message": f"boom{HIDDEN}\rAll fine"})
+    new = write_report(tmp_path / "new.json", _with_nodeid(grown, DECODE, sneaky))
+    keys_base, keys_new = key_report_pair()
+    key_base = write_report(tmp_path / "kb.json", _with_nodeid(keys_base, KEY_WARM, KEY_WARM + HIDDEN))
+    key_new = write_report(tmp_path / "kn.json", _with_nodeid(keys_new, KEY_WARM, KEY_WARM + HIDDEN))
+    runs = {
+        "compare": run_cli("compare", base, new, "--fail-on", "all"),
+        "compare --timings": run_cli("compare", base, new, "--timings"),
+        "show": run_cli("show", new),
+        "explain": run_cli("explain", key_base, key_new),
+        "explain one": run_cli("explain", key_new),
+    }
+    for name, result in runs.items():
+        for stream in (result.stdout, result.stderr):
+            assert not any(ord(c) < 32 and c not in "\n\t" or 0x7F <= ord(c) <= 0x9F for c in stream), name
+            assert "\u202e" not in stream, name
+    assert runs["compare"].returncode == 1
+    assert "test_decode\\x1b[8m\\x0d\\x9b2J\\u202e" in runs["compare"].stdout
+    assert runs["compare"].stdout.splitlines()[-1].startswith("REGRESSION:")
+    assert "2.14.1\\x1b[8m" in runs["compare"].stdout
+    assert "test_decode\\x1b[8m" in runs["show"].stdout
+    assert f"{KEY_WARM}\\x1b[8m" in runs["explain"].stdout and f"{KEY_WARM}\\x1b[8m" in runs["explain one"].stdout
+
+
+def test_an_error_line_naming_a_test_from_a_report_is_escaped_too(tmp_path):
+    from test_shards import SUITE_IDS, chunks, shard_report
+
+    first, second, third = chunks(SUITE_IDS, 3)
+    shards = [shard_report(1, 3, first), shard_report(2, 3, second), shard_report(3, 3, third)]
+    for shard in shards[1:]:  # one test, named with an escape sequence, ran in two shards
+        shard["durations"][f"{third[0]}{HIDDEN}"] = 1.0
+    paths = [write_report(tmp_path / f"s{group}.json", shard) for group, shard in enumerate(shards, start=1)]
+    refused = run_cli("merge", *paths, "-o", tmp_path / "all.json")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    assert refused.stderr.startswith(f"pytest-cudagraph: merge refused: {third[0]}\\x1b[8m ran in {paths[1]}")
+    assert "\x1b" not in refused.stderr
+
+
+def test_show_never_writes_the_page_over_the_report(reports, tmp_path):
+    base, _, _ = reports
+    before = base.read_bytes()
+    (tmp_path / "link.json").symlink_to(base)
+    os.link(base, tmp_path / "hard.json")
+    for page in (base, tmp_path / "link.json", tmp_path / "." / base.name, tmp_path / "hard.json"):
+        result = run_cli("show", base, "--html", page)
+        assert result.returncode == 2, result.stdout
+        assert result.stdout == "" and result.stderr.count("\n") == 1
+        assert result.stderr.startswith(f"pytest-cudagraph: --html {page} is the report {base}, which writing the page")
+    linked = run_cli("show", tmp_path / "link.json", "--html", base)
+    assert linked.returncode == 2 and "is the report" in linked.stderr
+    assert base.read_bytes() == before
+
+
+# ----------------------------------------------------------------------------
+# small refusals: one line, exit 2
+# ----------------------------------------------------------------------------
+
+
+def test_startup_refuses_a_keep_directory_that_is_not_there_before_any_run(tmp_path):
+    (tmp_path / "a_file").write_text("")
+    cases = {
+        tmp_path / "missing": "does not exist; give an existing directory to keep the runs in",
+        tmp_path / "a_file": "is not a directory; give an existing directory to keep the runs in",
+    }
+    for keep, words in cases.items():
+        result = run_cli("startup", "test_x.py::t", "--runs", "1", "--report", tmp_path / "r.json", "--keep", keep)
+        assert result.returncode == 2, result.stdout
+        assert result.stderr == f"pytest-cudagraph: --keep {keep} {words}\n"
+        assert result.stdout == "" and not (tmp_path / "r.json").exists()
+
+
+def test_explain_takes_a_test_file_for_a_test_not_a_report(key_reports, tmp_path):
+    _, new = key_reports
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_model.py").write_text("def test_x():\n    pass\n")
+
+    def explain(*args: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "pytest_cudagraph", "explain", new.name, *args]
+        return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+
+    several = explain("tests/test_model.py")
+    assert several.returncode == 2 and several.stdout == ""
+    assert several.stderr.startswith(f"pytest-cudagraph: 'tests/test_model.py' matches 4 tests in {new.name} ("), (
+        several.stderr
+    )
+    assert several.stderr.endswith("); give more of the node id\n") and "not valid JSON" not in several.stderr
+    one = explain(f"{WARM_FILE}::test_warm_start")
+    assert one.returncode == 0, one.stderr
+    assert KEY_WARM in one.stdout and KEY_DECODE not in one.stdout

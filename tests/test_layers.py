@@ -21,6 +21,7 @@ PLUGIN = ("plugin",)
 # JSON in, text/HTML/exit code out, plus the record and report they read
 OFFLINE = (
     "compare",
+    "compare_noise",
     "key_diff",
     "key_text",
     "show",

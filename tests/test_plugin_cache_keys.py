@@ -203,3 +203,78 @@ def test_a_persistent_cache_dir_explains_a_miss_by_what_changed_since_an_earlier
         and "fxgraph miss for graph 1 of the cold pass: inductor_config[fallback_random]: False -> True" in failure
     )
     assert Path(root / "inductor").is_dir()
+
+
+HOSTILE_INDEX = """
+import torch
+
+
+def compile_and_run():
+    with torch.no_grad():  # a transpose: no kernel to build, so the compile takes no C++ compiler
+        torch.compile(lambda a: a.t())(torch.randn(4, 8))
+
+
+def test_fifo(recompiles):
+    compile_and_run()
+
+
+def test_dev_zero(recompiles):
+    compile_and_run()
+
+
+def test_deep(recompiles):
+    compile_and_run()
+
+
+def test_foreign(recompiles):
+    compile_and_run()
+"""
+
+
+@pytest.mark.slow
+def test_a_hostile_key_index_costs_no_record_and_no_hang(pytester: pytest.Pytester):
+    """A FIFO, a link to /dev/zero, 200,000-deep JSON and a directory of another uid in the index: notes, not ends."""
+    from pytest_cudagraph.cache_keys import index_directory_name
+
+    pytester.makepyfile(test_index=HOSTILE_INDEX)
+    root = pytester.path / "cache-root"
+    directories = {}
+    for name in ("test_fifo", "test_dev_zero", "test_deep", "test_foreign"):
+        directories[name] = root / "cache-keys" / index_directory_name(f"test_index.py::{name}")
+        directories[name].mkdir(mode=0o700, parents=True)
+    root.chmod(0o700)
+    (root / "cache-keys").chmod(0o700)
+    os.mkfifo(directories["test_fifo"] / "fxgraph-test-1.json")
+    os.symlink("/dev/zero", directories["test_dev_zero"] / "fxgraph-test-1.json")
+    (directories["test_deep"] / "fxgraph-test-1.json").write_text("[" * 200_000 + "]" * 200_000)
+    foreign = os.getuid() == 0  # only root can give a directory to another uid
+    if foreign:
+        os.chown(directories["test_foreign"], 12345, 12345)
+    report_path = pytester.path / "report.json"
+    result = pytester.runpytest_subprocess(
+        f"--cudagraph-cache-dir={root}",
+        f"--cudagraph-report={report_path}",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+        timeout=300,
+    )
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(passed=4)
+    assert result.ret == 0
+    tests = json.loads(report_path.read_text())["tests"]
+    notes = {name: tests[f"test_index.py::{name}"]["cache_keys"].get("note", "") for name in directories}
+    ignored = "that no run of this plugin wrote (fxgraph-test-1.json: "
+    assert f"{ignored}a FIFO (named pipe), not a regular file)" in notes["test_fifo"]
+    assert f"{ignored}a character device, not a regular file)" in notes["test_dev_zero"]
+    assert f"{ignored}not JSON: nested too deeply)" in notes["test_deep"]
+    # the bad entry was replaced by this run's key; the FIFO's name now holds a regular file
+    assert (directories["test_fifo"] / "fxgraph-test-1.json").is_file()
+    if foreign:
+        assert notes["test_foreign"] == (
+            "the key index was not used (nothing read, nothing kept for the next run): cache-key index directory "
+            f"{directories['test_foreign']} is owned by uid 12345, not by you (uid 0); compile caches hold code "
+            "that is executed on load, so use a directory you own"
+        )
+        assert not any(directories["test_foreign"].glob("*.json"))

@@ -224,10 +224,13 @@ def test_persistent_cache_dir_survives_a_kill_and_the_next_run_only_hits(pyteste
 
 
 @pytest.mark.parametrize("how", ["code", "environment"])
-def test_a_layer_the_user_turned_off_fails_the_marker_naming_that_choice(pytester: pytest.Pytester, monkeypatch, how):
-    """The probe does not turn the AOTAutograd cache back on; the marker says why no warm start can be shown.
+def test_a_layer_the_user_turned_off_is_disabled_and_the_others_are_checked(
+    pytester: pytest.Pytester, monkeypatch, how
+):
+    """The probe does not turn the AOTAutograd cache back on: the marker checks the FX-graph cache without it.
 
-    Nothing is compiled: the refusal comes before the cold pass.
+    The pass, the record, the summary and the page say the layer was disabled; a
+    warm FX-graph miss would still fail.
     """
     turn_off = "torch._functorch.config.enable_autograd_cache = False" if how == "code" else "pass"
     if how == "environment":
@@ -242,21 +245,58 @@ def test_a_layer_the_user_turned_off_fails_the_marker_naming_that_choice(pyteste
 
 
         @pytest.mark.compile_cache
-        def test_model():
-            torch.compile(lambda a: a.t())(torch.ones(2, 3))
+        def test_model(compile_cache):
+            compile_cache.record("t", torch.compile(lambda a: a.t() * 2)(torch.ones(2, 3)))
         """
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(failed=1)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--cudagraph-report=run.json")
+    result.assert_outcomes(passed=1)
     why = "(set in code)" if how == "code" else "(TORCHINDUCTOR_AUTOGRAD_CACHE=0)"
+    reason = f"torch._functorch.config.enable_autograd_cache is False {why}"
     result.stdout.fnmatch_lines(
-        [
-            "*compile_cache: @pytest.mark.compile_cache(mode='inprocess') cannot show a warm start because the compile "
-            f"caches are disabled: torch._functorch.config.enable_autograd_cache is False {why}; unset that*"
-        ]
+        [f"aot_autograd cache disabled in 1 test ({reason}; first: test_*.py::test_model): not checked there*"]
     )
+    record = json.loads((pytester.path / "run.json").read_text())["tests"]
+    entry = next(iter(record.values()))["extra"]["compile_cache"]
+    assert entry["warm"]["stats"]["disabled"] == {"aot_autograd": reason}
+    assert entry["warm"]["stats"]["fxgraph"]["hit"] >= 1 and entry["warm"]["stats"]["fxgraph"]["miss"] == 0
+    row = next(line for line in result.stdout.lines if "::test_model" in line and "passed" in line)
+    assert " off " in f"{row} "  # the aot column
+
+
+TWO_CACHE_FAILURES = """
+import pytest
+import torch
+
+
+@pytest.mark.compile_cache
+def test_a_custom_pass_bypasses(compile_cache):
+    with torch._inductor.config.patch(post_grad_custom_post_pass=lambda graph: None):
+        compile_cache.record("out", torch.compile(lambda x: x.relu() + 1)(torch.randn(8)))
+
+
+@pytest.mark.compile_cache
+def test_caches_disabled_by_config(compile_cache):
+    with torch._inductor.config.patch(force_disable_caches=True):
+        compile_cache.record("out", torch.compile(lambda x: x.sin() * 2)(torch.randn(8)))
+"""
+
+
+@pytest.mark.slow
+def test_a_failure_table_holds_its_own_tests_counts_and_names_the_setting_in_effect(pytester: pytest.Pytester):
+    """Run after a test that bypassed the cache, the disabled test's table shows its own counts, and why."""
+    pytester.makepyfile(test_two=TWO_CACHE_FAILURES)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=2)
     text = result.stdout.str()
-    assert "no hit" not in text and "Traceback" not in text
+    section = text.split("test_caches_disabled_by_config ___")[1].split("short test summary")[0].split("\n___")[0]
+    assert "force_disable_caches was True while the test compiled" in section
+    assert "compiled nothing with Inductor" not in section
+    assert "fx_graph_cache=False" not in section  # the setting in play, not a list of candidates
+    counters = ("hit", "miss", "bypass", "saved")
+    rows = [line.split() for line in section.splitlines() if line.split()[:1] == ["fxgraph"]]
+    rows = [row for row in rows if row[1] in counters]
+    assert rows and all(row[2:4] == ["0", "0"] for row in rows), rows  # nothing of the test before
 
 
 CHILD_REPORT_BODY = """

@@ -10,12 +10,15 @@ them from this module by name.
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -53,6 +56,41 @@ def rank_zero_alone_in_a_collective(rank):
         dist.all_reduce(t)
 
 
+def start_a_process_then(rank, directory, then):
+    """Start a process (it sleeps 300 s), write both ``pid start-time``, then hang, raise on rank 1, or return."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    path = os.path.join(directory, f"rank{rank.rank}.pids")
+    with open(path + ".tmp", "w") as f:
+        f.write(" ".join(f"{pid} {_start_time(pid)}" for pid in (os.getpid(), child.pid)))
+    os.replace(path + ".tmp", path)
+    if then == "return":
+        return None
+    if then == "raise" and rank.rank == 1:
+        raise ValueError("rank one is broken")
+    if rank.rank == 0:
+        while True:  # stuck in Python, never in a collective
+            pass
+    dist.all_reduce(torch.ones(1))  # blocked in C, waiting on rank 0
+
+
+class OnlyARankBuildsThis:
+    """Pickles anywhere; rebuilding it from its pickle fails (as a class the launcher cannot import does)."""
+
+    def __reduce__(self):
+        return (_refuse_to_rebuild, ("only a rank builds this",))
+
+
+def _refuse_to_rebuild(why):
+    raise RuntimeError(why)
+
+
+def returns_what_cannot_reach_the_launcher(rank):
+    dist.barrier()
+    if rank.rank == 0:
+        return OnlyARankBuildsThis()  # pickled in the rank, not rebuilt in the launcher
+    return lambda: 1  # not even pickled in the rank
+
+
 def _not_importable_by_name():  # replaced below, so the name points elsewhere
     pass
 
@@ -67,6 +105,49 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def _start_time(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks since boot), or None once it is gone or a zombie, from /proc."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    fields = text[text.rfind(b")") + 2 :].split()
+    return None if fields[0] in (b"Z", b"X") else int(fields[19])
+
+
+def _recorded_pids(directory: Path, world_size: int, limit_s: float, launcher=None) -> dict[int, int]:
+    """``{pid: start time}`` of every rank and the process it started, once each rank wrote them (bounded)."""
+    deadline = time.monotonic() + limit_s
+    paths = [directory / f"rank{rank}.pids" for rank in range(world_size)]
+    while not all(path.exists() for path in paths):
+        assert launcher is None or launcher.poll() is None, "the launcher ended before the ranks reached their bodies"
+        assert time.monotonic() < deadline, f"the ranks did not reach their bodies within {limit_s:g} s"
+        time.sleep(0.1)
+    return _pids_written(directory)
+
+
+def _pids_written(directory: Path) -> dict[int, int]:
+    numbers = [int(number) for path in sorted(directory.glob("rank*.pids")) for number in path.read_text().split()]
+    return dict(zip(numbers[::2], numbers[1::2]))
+
+
+def _still_running(pids: dict[int, int], within_s: float) -> list[int]:
+    """The processes of ``pids`` (the same processes: same start time) still running after ``within_s``."""
+    deadline = time.monotonic() + within_s
+    while True:
+        running = [pid for pid, start in pids.items() if _start_time(pid) == start]
+        if not running or time.monotonic() >= deadline:
+            return running
+        time.sleep(0.1)
+
+
+def _kill_the_same(directory: Path) -> None:
+    """SIGKILL what the ranks recorded that still runs (a failing test leaves nothing behind)."""
+    for pid in _still_running(_pids_written(directory), 0):
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
 
 
 # --------------------------------------------------------------------------
@@ -204,6 +285,79 @@ def test_a_collective_on_one_rank_only_ends_at_the_timeout_naming_where():
     assert "rank_zero_alone_in_a_collective `dist.all_reduce(t)`" in message
     assert "rank 1 had finished its body and was waiting for the other ranks" in message
     assert elapsed < 4 + 30, f"took {elapsed:.0f} s"
+
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads processes from /proc")
+
+
+@linux_only
+@pytest.mark.parametrize("then", ["raise", "return"])
+def test_stopping_the_ranks_stops_what_their_bodies_started(tmp_path, then):
+    try:
+        if then == "raise":
+            with pytest.raises(RanksFailed, match="rank 1 of 2 failed: ValueError"):
+                run_ranks(start_a_process_then, str(tmp_path), then, world_size=2, backend="gloo", timeout=60)
+        else:
+            result = run_ranks(start_a_process_then, str(tmp_path), then, world_size=2, backend="gloo", timeout=60)
+            assert result.passed
+        pids = _recorded_pids(tmp_path, 2, 0)
+        running = _still_running(pids, 5)
+        assert not running, f"still running after the run: {running} of ranks and what they started {sorted(pids)}"
+    finally:
+        _kill_the_same(tmp_path)
+
+
+LAUNCHER = """
+import sys
+sys.path.insert(0, {tests!r})
+from test_ranks import start_a_process_then
+from pytest_cudagraph.ranks import run_ranks
+run_ranks(start_a_process_then, {directory!r}, "hang", world_size=2, backend="gloo", timeout=120)
+"""
+
+
+@linux_only
+@pytest.mark.slow
+def test_a_killed_launcher_takes_its_ranks_and_what_they_started_with_it(tmp_path):
+    # rank 0 spins in Python, rank 1 waits in a collective, each with a process it started; then
+    # the launcher is SIGKILLed: it can neither stop them nor tell them to go
+    script = LAUNCHER.format(tests=str(Path(__file__).parent), directory=str(tmp_path))
+    log = open(tmp_path / "launcher.log", "wb")  # noqa: SIM115 - closed below
+    launcher = subprocess.Popen([sys.executable, "-c", script], stdout=log, stderr=log, start_new_session=True)
+    try:
+        pids = _recorded_pids(tmp_path, 2, 120, launcher)
+        launcher.kill()
+        launcher.wait(10)
+        running = _still_running(pids, 15)
+        assert not running, (
+            f"still running 15 s after the launcher was killed: {running} of ranks and what they started "
+            f"{sorted(pids)}\n{(tmp_path / 'launcher.log').read_text(errors='replace')[-3000:]}"
+        )
+    finally:
+        launcher.kill()
+        launcher.wait(10)
+        log.close()
+        with contextlib.suppress(OSError):
+            os.killpg(launcher.pid, signal.SIGKILL)  # whatever stayed in the launcher's own group
+        _kill_the_same(tmp_path)
+
+
+def test_a_value_the_launcher_cannot_rebuild_keeps_the_pass_and_says_why(capfd):
+    result = run_ranks(returns_what_cannot_reach_the_launcher, world_size=2, backend="gloo", timeout=60)
+    assert result.passed and [r.outcome for r in result.per_rank] == ["passed", "passed"]
+    assert all(r.exitcode == 0 and r.error is None for r in result.per_rank)
+    rebuilt, sent = result[0].value_error, result[1].value_error
+    assert rebuilt == (
+        "rank 0's body returned a test_ranks.OnlyARankBuildsThis, which the rank pickled but the launcher could "
+        "not rebuild (RuntimeError: only a rank builds this)"
+    )
+    assert sent.startswith("rank 1's body returned a function, which could not be sent to the launcher (")
+    assert "<lambda>" in sent
+    with pytest.raises(MisuseError, match="the ranks passed, but their values are not here") as info:
+        result.values  # noqa: B018 - the property is what is tested
+    assert rebuilt in str(info.value) and sent in str(info.value)
+    err = capfd.readouterr().err
+    assert f"[rank 0] {rebuilt}" in err and f"[rank 1] {sent}" in err
 
 
 # --------------------------------------------------------------------------

@@ -43,6 +43,8 @@ RECORDS = {
     if i % 2 == 0
 }
 DURATIONS = {nodeid: round(0.125 * (i + 1), 3) for i, nodeid in enumerate(SUITE_IDS)}
+# the suite's digest as the plugin records it (plugin/shards.py: node ids and selecting arguments)
+SUITE_DIGEST = "5e1f" * 16
 
 
 def shard_report(
@@ -56,6 +58,7 @@ def shard_report(
     exitstatus: int | None = None,
     algorithm: str = "duration_based_chunks",
     records: dict[str, Any] | None = None,
+    suite_digest: str | None = SUITE_DIGEST,
 ) -> dict[str, Any]:
     """The report the plugin writes for ``pytest --splits SPLITS --group GROUP`` that ran ``ids`` of ``suite`` tests."""
     shard = {
@@ -66,6 +69,8 @@ def shard_report(
         "selected": len(ids),
         "deselected": suite - len(ids),
     }
+    if suite_digest is not None:
+        shard["suite_digest"] = suite_digest
     facts = {
         "complete": True,
         "incomplete_reasons": [],
@@ -305,6 +310,13 @@ def _refusals() -> dict[str, tuple[list[tuple[str, dict[str, Any]]], str]]:
             "shard-3.json (group 3 of 3) was split by least_duration but shard-1.json (group 1 of 3) by "
             "duration_based_chunks",
         ),
+        "another suite": (
+            [*three_shards()[:2], ("shard-3.json", shard_report(3, 3, third, suite_digest="0bad" * 16))],
+            "shard-3.json (group 3 of 3) split another suite than shard-1.json (group 1 of 3): the node ids they "
+            "collected, or the test paths and -k/-m that selected them, differ (suite digest 0bad0bad0bad vs "
+            "5e1f5e1f5e1f), so their groups do not partition one suite; run every shard on the same checkout with the "
+            "same test arguments, and merge those reports",
+        ),
         "another -k": (
             [*three_shards()[:2], ("shard-3.json", shard_report(3, 3, third, run={"selection": {"-k": "decode"}}))],
             "shard-3.json (group 3 of 3) ran with -k 'decode' but shard-1.json (group 1 of 3) without -k or -m",
@@ -510,6 +522,7 @@ def test_three_shards_merge_into_the_records_of_the_unsplit_run(suite, capsys):
             "algorithm": "duration_based_chunks",
             "selected": 3,
             "deselected": 6,
+            "suite_digest": summary["shard"]["suite_digest"],
         }
         assert (
             f"shard {group} of 3 (pytest-split, duration_based_chunks, no durations file): "
@@ -547,7 +560,9 @@ def test_under_xdist_the_controller_knows_the_shard(suite):
         "algorithm": "duration_based_chunks",
         "selected": 3,
         "deselected": 6,
+        "suite_digest": summary["shard"]["suite_digest"],
     }
+    assert len(summary["shard"]["suite_digest"]) == 64
     # the durations of every test the workers ran reached the controller, plugin or not
     assert sorted(report["durations"]) == sorted(
         f"test_suite.py::{name}" for name in ("test_marked[3]", "test_marked[4]", "test_marked_skips")
@@ -570,3 +585,180 @@ def test_a_durations_file_written_from_a_report_splits_the_next_run(suite):
     assert shard["durations_path"] == "durations.json"
     assert (shard["selected"], shard["deselected"]) == (1, SUITE_SIZE - 1)
     assert list(load_report(suite.path / "g1.json")["durations"]) == [slow]
+
+
+# ----------------------------------------------------------------------------
+# one suite: shards of another collection are refused (summary.shard.suite_digest)
+# ----------------------------------------------------------------------------
+
+FOUR_TESTS = "\n\n".join(f"def test_{name}():\n    pass" for name in ("w", "x", "y", "z")) + "\n"
+
+
+@pytest.mark.slow
+def test_shards_of_two_suites_are_refused_by_their_digest(pytester):
+    """``pytest a --splits 2 --group 1`` and ``pytest b --splits 2 --group 2`` split two suites: half of each ran."""
+    for package in ("a", "b"):
+        pytester.mkpydir(package).joinpath(f"test_{package}.py").write_text(FOUR_TESTS)
+    for group, package in ((1, "a"), (2, "b")):
+        result = run_pytest(
+            pytester, package, "--splits", "2", "--group", str(group), f"--cudagraph-report=s{group}.json"
+        )
+        assert result.returncode == 0, result.stdout
+    shards = [load_report(pytester.path / f"s{group}.json")["summary"]["shard"] for group in (1, 2)]
+    # the counts alone cannot tell: 2 + 2 of 4 tests, no test in both
+    assert [(shard["selected"], shard["deselected"]) for shard in shards] == [(2, 2), (2, 2)]
+    assert shards[0]["suite_digest"] != shards[1]["suite_digest"]
+    merged = run_cli("merge", pytester.path / "s1.json", pytester.path / "s2.json", "-o", pytester.path / "all.json")
+    assert merged.returncode == 2, merged.stdout
+    assert merged.stderr.count("\n") == 1 and "Traceback" not in merged.stderr
+    assert f"s2.json (group 2 of 2) split another suite than {pytester.path / 's1.json'} (group 1 of 2)" in (
+        merged.stderr
+    )
+    assert "run every shard on the same checkout with the same test arguments" in merged.stderr
+    assert not (pytester.path / "all.json").exists()
+
+
+@pytest.mark.slow
+def test_one_suite_has_one_digest_however_its_paths_are_spelled_or_ordered(pytester):
+    for package in ("a", "b"):
+        pytester.mkpydir(package).joinpath(f"test_{package}.py").write_text(FOUR_TESTS)
+    # group 2 spells the paths otherwise; "reordered" is group 1 again with the arguments the other way round
+    runs = {"s1": (1, ["a", "b"]), "s2": (2, ["./a/", str(pytester.path / "b")]), "reordered": (1, ["b", "a"])}
+    for name, (group, paths) in runs.items():
+        result = run_pytest(pytester, *paths, "--splits", "2", "--group", str(group), f"--cudagraph-report={name}.json")
+        assert result.returncode == 0, result.stdout
+    digests = {load_report(pytester.path / f"{name}.json")["summary"]["shard"]["suite_digest"] for name in runs}
+    assert len(digests) == 1 and len(next(iter(digests))) == 64
+    shards = [str(pytester.path / f"{name}.json") for name in ("s1", "s2")]
+    assert cli_main(["merge", *shards, "-o", str(pytester.path / "m.json")]) == 0
+    assert load_report(pytester.path / "m.json")["summary"]["shard"]["suite_digest"] in digests
+    # -k narrows the suite: another digest (merge names the differing -k first, as before)
+    narrowed = run_pytest(
+        pytester, "a", "b", "-k", "not w", "--splits", "2", "--group", "1", "--cudagraph-report=k.json"
+    )
+    assert narrowed.returncode == 0, narrowed.stdout
+    assert load_report(pytester.path / "k.json")["summary"]["shard"]["suite_digest"] not in digests
+
+
+def test_the_node_ids_digest_does_not_depend_on_their_order():
+    from pytest_cudagraph.plugin.shards import nodeids_digest, suite_digest
+
+    ids = [f"t.py::test_{i}" for i in range(50)]
+    assert nodeids_digest(ids) == nodeids_digest(ids[::-1]) != nodeids_digest(ids[1:])
+    args = {"args": ["tests"], "-k": "", "-m": ""}
+    assert suite_digest(nodeids_digest(ids), args) != suite_digest(nodeids_digest(ids), {**args, "args": ["other"]})
+
+
+def test_a_shard_without_a_digest_is_not_compared_and_the_merged_report_keeps_the_common_one():
+    first, second, third = chunks(SUITE_IDS, 3)
+    reports = [
+        ("shard-1.json", shard_report(1, 3, first)),
+        ("shard-2.json", shard_report(2, 3, second, suite_digest=None)),  # every xdist worker crashed
+        ("shard-3.json", shard_report(3, 3, third)),
+    ]
+    assert "suite_digest" not in merge_shard_reports(reports)["summary"]["shard"]
+    assert merge_shard_reports(three_shards())["summary"]["shard"]["suite_digest"] == SUITE_DIGEST
+
+
+# ----------------------------------------------------------------------------
+# a forged or corrupted splits: work and messages bounded by what was given
+# ----------------------------------------------------------------------------
+
+
+def _limited(limit_bytes: int):
+    """preexec_fn: the child's address space capped, so that a merge that fills memory fails instead."""
+
+    def limit() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
+
+    return limit
+
+
+@pytest.mark.parametrize("splits", [10**6, 10**8, 10**12, 2**63])
+def test_a_forged_splits_is_refused_at_once_naming_the_missing_groups_as_a_range(tmp_path, splits):
+    forged = shard_report(1, splits, SUITE_IDS[:4])
+    path = write_report(tmp_path / "shard-1.json", forged)
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest_cudagraph", "merge", str(path), "-o", str(tmp_path / "all.json")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        preexec_fn=_limited(1 << 30),
+    )
+    assert result.returncode == 2, result.stderr[:500]
+    assert len(result.stderr) < 600 and result.stderr.count("\n") == 1
+    assert result.stderr.startswith(
+        f"pytest-cudagraph: merge refused: shards 2..{splits} of {splits} are missing (given: {path} (group 1)); "
+    )
+    assert f"--splits {splits} --group 2 " in result.stderr
+
+
+def test_many_gaps_are_named_a_few_and_counted():
+    splits = 10**4  # in this process: small enough that even an unbounded merge would only be slow
+    reports = [(f"s{group}.json", shard_report(group, splits, [])) for group in range(1, 200, 2)]
+    with pytest.raises(ReportError) as refused:
+        merge_shard_reports(reports)
+    message = str(refused.value)
+    assert message.startswith(f"shards 2, 4, 6, 8, 10, 12, ... ({splits - 100} in all) of {splits} are missing")
+    assert "(given: 100 shard reports, of groups 1, 3, 5, 7, 9, 11, ... (100 in all))" in message
+    assert len(message) < 400
+
+
+@pytest.mark.parametrize(
+    ("missing", "named"),
+    [([2], "shard 2 of 9 is"), ([2, 3], "shards 2 and 3 of 9 are"), ([2, 3, 4, 5, 8], "shards 2..5 and 8 of 9 are")],
+)
+def test_few_missing_groups_are_each_named(missing, named):
+    reports = [(f"s{g}.json", shard_report(g, 9, [])) for g in range(1, 10) if g not in missing]
+    with pytest.raises(ReportError, match=rf"^{named} missing"):
+        merge_shard_reports(reports)
+
+
+def test_the_success_line_of_many_shards_is_one_range(tmp_path):
+    splits = 40
+    paths = []
+    for group in range(1, splits + 1):
+        report = build_report(
+            dict(ENV_2_13),
+            {},
+            exitstatus=0,
+            run={
+                "complete": True,
+                "shard": {"group": group, "splits": splits, "selected": 1, "deselected": splits - 1},
+            },
+            durations={f"tests/test_many.py::test_{group:03d}": 0.5},
+        )
+        paths.append(write_report(tmp_path / f"s{group}.json", report))
+    result = run_cli("merge", *paths, "-o", tmp_path / "all.json")
+    assert result.returncode == 0, result.stderr
+    assert (
+        result.stdout
+        == f"wrote {tmp_path / 'all.json'}: merged from shards 1..40 of 40 (pytest-split): 40 tests selected; 0 records\n"
+    )
+    assert (
+        describe_shard({"splits": 2000, "merged": list(range(1, 2001))})
+        == "merged from shards 1..2000 of 2000 (pytest-split)"
+    )
+
+
+# ----------------------------------------------------------------------------
+# durations: a negative time is refused
+# ----------------------------------------------------------------------------
+
+
+def test_durations_refuses_a_negative_time(tmp_path):
+    forged = shard_report(1, 1, SUITE_IDS)
+    forged["durations"][SUITE_IDS[3]] = -5.0
+    path = write_report(tmp_path / "forged.json", forged)
+    result = run_cli("durations", path, "-o", tmp_path / ".test_durations")
+    assert result.returncode == 2, result.stdout
+    assert result.stderr == (
+        f"pytest-cudagraph: {path} records -5 s for {SUITE_IDS[3]} in its durations, a time below zero that no run "
+        "takes and pytest-split would split by; give a report written by --cudagraph-report, or correct that entry\n"
+    )
+    assert not (tmp_path / ".test_durations").exists()
+    old = build_report(ENV_2_13, {SUITE_IDS[0]: {"outcome": "passed", "duration_s": -0.5}}, exitstatus=0)
+    with pytest.raises(ReportError, match=r"^old.json records -0.5 s for .* in its duration_s, a time below zero"):
+        durations_from_reports([("old.json", old)])

@@ -8,8 +8,13 @@ Inductor are marked slow.
 from __future__ import annotations
 
 import io
+import os
 import re
+import signal
+import subprocess
+import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -51,6 +56,33 @@ SLEEPING_TEST = """
         time.sleep(120)
 """
 
+# leaves a mark that it ran
+MARKING_TEST = """
+    from pathlib import Path
+
+    def test_marks():
+        Path(__file__).with_name("ran").write_text("1")
+"""
+
+# passes in its first run; in every later one starts a grandchild of the benchmark, says both pids, and hangs
+HANGS_AFTER_ITS_FIRST_RUN = """
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    def test_hangs():
+        here = Path(__file__).parent
+        if os.environ.get("HANG_AT_ONCE") != "1" and not (here / "seen").exists():
+            (here / "seen").write_text("1")
+            return
+        grandchild = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+        (here / "pids.tmp").write_text(f"{os.getpid()} {grandchild.pid}")
+        (here / "pids.tmp").rename(here / "pids")
+        time.sleep(300)
+"""
+
 
 def suite(tmp_path: Path, source: str, name: str = "test_subject.py") -> Path:
     """A one-file suite of its own (its own rootdir), so the children never read this repository's conftest."""
@@ -75,8 +107,16 @@ def test_the_statistic_is_the_median_and_the_spread_max_minus_min():
     stats = Stats.of([9.0, 7.5, 8.1, None, float("nan")])
     assert (stats.median, stats.min, stats.max, stats.n) == (8.1, 7.5, 9.0, 3)
     assert stats.spread == pytest.approx(1.5)
-    assert stats.to_json() == {"median": 8.1, "min": 7.5, "max": 9.0, "spread": 1.5, "n": 3}
+    assert stats.to_json() == {"median": 8.1, "min": 7.5, "max": 9.0, "spread": 1.5, "trimmed_spread": 0.6, "n": 3}
     assert Stats.of([None]) is None
+
+
+def test_one_slow_run_widens_the_range_but_not_the_trimmed_spread():
+    # the first cold run on a fresh runner: three times as slow as the others
+    stats = Stats.of([22.2, 7.5, 7.6, 7.4, 7.5])
+    assert stats.spread == pytest.approx(14.8)
+    assert stats.trimmed_spread == pytest.approx(0.2)
+    assert Stats.of([7.5, 22.2]).trimmed_spread == pytest.approx(14.7)  # two runs: no outlier to tell
 
 
 def test_the_child_uses_the_cache_root_layout_the_plugin_sets(tmp_path):
@@ -116,6 +156,27 @@ def test_runs_below_one_is_refused(tmp_path, monkeypatch):
     code, out, err = startup(tmp_path, monkeypatch, "t.py::test_a", "--runs", "0", "--report", "out.json")
     assert code == 2 and out == ""
     assert err == "pytest-cudagraph: --runs 0: give at least 1 (3 or more, for a spread)\n"
+
+
+@pytest.mark.parametrize("timeout", ["0", "-1", "nan", "inf"])
+def test_a_timeout_that_bounds_no_run_is_refused_before_any_run(tmp_path, monkeypatch, timeout):
+    suite(tmp_path, MARKING_TEST)
+    code, out, err = startup(
+        tmp_path,
+        monkeypatch,
+        "test_subject.py::test_marks",
+        "--runs",
+        "1",
+        "--report",
+        "out.json",
+        "--timeout",
+        timeout,
+    )
+    assert (code, out) == (2, "")
+    assert err == (
+        f"pytest-cudagraph: --timeout {timeout}: give a positive, finite number of seconds for one run (default 1800)\n"
+    )
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "out.json").exists()
 
 
 def test_an_unwritable_report_is_refused_before_any_run(tmp_path, monkeypatch):
@@ -227,3 +288,97 @@ def test_a_runs_figures_come_from_its_record_phases_and_captures_added_up():
     # a test without a record (no plugin feature): the report's durations still give its duration
     name, figures, kept = figures_from_report(report, "t.py::test_b")
     assert (name, figures["duration_s"], figures["compile_s"], kept) == ("t.py::test_b", 1.0, None, {})
+
+
+# ----------------------------------------------------------------------------
+# the benchmark interrupted: Ctrl-C, SIGTERM
+# ----------------------------------------------------------------------------
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, killed and not yet reaped by init, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+
+def _interrupted_benchmark(tmp_path: Path, signum: int, hang_at_once: bool) -> tuple[int, str, str, list[int]]:
+    """Run ``pytest-cudagraph startup`` on the hanging test, send it ``signum`` while a run hangs; its result.
+
+    (exit status, stdout, stderr, the pids of the hung run and of the grandchild it started.)  Every wait is
+    bounded, and whatever still runs at the end is killed by its pid.
+    """
+    suite(tmp_path, HANGS_AFTER_ITS_FIRST_RUN)
+    (tmp_path / "tmp").mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp"), "HANG_AT_ONCE": "1" if hang_at_once else "0"}
+    command = [sys.executable, "-m", "pytest_cudagraph", "startup", "test_subject.py::test_hangs", "--runs", "2"]
+    command += ["--report", "out.json", "--timeout", "300"]
+    bench = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pids: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "pids").exists():
+            assert bench.poll() is None, bench.communicate()
+            assert time.monotonic() < deadline, "the hanging run never started"
+            time.sleep(0.1)
+        pids = [int(pid) for pid in (tmp_path / "pids").read_text().split()]
+        bench.send_signal(signum)
+        out, err = bench.communicate(timeout=60)
+        # the hung run and what it started are stopped before the benchmark exits (init reaps the grandchild)
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return bench.returncode, out, err, [pid for pid in pids if _alive(pid)]
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.communicate()
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_an_interrupted_benchmark_stops_its_run_writes_the_report_incomplete_and_cleans_up(tmp_path, signum):
+    code, out, err, running = _interrupted_benchmark(tmp_path, signum, hang_at_once=True)
+    assert running == [], "the hung run or the process it started outlived the benchmark"
+    words = "Ctrl-C (SIGINT)" if signum == signal.SIGINT else "SIGTERM"
+    sentence = f"cold run 1 of test_subject.py::test_hangs was stopped by {words} and not measured"
+    assert code == 1, err
+    assert "Traceback" not in err and err.endswith(f"pytest-cudagraph: {sentence}\n"), err
+    assert f"INTERRUPTED: {sentence}" in out and out.endswith("wrote out.json\n")
+    # nothing of the benchmark is left in the temporary directory
+    assert list((tmp_path / "tmp").iterdir()) == []
+    report = load_report(tmp_path / "out.json")
+    summary = report["summary"]
+    assert summary["complete"] is False and summary["incomplete_reasons"] == [sentence]
+    # a node id without one finished run has no record, and is listed as not run
+    assert report["tests"] == {} and summary["not_run"] == ["test_subject.py::test_hangs"]
+    assert [r.rule for r in compare_reports(report, report).regressions] == ["incomplete"]
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_a_later_run_keeps_the_runs_measured_before_it(tmp_path):
+    code, out, err, running = _interrupted_benchmark(tmp_path, signal.SIGINT, hang_at_once=False)
+    assert running == [] and code == 1 and "Traceback" not in err
+    sentence = "warm run 1 of test_subject.py::test_hangs was stopped by Ctrl-C (SIGINT) and not measured"
+    report = load_report(tmp_path / "out.json")
+    assert report["summary"]["incomplete_reasons"] == [f"{sentence}; the runs before it are kept"]
+    assert "not_run" not in report["summary"] or report["summary"]["not_run"] == []
+    section = report["tests"]["test_subject.py::test_hangs"]["startup"]
+    assert section["complete"] is False and section["interrupted"] == sentence
+    assert section["cold"]["runs"] == 1 and section["cold"]["samples"][0]["exitcode"] == 0
+    assert section["warm"]["runs"] == 0 and section["warm"]["samples"] == []
+    assert "failure" not in report["tests"]["test_subject.py::test_hangs"]  # interrupted: the test did not fail
+    assert list((tmp_path / "tmp").iterdir()) == []

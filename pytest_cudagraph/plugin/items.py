@@ -25,8 +25,9 @@ OUTCOME_KEY = pytest.StashKey[tuple]()
 STATE_SNAPSHOT_KEY = pytest.StashKey[Any]()
 # the test's cache-key capture: (cache_keys.LookupLog, the ExitStack that ends it)
 CACHE_KEYS_KEY = pytest.StashKey[tuple]()
-# the earlier runs' keys of the test's graphs (cache_keys.StoredKey per index file), read once per test
-STORED_KEYS_KEY = pytest.StashKey[dict]()
+# the earlier runs' keys of the test's graphs (cache_keys.IndexContents: a StoredKey per index file, and notes),
+# read once per test
+STORED_KEYS_KEY = pytest.StashKey[Any]()
 # this run's id in the cross-run key index and its time (one per pytest process: a run never compares with itself)
 RUN_ID_KEY = pytest.StashKey[tuple]()
 # The node id as collected: ``--dist loadgroup`` appends "@group" to it on workers,

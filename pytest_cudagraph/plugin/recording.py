@@ -179,14 +179,10 @@ def cross_run_explanations(item: pytest.Item, lookups: Any) -> list[Any]:
         return []
     from ..cache_keys import explain_across_runs
 
-    stored = item.stash.get(STORED_KEYS_KEY, None)
-    if stored is None:
-        try:
-            stored = index.load()
-        except OSError:
-            stored = {}
-        item.stash[STORED_KEYS_KEY] = stored
-    return explain_across_runs(lookups, stored, run_id(item.config)[0], probe_passes=True)
+    contents = item.stash.get(STORED_KEYS_KEY, None)
+    if contents is None:
+        contents = item.stash[STORED_KEYS_KEY] = index.read()  # never raises: a bad entry is a note
+    return explain_across_runs(lookups, contents.stored, run_id(item.config)[0], probe_passes=True)
 
 
 def _finish_cache_keys(item: pytest.Item, record: TestRecord | None) -> TestRecord | None:
@@ -199,14 +195,23 @@ def _finish_cache_keys(item: pytest.Item, record: TestRecord | None) -> TestReco
     note_version_gaps(log)
     for explanation in cross_run_explanations(item, log.lookups):
         log.annotate(explanation, replace_existing=False)  # the cold pass explains a warm miss first
+    contents = item.stash.get(STORED_KEYS_KEY, None)
+    for note in contents.notes if contents is not None else ():
+        log.add_note(note)
     index = _key_index(item)
-    if index is not None:
+    if contents is not None and contents.refused is not None:
+        log.add_note(f"the key index was not used (nothing read, nothing kept for the next run): {contents.refused}")
+    elif index is not None:
+        from ..errors import UsageProblem
+
         torch = sys.modules.get("torch")
         this_run, created = run_id(item.config)
         try:
             index.store(log.lookups, created, str(getattr(torch, "__version__", "?")), this_run)
         except OSError as exc:
             log.add_note(f"the keys were not kept for the next run ({exc.strerror or exc})")
+        except UsageProblem as exc:  # an index directory another user could write: a note, not the run's end
+            log.add_note(f"the keys were not kept for the next run: {exc}")
     record = record or record_of(item)
     record.set("cache_keys", log)
     return record

@@ -2,7 +2,8 @@
 
 - ``launch``: ``run_ranks(body, *args, world_size=, timeout=, backend=)``, the plain
   API: spawns the ranks, watches them, stops them all when one fails or time runs out;
-- ``child``: one rank's process: environment, process group, body, teardown;
+- ``child``: one rank's process: a process group of its own (with a keeper that stops it when
+  the launcher dies), environment, torch.distributed process group, body, teardown;
 - ``handle``: ``Rank``, what the body gets: rank, group, device, ``capture``, ``assert_ranks_agree``;
 - ``stacks``: where a stuck rank was, from its faulthandler dump;
 - ``results``: ``RankResult``, ``RanksResult`` (the report's ``ranks`` section), ``RanksFailed``.

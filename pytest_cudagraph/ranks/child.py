@@ -14,6 +14,18 @@ process leaves half-written:
 A rank whose body raised reports and then waits to be stopped: exiting would
 tear its connections down under the other ranks, whose stacks the launcher
 wants to read where they were, waiting on it.
+
+The rank never outlives its launcher.  It makes itself the leader of a process
+group of its own, which the processes its body starts join unless they leave
+it, so the launcher stops the whole group, not only the rank.  And it starts a
+keeper in that group: a tiny interpreter that blocks reading a pipe whose only
+writer is the launcher.  The read returns end-of-file when the launcher is gone,
+however it went (SIGKILL included), and the keeper then SIGKILLs the group.
+Being a process of its own, the keeper acts whatever the rank is doing: stuck
+in Python, holding the GIL in C, blocked in a collective.  Not
+``PR_SET_PDEATHSIG``: it fires when the *thread* that spawned the rank ends
+(not the launcher process), kills only the rank (not what its body started),
+is set only after the launcher may already have died, and is Linux-only.
 """
 
 from __future__ import annotations
@@ -23,6 +35,7 @@ import importlib
 import os
 import pickle
 import signal
+import subprocess
 import sys
 import time
 import traceback
@@ -37,6 +50,22 @@ ENTRY = "rank_main"
 # the harness's own functions, never "the user's frame" of a stack
 HARNESS_FUNCTIONS = ("rank_main", "_run", "_run_body")
 DUMP_SIGNAL = getattr(signal, "SIGUSR1", None)
+# The keeper: ``python -I -S -c KEEPER_SOURCE <fd> <group>``.  It blocks reading the launcher's
+# pipe (nobody writes to it), and at end-of-file, when the launcher is gone, SIGKILLs the rank's
+# process group, itself included.  A read that fails otherwise ends it without killing anything:
+# a healthy run is never stopped for the keeper's own trouble.  It kills only a group it is in.
+KEEPER_SOURCE = """# pytest-cudagraph: stops this rank's process group when its launcher is gone
+import os, signal, sys
+fd, group = int(sys.argv[1]), int(sys.argv[2])
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+try:
+    while os.read(fd, 4096):
+        pass
+except OSError:
+    sys.exit(0)
+if os.getpgrp() == group:
+    os.killpg(group, signal.SIGKILL)
+"""
 
 
 @dataclass(frozen=True)
@@ -52,6 +81,8 @@ class RankSpec:
     body_module: str
     body_qualname: str
     device_index: int | None
+    # the launcher's process id, read in the launcher (read in the rank, it could already be init's)
+    launcher_pid: int = 0
     env: dict[str, str] = field(default_factory=dict)
     seed: int = 0
     sizes: tuple[int, ...] | None = None
@@ -79,11 +110,23 @@ class _Reporter:
         write_whole(self.spec.path("stage"), stage.encode())
 
     def result(self, outcome: str, **fields: Any) -> None:
+        """Write the rank's result: ``(RankResult, the value's pickle or None, what the value is)``.
+
+        The value travels as a pickle of its own, so that a value the launcher cannot
+        rebuild (its class is not importable there, its ``__reduce__`` fails there)
+        costs the value, with the reason, and never the rank's result.
+        """
         value = fields.pop("value", None)
-        try:
-            pickle.dumps(value)
-        except Exception:  # a value that cannot travel: the run still passes, without it
-            value = None
+        packed = None
+        value_error = None
+        if value is not None:
+            try:
+                packed = pickle.dumps(value)
+            except Exception as exc:  # a value that cannot travel: the run still passes, without it
+                value_error = (
+                    f"rank {self.spec.rank}'s body returned {R.value_kind(value)}, which could not be sent to the "
+                    f"launcher ({R.exception_line(exc)})"
+                )
         result = R.RankResult(
             rank=self.spec.rank,
             device=_device_name(self.spec),
@@ -92,10 +135,11 @@ class _Reporter:
             duration_s=time.perf_counter() - self.started,
             placement=_placement(self.spec),
             pid=os.getpid(),
-            value=value,
+            value_error=value_error,
             **fields,
         )
-        write_whole(self.spec.path("result"), pickle.dumps(result))
+        kind = R.value_kind(value) if packed is not None else None
+        write_whole(self.spec.path("result"), pickle.dumps((result, packed, kind)))
 
 
 def _device_name(spec: RankSpec) -> str:
@@ -132,20 +176,69 @@ def _error_of(exc: BaseException, library_dirs: list[str]) -> R.RankError:
     )
 
 
-def _wait_to_be_stopped(limit_s: float) -> None:
-    """After reporting an error: wait for the launcher to stop this rank (bounded; gone if the launcher is)."""
-    parent = os.getppid()
+def _wait_to_be_stopped(limit_s: float, spec: RankSpec, launcher: Any) -> None:
+    """After reporting an error: wait for the launcher to stop this rank (bounded; gone as soon as the launcher is)."""
     deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline and os.getppid() == parent:
-        time.sleep(0.1)
+    while (left := deadline - time.monotonic()) > 0 and _launcher_alive(spec):
+        if launcher is None:
+            time.sleep(min(0.1, left))
+            continue
+        try:
+            if launcher.poll(min(0.5, left)):  # readable: end-of-file, the launcher is gone
+                break
+        except (OSError, EOFError):
+            break
     os._exit(1)
 
 
-def rank_main(spec: RankSpec, args: tuple) -> None:
-    """The spawned process: set up, run ``body(rank_handle, *args)``, report, tear down."""
+def _launcher_alive(spec: RankSpec) -> bool:
+    return not spec.launcher_pid or os.getppid() == spec.launcher_pid
+
+
+def own_process_group() -> int | None:
+    """Make this process the leader of a process group of its own; the group's id, or None where that failed."""
+    try:
+        os.setpgid(0, 0)
+    except (AttributeError, OSError):
+        return None
+    return os.getpid() if os.getpgrp() == os.getpid() else None
+
+
+def start_keeper(launcher: Any, group: int | None) -> subprocess.Popen | None:
+    """Start the keeper (``KEEPER_SOURCE``) in this rank's process group, watching the launcher's pipe.
+
+    None, with a line in the rank's log, where there is no pipe, no group of the
+    rank's own (the keeper would kill the launcher's group), or no process to be had.
+    """
+    if launcher is None or group is None:
+        if launcher is not None:
+            print("this rank could not lead a process group of its own: nothing stops it if the launcher dies")
+        return None
+    try:
+        fd = launcher.fileno()
+        return subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", KEEPER_SOURCE, str(fd), str(group)],
+            pass_fds=(fd,),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    except (OSError, ValueError) as exc:
+        print(f"this rank could not start its keeper ({exc}): nothing stops it if the launcher dies")
+        return None
+
+
+def rank_main(spec: RankSpec, args: tuple, launcher: Any = None) -> None:
+    """The spawned process: set up, run ``body(rank_handle, *args)``, report, tear down.
+
+    ``launcher`` is the read end of the launcher's pipe (a multiprocessing Connection).
+    """
+    # first of all, so that everything this rank starts is in its group
+    group = own_process_group()
     # The user's own settings win (the launcher merged them); set before torch reads any.
     os.environ.update(spec.env)
     log = _redirect_output(spec)
+    _keeper = start_keeper(launcher, group)  # held for the rank's life
     faulthandler.enable(file=log, all_threads=True)  # a crash (SIGSEGV) leaves its stack in the log
     stacks = open(spec.path("stacks"), "wb", buffering=0)  # noqa: SIM115 - faulthandler writes here on SIGUSR1
     if DUMP_SIGNAL is not None:
@@ -164,7 +257,7 @@ def rank_main(spec: RankSpec, args: tuple) -> None:
         )
         sys.stdout.flush()
         sys.stderr.flush()
-        _wait_to_be_stopped(spec.timeout_s + 60)
+        _wait_to_be_stopped(spec.timeout_s + 60, spec, launcher)
 
 
 def _run(spec: RankSpec, args: tuple, reporter: _Reporter) -> None:

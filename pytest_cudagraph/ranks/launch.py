@@ -11,6 +11,12 @@ torch.multiprocessing's spawn context, and watches them:
 - when ``timeout`` seconds have passed since the start, whatever is still running
   is dumped and stopped, and the message says where each rank was waiting.
 
+Stopping a rank stops its process group (each rank leads one: ``ranks/child.py``),
+so what its body started goes too, and once every rank is gone the groups get
+SIGKILL.  The launcher also holds the only write end of a pipe each rank's
+keeper reads: when the launcher dies, SIGKILL included, the pipe reads
+end-of-file and the keepers SIGKILL their groups, so no rank outlives it.
+
 Why spawn and not fork: a forked child inherits the parent's CUDA context and
 threads (NCCL, Inductor's compile workers), which CUDA does not support; spawn
 starts a fresh interpreter that imports the body by name, so the body must be a
@@ -243,6 +249,10 @@ def run_ranks(
     timeout_s = float(timeout)
     context = torch_mp.get_context("spawn")
     store, port = _compat.rendezvous_store_server()
+    # The ranks' keepers read ``watched``; only this process holds ``watching``, so they read
+    # end-of-file when it is gone, however it went (the ranks never get the write end: spawn
+    # passes a child only the descriptors it names).
+    watched, watching = context.Pipe(duplex=False)
     with tempfile.TemporaryDirectory(prefix="cudagraph-ranks-") as directory:
         specs = [
             RankSpec(
@@ -255,6 +265,7 @@ def run_ranks(
                 body_module=module,
                 body_qualname=qualname,
                 device_index=placed[rank],
+                launcher_pid=os.getpid(),
                 env=rank_environment(env),
                 seed=seed,
                 sizes=tuple(sizes) if sizes else None,
@@ -266,13 +277,20 @@ def run_ranks(
         watch = _Watch(specs, timeout_s)
         try:
             for spec in specs:
-                process = context.Process(target=rank_main, args=(spec, args), name=f"cudagraph-rank-{spec.rank}")
+                process = context.Process(
+                    target=rank_main, args=(spec, args, watched), name=f"cudagraph-rank-{spec.rank}"
+                )
                 process.start()
                 watch.processes.append(process)
+            watched.close()
             result = watch.run()
         finally:
-            watch.stop_all()
-            del store
+            try:
+                watch.stop_all()
+            finally:
+                watched.close()
+                watching.close()  # a keeper still there (none should be) now stops its group
+                del store
         watch.echo_output()
     if not result.passed:
         raise R.RanksFailed(result)
@@ -295,6 +313,7 @@ class _Watch:
         self.waiting_at: dict[int, str | None] = {}
         self.alive_at_end: set[int] = set()
         self.bodies_started = False
+        self.stopped = False
         self.library_dirs = default_library_dirs()
 
     # -- reading what the ranks wrote ---------------------------------------------
@@ -305,11 +324,31 @@ class _Watch:
         if not path.exists():
             return None
         try:
-            result = pickle.loads(path.read_bytes())
-        except Exception:  # renamed into place, so whole; a rank's value from a module we cannot import
+            # renamed into place, so whole; plain data the harness defined, so it loads here
+            result, packed, kind = pickle.loads(path.read_bytes())
+        except Exception:
             return None
+        if packed is not None:
+            result = self._rebuild_value(result, packed, kind)
         self.reported[rank] = result
         return result
+
+    @staticmethod
+    def _rebuild_value(result: R.RankResult, packed: bytes, kind: str | None) -> R.RankResult:
+        """The rank's result with the value its body returned, or with why that value cannot be rebuilt here."""
+        try:
+            value = pickle.loads(packed)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # the user's own __reduce__ runs here: whatever it raises, the rank passed
+            return R.with_outcome(
+                result,
+                value_error=(
+                    f"rank {result.rank}'s body returned {kind or 'a value'}, which the rank pickled but the "
+                    f"launcher could not rebuild ({R.exception_line(exc)})"
+                ),
+            )
+        return R.with_outcome(result, value=value)
 
     def _stage(self, rank: int) -> str | None:
         try:
@@ -469,26 +508,80 @@ class _Watch:
             self.waiting_at[rank] = describe_waiting(frames, self.library_dirs, HARNESS_FUNCTIONS)
 
     def stop_all(self) -> None:
-        """SIGTERM every live rank, SIGKILL whoever is left after the grace period; never waits unbounded."""
-        live = [process for process in self.processes if process.is_alive()]
-        for process in live:
-            with contextlib.suppress(OSError):
-                process.terminate()
+        """Stop every rank's process group: SIGTERM, then SIGKILL after the grace period; never waits unbounded.
+
+        The group is the rank, what its body started (unless it left the group) and
+        its keeper, so the groups of ranks that already exited are signalled too.
+        The grace period ends early once no rank and no member of their groups is
+        running (zombies aside).
+        """
+        if not self.processes or self.stopped:
+            return  # stopped once already: signalling the groups again could reach a reused process id
+        for process in self.processes:
+            _signal_rank(process, signal.SIGTERM)
         until = time.monotonic() + TERMINATE_GRACE_S
-        for process in live:
-            process.join(max(0.0, until - time.monotonic()))
-        for process in live:
+        groups = {process.pid for process in self.processes if process.pid is not None}
+        while time.monotonic() < until:
+            if not any(process.is_alive() for process in self.processes) and not running_in_groups(groups):
+                break
+            time.sleep(POLL_S)
+        for process in self.processes:
+            _signal_rank(process, getattr(signal, "SIGKILL", signal.SIGTERM))
+        for process in self.processes:
             if process.is_alive():
-                with contextlib.suppress(OSError):
-                    process.kill()
                 process.join(5.0)
+        self.stopped = True
 
     def echo_output(self) -> None:
-        """Each rank's stdout and stderr, prefixed with its rank, on this process's stderr (pytest captures it)."""
+        """Each rank's stdout and stderr, prefixed with its rank, on this process's stderr (pytest captures it).
+
+        Then, per rank, why the value its body returned is missing, where it is.
+        """
         for rank in range(len(self.specs)):
             text = self._output(rank)
+            reported = self.reported.get(rank)
+            if reported is not None and reported.value_error:
+                text += ("" if not text or text.endswith("\n") else "\n") + reported.value_error + "\n"
             if text.strip():
                 prefix = f"[rank {rank}] "
                 sys.stderr.write("".join(prefix + line for line in text.splitlines(keepends=True)))
                 if not text.endswith("\n"):
                     sys.stderr.write("\n")
+
+
+def _signal_rank(process: Any, signum: int) -> None:
+    """Send ``signum`` to the rank's process group; to the rank alone where it leads none (not yet, or it failed)."""
+    pid = process.pid
+    if pid is None:
+        return
+    if hasattr(os, "killpg") and pid != os.getpgrp():
+        # While the rank's keeper lives the group id stays taken, so it cannot name another group.
+        try:
+            os.killpg(pid, signum)
+            return
+        except OSError:
+            pass  # no such group: the rank has not made it yet, or every member is gone
+    if process.exitcode is None:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signum)
+
+
+def running_in_groups(groups: set[int]) -> set[int]:
+    """The processes of these process groups that are still running (not zombies), from /proc; empty without it."""
+    found: set[int] = set()
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as stat:
+                text = stat.read()
+        except OSError:
+            continue
+        fields = text[text.rfind(b")") + 2 :].split()
+        if len(fields) > 2 and fields[0] not in (b"Z", b"X") and int(fields[2]) in groups:
+            found.add(int(name))
+    return found

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..errors import InvariantViolation
+from ..errors import InvariantViolation, MisuseError
 from ..record import merge_graph_sets
 
 # A rank's outcome: its body returned and the process exited cleanly; its body raised; the run's
@@ -52,7 +52,10 @@ class RankResult:
     ``graph_sets`` are the report entries (``GraphSetResult.to_json()``) of every
     GraphSet the rank captured through its handle; ``waiting_at`` is where the
     harness found the rank when it stopped it (from a faulthandler dump);
-    ``value`` is what the body returned (when it could be pickled).
+    ``value`` is what the body returned; ``value_error`` says why it is None when
+    the body returned something that did not reach the launcher (it could not be
+    pickled in the rank, or not rebuilt in the launcher).  Either way the rank's
+    outcome stands: the body passed, its value is what is missing.
     """
 
     rank: int
@@ -72,6 +75,7 @@ class RankResult:
     value: Any = None
     # the tail of the rank's own stdout and stderr
     output: str = ""
+    value_error: str | None = None
 
     @property
     def graphs(self) -> dict[str, Any] | None:
@@ -132,7 +136,17 @@ class RanksResult:
 
     @property
     def values(self) -> list[Any]:
-        """What each rank's body returned, by rank."""
+        """What each rank's body returned, by rank.
+
+        MisuseError, naming the rank and why, when a body returned a value that
+        did not reach the launcher (the run itself still passed).
+        """
+        missing = [rank.value_error for rank in self.per_rank if rank.value_error]
+        if missing:
+            raise MisuseError(
+                "; ".join(missing) + "; the ranks passed, but their values are not here: return plain values "
+                "(numbers, strings, lists, dicts, tensors) or objects of classes the launcher imports by the same name"
+            )
         return [rank.value for rank in self.per_rank]
 
     def __getitem__(self, rank: int) -> RankResult:
@@ -288,3 +302,15 @@ def _indent(text: str) -> str:
 
 def with_outcome(rank: RankResult, **changes: Any) -> RankResult:
     return replace(rank, **changes)
+
+
+def value_kind(value: Any) -> str:
+    """What a body returned, for a message: ``a mymodule.Thing``, ``a function``."""
+    kind = type(value)
+    return f"a {kind.__qualname__}" if kind.__module__ == "builtins" else f"a {kind.__module__}.{kind.__qualname__}"
+
+
+def exception_line(exc: BaseException) -> str:
+    """``Type: message``, on one line and clipped."""
+    text = " ".join(str(exc).split())
+    return _clip(f"{type(exc).__name__}: {text}" if text else type(exc).__name__, 300)
