@@ -75,13 +75,16 @@ def test_layernorm_mlp(cudagraphs):
 NAMES = ("test_mlp_8_blocks", "test_mlp_4_blocks_512", "test_gelu_layer", "test_layernorm_mlp")
 
 
-def run_tests(directory: Path, order: list[str], report: Path, width: int = 1024) -> None:
+def run_tests(directory: Path, order: list[str], report: Path, width: int = 1024, may_fail: bool = False) -> None:
     env = {**os.environ, "GRAPH_MEMORY_WIDTH": str(width)}
     ids = [f"test_graph_memory.py::{name}" for name in order]
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *ids]
     command += ["--cudagraph", "--cudagraph-require-gpu", f"--cudagraph-report={report}"]
     done = subprocess.run(command, cwd=directory, env=env, capture_output=True, text=True, timeout=600, check=False)
-    if done.returncode != 0:
+    if done.returncode != 0 and may_fail and report.exists():
+        failed = [line for line in done.stdout.splitlines() if line.startswith("FAILED")]
+        print(f"(the wider run failed a test, its report kept: {'; '.join(failed)})")
+    elif done.returncode != 0:
         raise SystemExit(f"the run of {' '.join(order)} failed (exit {done.returncode}):\n{done.stdout[-3000:]}")
 
 
@@ -116,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"pair {pair + 1} ({first}): compare exit {code}: {text}")
             ok = ok and code == 0
         grown = directory / "grown.json"
-        run_tests(directory, list(NAMES), grown, width=1536)
+        run_tests(directory, list(NAMES), grown, width=1536, may_fail=True)
         code, text = compare(reports[0][0], grown)
         print(f"the 8-block MLP 1.5 times as wide: compare exit {code}: {text}")
         ok = ok and code == 1
