@@ -1175,23 +1175,33 @@ class GraphSet:
         self._result = result
         # What comes back is what the set held: read the device before and after the
         # graphs go, each time with the allocator's cached blocks given back first.
+        # A reading that fails (a sticky CUDA error) costs the figure, never the release
+        # or the record.
         before = self._settled_reading()
-        for captured in self.graphs.values():
-            captured.release()
-        self.graphs.clear()
-        # released pools are only "freeable": give their segments back to the device
-        after = self._settled_reading()
-        if self.cost is not None:
-            self.cost = self.cost.released(release_reading(self.device, before, after))
-            result = self._result = replace(result, cost=self.cost)
-        if self.record is not None and result.captured:
-            self.record.add_graph_set(result)
+        try:
+            for captured in self.graphs.values():
+                captured.release()
+            self.graphs.clear()
+        finally:
+            # released pools are only "freeable": give their segments back to the device
+            after = self._settled_reading() if before is not None else None
+            if self.cost is not None and after is not None:
+                self.cost = self.cost.released(release_reading(self.device, before, after))
+                result = self._result = replace(result, cost=self.cost)
+            if self.record is not None and result.captured:
+                self.record.add_graph_set(result)
 
-    def _settled_reading(self) -> tuple[int, int]:
-        """``(free, reserved)`` once the device is idle and the allocator's cached blocks are given back."""
-        torch.cuda.synchronize(self.device)
-        torch.cuda.empty_cache()
-        return _compat.device_memory_reading(self.device)
+    def _settled_reading(self) -> tuple[int, int] | None:
+        """``(free, reserved)`` once the device is idle and the allocator's cached blocks are given back.
+
+        None when the device cannot be read (an earlier CUDA error the synchronize reports).
+        """
+        try:
+            torch.cuda.synchronize(self.device)
+            torch.cuda.empty_cache()
+            return _compat.device_memory_reading(self.device)
+        except RuntimeError:
+            return None
 
     def _require_open(self) -> None:
         __tracebackhide__ = True

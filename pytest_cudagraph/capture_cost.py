@@ -397,7 +397,8 @@ class OutsideCheck:
 
     @property
     def behind_allocator_bytes(self) -> int | None:
-        return self.figure
+        """The captures' memory behind the allocator (for ``FirstUseCheck`` too; its bound reads ``figure``)."""
+        return self.cost.behind_allocator_bytes
 
     @property
     def passed(self) -> bool | None:

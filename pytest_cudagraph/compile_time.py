@@ -238,9 +238,13 @@ class CompileTimeWatch:
         if tap is None:
             return self.result
         records, notes = tap.stop()
-        for one in records:
-            for layer, why in (one.get("caches_off") or {}).items():
-                self.caches_off.setdefault(layer, why)
+        # a layer is off for the block only where every frame compiled with it off: one helper
+        # compiled under a patch does not make the model's own lookups unchecked
+        compiled = [one for one in records if not one.get("is_runtime")]
+        if compiled:
+            for layer, why in (compiled[0].get("caches_off") or {}).items():
+                if all(layer in (one.get("caches_off") or {}) for one in compiled):
+                    self.caches_off[layer] = why
         # a block that compiled nothing before torch's compiler was loaded need not load it
         missing = compat.compile_metric_columns_missing() if records else ()
         self._result = compile_time_from_records(records, missing, notes)

@@ -358,8 +358,9 @@ def legend_lines(rows: list[list[str]]) -> list[str]:
         parts.append("pool / largest: the shared pool and the largest graph alone, 1.43x = (pool - cuBLAS) / largest")
     if any(cell.endswith(" outside") for cell in pools):
         parts.append(
-            "outside: device memory the graphs hold behind PyTorch's allocator (the instantiated graphs, a "
-            "library's cudaMalloc while capturing; first use apart); ? when other processes shared the GPU"
+            "outside: device memory behind PyTorch's allocator that the graphs held (what their release gave "
+            "back; where no release was read, what the captures took), first use apart; ? when other "
+            "processes shared the GPU"
         )
     if any("->" in row[column["compile"]] for row in rows):
         parts.append("compile: torch.compile seconds (Dynamo, AOTAutograd, Inductor), cold -> warm where both ran")

@@ -144,3 +144,23 @@ def test_report_has_the_section_of_a_watched_block(pytester: pytest.Pytester):
 def test_report_has_the_section_of_every_plugin_test(pytester: pytest.Pytester):
     section = _run(pytester)["test_ct.py::test_marked"]["compile_time"]
     assert section["total_s"] > 0 and section["frames"][0]["function"] == "f (test_ct.py:4)"
+
+
+def test_a_cache_setting_patched_in_the_block_is_seen_only_where_every_frame_had_it():
+    import torch
+
+    from pytest_cudagraph.compile_time import watch_compile_time
+
+    torch._dynamo.reset()
+    with watch_compile_time(report=False) as watch:
+        with torch._inductor.config.patch(force_disable_caches=True):
+            torch.compile(lambda x: x.cos() + 1, backend="eager")(torch.randn(4))
+    assert set(watch.caches_off) == {"fxgraph", "aot_autograd"}
+    assert "force_disable_caches was True while the test compiled" in watch.caches_off["fxgraph"]
+    torch._dynamo.reset()
+    # one helper compiled under the patch does not mark the model's own compile unchecked
+    with watch_compile_time(report=False) as watch:
+        with torch._inductor.config.patch(force_disable_caches=True):
+            torch.compile(lambda x: x.cos() + 2, backend="eager")(torch.randn(4))
+        torch.compile(lambda x: x.sin() + 3, backend="eager")(torch.randn(4))
+    assert watch.caches_off == {}

@@ -21,6 +21,8 @@ The modules, by subject (every name is re-exported here, so
   to a child interpreter, every cache lookup's key and components;
 - ``compile_metrics``: torch's compilation metrics, one record per compiled frame with
   the time of each phase (Dynamo, AOTAutograd, Inductor, kernel compiles, cache savings);
+- ``instructions``: callgrind's collection toggled around every frame compile
+  (``pytest-cudagraph startup --instructions``);
 - ``cuda``: device presence and count, allocator snapshots and pools, cuBLAS
   workspaces, non-owning aliases of pool memory;
 - ``fx``: op overload names, custom ops, the dispatch-mode base class, pytree;
@@ -146,6 +148,7 @@ from .inductor import (
     load_cudagraph_trees,
     watch_cudagraph_recordings,
 )
+from .instructions import count_compile_instructions
 from .pytest_xdist import (
     pyfunc_argnames,
     pytest_log_handlers,
@@ -165,6 +168,7 @@ __all__ = [
     "COMPILE_METRIC_CAPABILITIES",
     "CompilationMetricsTap",
     "compile_metric_columns_missing",
+    "count_compile_instructions",
     "TORCH_TRACE_LOGGER",
     "pytest_log_handlers",
     "CACHE_KEY_CONFIG_MODULES",

@@ -75,9 +75,7 @@ def test_fixture_marker_defaults_and_report(pytester):
     assert 0 < graphs["warmup_s"] < graphs["capture_s"]
     assert sum(row["pool_bytes"] for row in graphs["per_size"]) == graphs["pool_bytes"]
     assert isinstance(graphs["behind_allocator_bytes"], int) and "outside_unreliable" not in graphs
-    result.stdout.fnmatch_lines(
-        ["*test_user.py::test_good*passed*outside*", "*outside: device memory the graphs hold*"]
-    )
+    result.stdout.fnmatch_lines(["*test_user.py::test_good*passed*outside*", "*outside: device memory behind PyTorch*"])
     assert tests["test_user.py::test_wrong_reference"]["outcome"] == "failed"
     assert tests["test_user.py::test_sync_in_capture"]["outcome"] == "failed"
     assert tests["test_user.py::test_rng_after_failure"]["graphs"]["sizes"] == [3]
