@@ -48,6 +48,7 @@ from .compare import (
     run_completeness,
 )
 from .errors import ReportError
+from .instructions import DEFAULT_INSTRUCTIONS_THRESHOLD
 from .report import collector_paused, load_report, write_text_atomically
 from .startup_bench import DEFAULT_TIMEOUT_S as STARTUP_TIMEOUT_S
 from .text import MIB, clip, count_noun, terminal_safe
@@ -163,6 +164,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="MIB",
         help=f"graph-memory: growth in MiB always tolerated (default {DEFAULT_MEMORY_FLOOR_BYTES / MIB:g})",
     )
+    compare.add_argument(
+        "--instructions-threshold",
+        type=_percent,
+        default=DEFAULT_INSTRUCTIONS_THRESHOLD,
+        metavar="PCT",
+        help="compile-instructions, and an expected-values BASE.csv without margins of its own: growth in percent "
+        f"of a cold or warm compile's instructions that counts (default {DEFAULT_INSTRUCTIONS_THRESHOLD * 100:g})",
+    )
     compare.add_argument("--timings", action="store_true", help="also show duration_s and capture_s changes")
     compare.add_argument(
         "-v",
@@ -247,6 +256,26 @@ def build_parser() -> argparse.ArgumentParser:
     startup.add_argument(
         "--keep", metavar="DIR", help="keep the runs' caches, reports and logs in a new directory under DIR"
     )
+    startup.add_argument(
+        "--instructions",
+        action="store_true",
+        help="run each run under callgrind (valgrind) and count the instructions torch.compile executes, "
+        "collecting only while a frame compiles; compare reads them with --fail-on compile-instructions",
+    )
+    startup.add_argument(
+        "--write-expected",
+        metavar="FILE.csv",
+        help="with --instructions: also write the counts as an expected-values file to commit; "
+        "compare FILE.csv NEW.json checks a later run against it",
+    )
+    startup.add_argument(
+        "--instructions-margin",
+        type=_percent,
+        default=DEFAULT_INSTRUCTIONS_THRESHOLD,
+        metavar="PCT",
+        help="the noise margin --write-expected writes for each count "
+        f"(default {DEFAULT_INSTRUCTIONS_THRESHOLD * 100:g})",
+    )
     return parser
 
 
@@ -285,6 +314,8 @@ def _compare(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         rules = parse_rules(args.fail_on)
     except ValueError as exc:
         return _fail(str(exc), stderr)
+    if str(args.base).endswith(".csv"):  # an expected-values file, as startup --write-expected writes it
+        return _compare_expected(args, stdout, stderr)
     try:
         base = load_report(args.base)
         new = load_report(args.new)
@@ -304,12 +335,33 @@ def _compare(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         time_floor=args.time_floor,
         memory_threshold=args.memory_threshold,
         memory_floor=args.memory_floor,
+        instructions_threshold=args.instructions_threshold,
     )
     if args.json:
         _write(stdout, json.dumps(comparison.to_json(), indent=2, default=str) + "\n")
     else:
         _write(stdout, comparison.format_text(verbose=args.verbose) + "\n")
     return EXIT_REGRESSION if comparison.regressed else EXIT_OK
+
+
+def _compare_expected(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    """``compare EXPECTED.csv NEW.json``: each expected compile-instruction count against the report's."""
+    from .instructions import check_expected, read_expected
+
+    try:
+        rows = read_expected(args.base)
+        new = load_report(args.new)
+    except ReportError as exc:
+        return _fail(str(exc), stderr)
+    lines, failed = check_expected(rows, new)
+    summary = new.get("summary") if isinstance(new.get("summary"), dict) else {}
+    if summary.get("complete") is False:
+        lines.append(f"INCOMPLETE: {args.new} is the record of a run that did not run to its end")
+        failed = True
+    verdict = "REGRESSION" if failed else "no regression"
+    lines.append(f"{verdict}: {len(rows)} expected instruction counts checked against {Path(args.new).name}")
+    _write(stdout, "\n".join(lines) + "\n")
+    return EXIT_REGRESSION if failed else EXIT_OK
 
 
 class _BadTest(Exception):
@@ -535,6 +587,13 @@ def _startup(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         return _fail(f"--keep {args.keep} {what}; give an existing directory to keep the runs in", stderr)
     if args.keep and not os.access(args.keep, os.W_OK | os.X_OK):
         return _fail(f"--keep {args.keep} is not writable; give a directory you can write to", stderr)
+    if args.write_expected and not args.instructions:
+        return _fail("--write-expected needs --instructions: it writes the instruction counts", stderr)
+    if args.instructions:
+        from .instructions import valgrind_missing
+
+        if valgrind_missing() is not None:
+            return _fail(valgrind_missing(), stderr)
     problem = check_report_path_writable(args.report)
     if problem is not None:  # worded for the plugin's option
         return _fail(problem.replace(f"--cudagraph-report={args.report}", f"--report {args.report}"), stderr)
@@ -545,12 +604,22 @@ def _startup(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         timeout=args.timeout,
         keep=Path(args.keep) if args.keep else None,
         progress=lambda line: _write(stderr, line + "\n"),
+        instructions=args.instructions,
     )
     out = Path(args.report)
+    report = result.to_report()
     try:
-        write_report(out, result.to_report())
+        write_report(out, report)
+        if args.write_expected and not result.complete:
+            _write(stderr, f"pytest-cudagraph: {args.write_expected} not written: the runs are incomplete\n")
+        elif args.write_expected:
+            from .instructions import expected_rows, expected_text
+
+            write_text_atomically(
+                Path(args.write_expected), expected_text(expected_rows(report, args.instructions_margin))
+            )
     except OSError as exc:
-        return _fail(_cannot_write(out, exc), stderr)
+        return _fail(_cannot_write(Path(args.write_expected or out), exc), stderr)
     _write(stdout, "\n".join([*result.table_lines(), f"wrote {out}"]) + "\n")
     for error in result.errors:
         _write(stderr, f"pytest-cudagraph: {error}\n")

@@ -91,6 +91,7 @@ from .compare_noise import (
     unpaired_set_notes,
     within_noise,
 )
+from .instructions import DEFAULT_INSTRUCTIONS_THRESHOLD
 from .key_diff import ReportKeyDiff, TestKeyDiff, diff_reports, records_cache_keys
 from .key_text import compare_lines, explain_command, run_wide_lines
 from .report import INCOMPLETE_EXIT_STATUSES, OUTSIDE_DEVICE_FIGURES, as_int, limit_hit_count
@@ -101,7 +102,7 @@ COMPARISON_SCHEMA = "pytest-cudagraph-compare/1"
 DEFAULT_RULES = ("outcome", "recompiles", "recompile-limit", "cache-miss", "graphs", "pool", "numerics")
 # the costs: noise-aware time rules on startup reports, and graph memory beyond the pool
 TIME_RULES = ("compile-time", "capture-time", "startup-time")
-COST_RULES = (*TIME_RULES, "graph-memory")
+COST_RULES = (*TIME_RULES, "graph-memory", "compile-instructions")
 OPTIONAL_RULES = ("graph-breaks", "vanished", *COST_RULES)
 ALL_RULES = DEFAULT_RULES + OPTIONAL_RULES
 
@@ -129,6 +130,8 @@ _TABLE_SECTIONS = ("recompiles", "caches", "graphs", "piecewise", "reduce_overhe
 # Per-size or per-set detail: summarised elsewhere, too long for a table row each.
 _TABLE_SKIP_KEYS = frozenset(
     {
+        # counted instructions: the compile-instructions rule's rows, its medians where it fires
+        "compile_instructions",
         "sets",
         "graph_bytes",
         "reasons",
@@ -509,6 +512,7 @@ def compare_reports(
     time_floor: float = DEFAULT_TIME_FLOOR_S,
     memory_threshold: float = DEFAULT_MEMORY_THRESHOLD,
     memory_floor: float = DEFAULT_MEMORY_FLOOR_BYTES,
+    instructions_threshold: float = DEFAULT_INSTRUCTIONS_THRESHOLD,
 ) -> Comparison:
     """Compare two validated reports (``load_report`` output, or ``build_report`` for a live run).
 
@@ -518,11 +522,19 @@ def compare_reports(
     ``sources``: the reports' paths as the user gave them, for the ``explain``
     command the text suggests (default: the labels).  ``time_threshold`` and
     ``time_floor`` (seconds) are the time rules' limits, ``memory_threshold`` and
-    ``memory_floor`` (bytes) graph-memory's (see the module docstring).
+    ``memory_floor`` (bytes) graph-memory's, ``instructions_threshold``
+    compile-instructions' (see the module docstring).
     """
     selected = parse_rules(rules)
     limits = _Limits(
-        pool_threshold, numerics_growth, numerics_floor, time_threshold, time_floor, memory_threshold, memory_floor
+        pool_threshold,
+        numerics_growth,
+        numerics_floor,
+        time_threshold,
+        time_floor,
+        memory_threshold,
+        memory_floor,
+        instructions_threshold,
     )
 
     env_changes, env_same = _env_diff(_mapping(base.get("env")), _mapping(new.get("env")))
@@ -567,12 +579,15 @@ def compare_reports(
             "time_floor_s": time_floor,
             "memory_threshold": memory_threshold,
             "memory_floor_bytes": memory_floor,
+            "instructions_threshold": instructions_threshold,
         },
         base_run=base_run,
         new_run=new_run,
         cache_keys=keys,
         sources=sources,
-        rule_notes=_time_rule_notes(selected, tests) + _memory_rule_notes(selected, base_tests, new_tests, both),
+        rule_notes=_time_rule_notes(selected, tests)
+        + _memory_rule_notes(selected, base_tests, new_tests, both)
+        + _instruction_rule_notes(selected, tests),
     )
 
 
@@ -602,6 +617,7 @@ class _Limits:
     time_floor: float = DEFAULT_TIME_FLOOR_S
     memory_threshold: float = DEFAULT_MEMORY_THRESHOLD
     memory_floor: float = DEFAULT_MEMORY_FLOOR_BYTES
+    instructions_threshold: float = DEFAULT_INSTRUCTIONS_THRESHOLD
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -693,6 +709,7 @@ def _compare_test(
         _graph_rules({**base, "graphs": {}}, {**new, "graphs": {}}, limits, flag)
         _memory_rule({**base, "graphs": {}}, {**new, "graphs": {}}, limits, flag)
     rows, time_checks = _time_rules(base, new, rules, limits, flag)
+    rows += _instruction_rule(base, new, limits, flag, time_checks)
     rule_of: dict[str, str] = {}
     for regression, metrics in regressions:
         for metric in metrics:
@@ -875,6 +892,44 @@ def noisy_growth(base: Mapping[str, Any], new: Mapping[str, Any], threshold: flo
     spreads = _noise_spread(base) + _noise_spread(new)
     allowed = max(threshold * b, floor, spreads)
     return NoisyGrowth(n - b, allowed, n - b > allowed)
+
+
+def _instruction_rule(
+    base: Mapping[str, Any], new: Mapping[str, Any], limits: _Limits, flag: _Flag, checks: dict[str, str]
+) -> list[tuple[str, Any, Any]]:
+    """compile-instructions: a cold or warm median of callgrind's compile count grew past the threshold.
+
+    Instructions are deterministic enough that one run per kind is a measurement:
+    no spread is needed, only a margin (PyTorch keeps 1.5-2.5 % for its own).
+    """
+    rows: list[tuple[str, Any, Any]] = []
+    base_startup, new_startup = _mapping(base.get("startup")), _mapping(new.get("startup"))
+    for kind in _STARTUP_PASSES:
+        b = number(_mapping(_mapping(base_startup.get(kind)).get("compile_instructions")).get("median"), finite=True)
+        n = number(_mapping(_mapping(new_startup.get(kind)).get("compile_instructions")).get("median"), finite=True)
+        if b is None or n is None:
+            continue
+        checks["compile-instructions"] = "checked"
+        metric = f"startup.{kind}.compile_instructions.median"
+        rows.append((metric, b, n))
+        if b > 0 and (n - b) / b > limits.instructions_threshold:
+            flag(
+                "compile-instructions",
+                f"{kind} compile {b:,.0f} -> {n:,.0f} instructions ({(n - b) / b:+.2%}, threshold "
+                f"{limits.instructions_threshold:.1%})",
+                metric,
+            )
+    return rows
+
+
+def _instruction_rule_notes(selected: tuple[str, ...], tests: Iterable[TestComparison]) -> tuple[str, ...]:
+    """Why compile-instructions checked nothing, where it is selected."""
+    if "compile-instructions" not in selected or any(t.time_checks.get("compile-instructions") for t in tests):
+        return ()
+    return (
+        "compile-instructions: not checked, no test in both reports has instruction counts; measure with "
+        "pytest-cudagraph startup --instructions",
+    )
 
 
 def _noise_spread(stats: Mapping[str, Any]) -> float:

@@ -64,6 +64,10 @@ def environment_set(changes: Mapping[str, str | None]) -> Iterator[None]:
 # starts); never passed on to a child of a child.  Here, in a module the plugin
 # loads in every run, so that a child pytest knows it is one without importing torch.
 CHILD_PASS_ENV = "PYTEST_CUDAGRAPH_CACHE_PASS"
+# Set by ``pytest-cudagraph startup --instructions`` in the environment of each run it
+# starts under callgrind: the plugin then toggles callgrind's collection around every
+# frame compile (``_compat.count_compile_instructions``).
+INSTRUCTIONS_ENV = "PYTEST_CUDAGRAPH_COUNT_COMPILE_INSTRUCTIONS"
 
 
 def environment_snapshot(prefixes: tuple[str, ...]) -> dict[str, str]:

@@ -22,16 +22,14 @@ Reads files and runs nothing itself; never imports torch.
 
 from __future__ import annotations
 
-import csv
-import io
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .envvars import INSTRUCTIONS_ENV
 from .errors import ReportError
-from .text import number
 
 __all__ = [
     "DEFAULT_INSTRUCTIONS_THRESHOLD",
@@ -39,6 +37,7 @@ __all__ = [
     "INSTRUCTIONS_ENV",
     "INSTRUCTIONS_NOTE",
     "ExpectedCount",
+    "expected_text",
     "callgrind_command",
     "callgrind_total",
     "check_expected",
@@ -47,8 +46,6 @@ __all__ = [
     "valgrind_missing",
 ]
 
-# set by startup --instructions in each run's environment; the plugin toggles callgrind where it is set
-INSTRUCTIONS_ENV = "PYTEST_CUDAGRAPH_COUNT_COMPILE_INSTRUCTIONS"
 DEFAULT_INSTRUCTIONS_THRESHOLD = 0.025
 EXPECTED_HEADER = ("nodeid", "pass", "compile_instructions", "noise_margin")
 # the report's words for what the count holds
@@ -119,11 +116,22 @@ class ExpectedCount:
 
     def row(self) -> str:
         """The CSV line, as ``expected_rows`` writes it."""
+        import csv
+        import io
+
         out = io.StringIO()
         csv.writer(out, lineterminator="").writerow(
             [self.nodeid, self.kind, self.compile_instructions, f"{self.noise_margin:g}"]
         )
         return out.getvalue()
+
+
+def _median(stats: Any) -> float | None:
+    """A finite number from a report's ``median`` (the plugin loads this module: no text helpers here)."""
+    value = stats.get("median") if isinstance(stats, Mapping) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or abs(value) == float("inf"):
+        return None
+    return float(value)
 
 
 def _counts(report: Mapping[str, Any]) -> dict[tuple[str, str], int]:
@@ -136,8 +144,7 @@ def _counts(report: Mapping[str, Any]) -> dict[tuple[str, str], int]:
             continue
         for kind in ("cold", "warm"):
             part = startup.get(kind) if isinstance(startup.get(kind), Mapping) else {}
-            stats = part.get("compile_instructions") if isinstance(part.get("compile_instructions"), Mapping) else {}
-            median = number(stats.get("median"), finite=True)
+            median = _median(part.get("compile_instructions"))
             if median is not None:
                 out[(str(nodeid), kind)] = int(round(median))
     return out
@@ -155,6 +162,9 @@ def expected_text(rows: Sequence[ExpectedCount]) -> str:
 
 def read_expected(path: str | Path) -> list[ExpectedCount]:
     """An expected-values file's rows; ReportError in one sentence when it is not one."""
+    import csv
+    import io
+
     from .report import read_regular_bytes
 
     try:

@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ReportError
+from .instructions import INSTRUCTIONS_ENV, INSTRUCTIONS_NOTE, callgrind_command, callgrind_total
 from .report import build_report, load_report
 from .text import clip, count_noun, format_table, number
 
@@ -70,12 +71,13 @@ INDUCTOR_SUBDIR = "inductor"
 TRITON_SUBDIR = "triton"
 PASSES = ("cold", "warm")
 # the figures of one run, in the order the table prints them
-FIGURES = ("wall_s", "duration_s", "compile_s", "capture_s")
+FIGURES = ("wall_s", "duration_s", "compile_s", "capture_s", "compile_instructions")
 _FIGURE_WORDS = {
     "wall_s": "the child process, start to exit",
     "duration_s": "the test (setup + call + teardown)",
     "compile_s": "torch.compile, all phases",
     "capture_s": "CUDA graph capture",
+    "compile_instructions": "instructions torch.compile executed (callgrind)",
 }
 # pytest's exit statuses, for the sentence about a child that did not pass
 _EXIT_WORDS = {
@@ -106,6 +108,8 @@ class RunSample:
     capture_s: float | None = None
     phases: Mapping[str, float] = field(default_factory=dict)
     error: str | None = None
+    # instructions torch.compile executed in the run, counted by callgrind (startup --instructions)
+    compile_instructions: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -126,6 +130,7 @@ class RunSample:
             "capture_s": _rounded(self.capture_s),
             "phases": {name: round(value, 4) for name, value in self.phases.items()},
             "error": self.error,
+            **({"compile_instructions": self.compile_instructions} if self.compile_instructions is not None else {}),
         }
 
 
@@ -333,8 +338,14 @@ class StartupResult:
 
 
 def _row(name: str, cold: Stats | None, warm: Stats | None, ratio: float | None) -> list[str]:
+    counted = name == "compile_instructions"
+
     def cells(stats: Stats | None) -> list[str]:
-        return ["-", ""] if stats is None else [f"{stats.median:.3f}", f"{stats.spread:.3f}"]
+        if stats is None:
+            return ["-", ""]
+        if counted:
+            return [f"{stats.median:,.0f}", f"{stats.spread:,.0f}"]
+        return [f"{stats.median:.3f}", f"{stats.spread:.3f}"]
 
     return [name, *cells(cold), *cells(warm), "-" if ratio is None else f"{ratio:.2f}"]
 
@@ -534,21 +545,37 @@ def figures_from_report(report: Mapping[str, Any], nodeid: str) -> tuple[str, di
 
 
 def _one_run(
-    nodeid: str, kind: str, index: int, cache_dir: Path, work: Path, pytest_args: Sequence[str], timeout: float
+    nodeid: str,
+    kind: str,
+    index: int,
+    cache_dir: Path,
+    work: Path,
+    pytest_args: Sequence[str],
+    timeout: float,
+    instructions: bool = False,
 ) -> tuple[RunSample, str, dict[str, Any], dict[str, Any], list[str]]:
-    """Run the child once: (its sample, the node id its report names, its record, its env, its command)."""
+    """Run the child once: (its sample, the node id its report names, its record, its env, its command).
+
+    With ``instructions`` the child runs under callgrind, collecting only while a
+    frame compiles (``INSTRUCTIONS_ENV``), and its count is the sample's.
+    """
     report_path = work / f"{kind}-{index}.json"
     command = child_command(nodeid, report_path, cache_dir, pytest_args)
-    code, wall = _run_child(command, child_environment(cache_dir), work / f"{kind}-{index}.log", timeout)
+    env = child_environment(cache_dir)
+    counts = work / f"{kind}-{index}.callgrind"
+    if instructions:
+        command = callgrind_command(command, counts)
+        env[INSTRUCTIONS_ENV] = "1"
+    code, wall = _run_child(command, env, work / f"{kind}-{index}.log", timeout)
     try:
         report = load_report(report_path)
     except ReportError:
         report = None
-    name, record, env = nodeid, {}, {}
+    name, record, env_of_report = nodeid, {}, {}
     figures: dict[str, Any] = {}
     if report is not None:
         name, figures, record = figures_from_report(report, nodeid)
-        env = dict(report.get("env") or {})
+        env_of_report = dict(report.get("env") or {})
     error = None
     if code != 0:
         tail = _last_line(work / f"{kind}-{index}.log")
@@ -559,6 +586,9 @@ def _one_run(
         )
     elif report is None:
         error = f"{kind} run {index} of {nodeid} passed but wrote no report; check that the plugin is installed"
+    counted = callgrind_total(counts) if instructions else None
+    if instructions and error is None and counted is None:
+        error = f"{kind} run {index} of {nodeid} passed but callgrind wrote no count ({counts.name}); see its log"
     sample = RunSample(
         kind=kind,
         index=index,
@@ -570,8 +600,9 @@ def _one_run(
         capture_s=figures.get("capture_s"),
         phases=figures.get("phases") or {},
         error=error,
+        compile_instructions=counted,
     )
-    return sample, name, record, env, command
+    return sample, name, record, env_of_report, command
 
 
 def measure_startup(
@@ -582,6 +613,7 @@ def measure_startup(
     timeout: float = DEFAULT_TIMEOUT_S,
     work_dir: Path,
     progress: Callable[[str], None] | None = None,
+    instructions: bool = False,
 ) -> tuple[NodeStartup, dict[str, Any]]:
     """``runs`` cold and ``runs`` warm runs of ``nodeid``, alternating; (the result, the env of its reports).
 
@@ -608,7 +640,7 @@ def measure_startup(
             cache_dir = work / f"cache-cold-{index if kind == 'cold' else 1}"
             running = (kind, index)
             sample, found, record, child_env, command = _one_run(
-                nodeid, kind, index, cache_dir, work, pytest_args, timeout
+                nodeid, kind, index, cache_dir, work, pytest_args, timeout, instructions
             )
             samples.append(sample)
             running = None
@@ -638,6 +670,8 @@ def measure_startup(
         else:
             interrupted = f"the runs of {nodeid} were stopped by {words} before the first one"
     measured = [s for s in samples if s.ok]
+    if instructions:
+        notes.append(INSTRUCTIONS_NOTE)
     if measured and all(s.compile_s is None for s in measured):
         notes.append(
             "its records hold no compile_time (the test uses no plugin marker or fixture, compiles nothing, "
@@ -659,6 +693,9 @@ def measure_startup(
 def _portable(command: Sequence[str]) -> list[str]:
     """The child's command as the report keeps it: the temporary paths replaced by what they stand for."""
     out = []
+    if command and Path(command[0]).name == "valgrind":  # startup --instructions: the measured python is after it
+        start = next((i for i, arg in enumerate(command) if not arg.startswith("-") and i > 0), len(command))
+        command = command[start:]
     for arg in command[1:]:
         if arg.startswith("--cudagraph-report="):
             arg = "--cudagraph-report=<run>.json"
@@ -684,6 +721,7 @@ def run_startup(
     timeout: float = DEFAULT_TIMEOUT_S,
     keep: Path | None = None,
     progress: Callable[[str], None] | None = None,
+    instructions: bool = False,
 ) -> StartupResult:
     """Measure every node id in turn (see the module docstring); the caches are removed afterwards unless ``keep``.
 
@@ -708,7 +746,13 @@ def run_startup(
             work_dir = Path(tempfile.mkdtemp(prefix="pytest-cudagraph-startup-", dir=keep))
             while pending:
                 node, node_env = measure_startup(
-                    pending[0], runs, pytest_args=pytest_args, timeout=timeout, work_dir=work_dir, progress=progress
+                    pending[0],
+                    runs,
+                    pytest_args=pytest_args,
+                    timeout=timeout,
+                    work_dir=work_dir,
+                    progress=progress,
+                    instructions=instructions,
                 )
                 if node.samples or node.interrupted is None:
                     nodes.append(node)

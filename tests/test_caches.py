@@ -202,7 +202,14 @@ def _config_entry_kept(module, flag):
             entry.user_override = before
 
 
-@pytest.mark.parametrize("layer", sorted(LAYER_FLAGS))
+# AOTAutograd's cache alone off runs a real cold and warm compile: slow on two cores
+@pytest.mark.parametrize(
+    "layer",
+    [
+        pytest.param(layer, marks=pytest.mark.slow) if layer == "aot_autograd" else layer
+        for layer in sorted(LAYER_FLAGS)
+    ],
+)
 def test_a_layer_turned_off_in_code_stays_off_and_is_reported_as_disabled(layer, inputs):
     module, flag = LAYER_FLAGS[layer]
     on_by_default = getattr(module, flag)

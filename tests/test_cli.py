@@ -69,7 +69,7 @@ def test_fail_on_selects_rules(reports):
     assert bad.stderr.strip().splitlines() == [
         "pytest-cudagraph: unknown rule 'poool' for --fail-on; choose from outcome, recompiles, recompile-limit, "
         "cache-miss, graphs, pool, numerics, graph-breaks, vanished, compile-time, capture-time, startup-time, "
-        "graph-memory, all, default or none"
+        "graph-memory, compile-instructions, all, default or none"
     ]
 
 

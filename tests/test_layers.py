@@ -22,6 +22,9 @@ PLUGIN = ("plugin",)
 OFFLINE = (
     "compare",
     "compare_noise",
+    "instructions",
+    # names of environment variables and setting them: pure, read by every layer
+    "envvars",
     "key_diff",
     "key_text",
     "show",

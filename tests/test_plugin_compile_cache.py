@@ -223,7 +223,7 @@ def test_persistent_cache_dir_survives_a_kill_and_the_next_run_only_hits(pyteste
     assert os.environ.get("TORCHINDUCTOR_CACHE_DIR") != str(cache_dir / "inductor")
 
 
-@pytest.mark.parametrize("how", ["code", "environment"])
+@pytest.mark.parametrize("how", ["code", pytest.param("environment", marks=pytest.mark.slow)])
 def test_a_layer_the_user_turned_off_is_disabled_and_the_others_are_checked(
     pytester: pytest.Pytester, monkeypatch, how
 ):

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from ..devices import GROUP_CHOICES
-from ..envvars import CHILD_PASS_ENV
+from ..envvars import CHILD_PASS_ENV, INSTRUCTIONS_ENV
 from ..errors import ReportError, UsageProblem
 from ..markers import MARKER_DOCS
 from ..session import RunState, read_options
@@ -138,6 +138,14 @@ def pytest_configure(config: pytest.Config) -> None:
         startup.apply_options(config, state)
     except (UsageProblem, ReportError) as exc:
         raise pytest.UsageError(str(exc)) from None
+
+    if os.environ.get(INSTRUCTIONS_ENV):
+        # a run pytest-cudagraph startup --instructions started under callgrind: count the compiles only
+        from .. import _compat
+
+        problem = _compat.count_compile_instructions()
+        if problem is not None:
+            raise pytest.UsageError(f"pytest-cudagraph startup --instructions: {problem}")
 
     if _hypothesis_profile_requested(config) == "cudagraph":
         # Hypothesis loads --hypothesis-profile in its own pytest_configure; register ours first.
