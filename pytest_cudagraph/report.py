@@ -1214,7 +1214,7 @@ _STARTUP_PASS = {
 _STARTUP = {
     "runs": _COUNT,
     "complete": _FLAG,
-    **dict.fromkeys(("statistic", "spread", "order"), _TEXT),
+    **dict.fromkeys(("statistic", "spread", "trimmed_spread", "order"), _TEXT),
     "command": _TEXTS,
     "cold": _STARTUP_PASS,
     "warm": _STARTUP_PASS,

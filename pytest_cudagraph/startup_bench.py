@@ -62,7 +62,8 @@ from .report import build_report, load_report
 from .text import clip, count_noun, format_table, number
 
 STATISTIC = "median"
-SPREAD = "max - min; trimmed_spread leaves out the run farthest from the median"
+SPREAD = "max - min"
+TRIMMED_SPREAD = "max - min of the runs without the one farthest from the median (3 runs or more)"
 ORDER = "cold 1, warm 1, cold 2, warm 2, ...: a warm run reuses the compile caches of cold run 1"
 # one child; a cold compile of a large model takes minutes, a hung one must not hold CI forever
 DEFAULT_TIMEOUT_S = 1800.0
@@ -242,6 +243,7 @@ class NodeStartup:
             "complete": self.complete,
             "statistic": STATISTIC,
             "spread": SPREAD,
+            "trimmed_spread": TRIMMED_SPREAD,
             "order": ORDER,
             "command": list(self.command),
         }
