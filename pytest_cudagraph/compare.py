@@ -1110,6 +1110,8 @@ def _value_text(metric: str, value: Any) -> str:
         return clip(text, 40)
     if metric.endswith("_bytes") and number(value) is not None:
         return format_bytes(value)
+    if ".compile_instructions." in metric and number(value, finite=True) is not None:
+        return f"{number(value):,.0f}"
     if isinstance(value, float):
         return f"{value:.4g}"
     return clip(value, 40)
@@ -1123,6 +1125,8 @@ def _delta_text(metric: str, base: Any, new: Any) -> str:
         return ""
     if metric.endswith("_bytes"):
         return f"{(n - b) / b:+.1%}" if b else ("+" if n > b else "") + format_bytes(n - b)
+    if ".compile_instructions." in metric and b:
+        return f"{(n - b) / b:+.2%}"
     if float(b).is_integer() and float(n).is_integer():
         return f"{int(n - b):+d}"
     return f"{n - b:+.3g}"
