@@ -223,7 +223,9 @@ def test_persistent_cache_dir_survives_a_kill_and_the_next_run_only_hits(pyteste
     assert os.environ.get("TORCHINDUCTOR_CACHE_DIR") != str(cache_dir / "inductor")
 
 
-@pytest.mark.parametrize("how", ["code", pytest.param("environment", marks=pytest.mark.slow)])
+# a real cold and warm compile in a pytest subprocess each; test_caches holds the same rule in-process
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["code", "environment"])
 def test_a_layer_the_user_turned_off_is_disabled_and_the_others_are_checked(
     pytester: pytest.Pytester, monkeypatch, how
 ):

@@ -291,7 +291,7 @@ linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="re
 
 
 @linux_only
-@pytest.mark.parametrize("then", ["raise", "return"])
+@pytest.mark.parametrize("then", ["raise", pytest.param("return", marks=pytest.mark.slow)])
 def test_stopping_the_ranks_stops_what_their_bodies_started(tmp_path, then):
     try:
         if then == "raise":
@@ -412,6 +412,7 @@ def pytest_configure(config):
 """
 
 
+@pytest.mark.slow  # a pytest subprocess that starts gloo ranks
 def test_fixture_runs_gloo_ranks_skips_nccl_and_reports(pytester):
     pytester.makeconftest(REGISTER_FIXTURE)
     pytester.makepyfile(test_user=FIXTURE_TESTS)

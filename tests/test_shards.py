@@ -548,6 +548,7 @@ def test_three_shards_merge_into_the_records_of_the_unsplit_run(suite, capsys):
     assert not (suite.path / "partial.json").exists()
 
 
+@pytest.mark.slow  # a real pytest-xdist run
 def test_under_xdist_the_controller_knows_the_shard(suite):
     result = run_pytest(suite, "-n", "2", "--splits", "3", "--group", "2", "--cudagraph-report=shard-2.json")
     assert result.returncode == 0, result.stdout
