@@ -79,7 +79,7 @@ def triton_compiled_and_loaded(new_kernel_dirs: int, triton_layer: Mapping[str, 
     same interval (a warm FX-cache hit into an empty Triton directory, or a portable
     cache): then they were loaded, not compiled, and are not counted as compiles.
     Kernels loaded on an FX-cache hit show up as static autotuners loaded (2.8+); on a
-    hit Triton itself is not called at all (TORCH_NOTES.md section 3).
+    hit Triton itself is not called at all (torch 2.8 and newer).
     """
     emitted = triton_layer.get("bundler_loaded_files", 0) > 0
     compiled = 0 if emitted else new_kernel_dirs

@@ -87,7 +87,7 @@ def _max_or_none(values: list[Any]) -> Any:
 
 
 def merge_graph_sets(sets: list[dict[str, Any]]) -> dict[str, Any]:
-    """The test's ``graphs`` entry for several GraphSets (DESIGN.md, "Several GraphSets").
+    """The test's ``graphs`` entry for several GraphSets (docs/reference.md, "Several GraphSets").
 
     ``captured`` and ``capture_s`` add up, ``sizes`` is the union, the byte figures
     (the cuBLAS workspace too) and the numerics error take the maximum, and each

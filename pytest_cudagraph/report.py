@@ -85,8 +85,8 @@ SCHEMA = "pytest-cudagraph/1"
 SECTIONS = ("recompiles", "caches", "cache_keys", "graphs", "piecewise", "reduce_overhead", "extra")
 
 # Facts about the run as a whole that the plugin hands to build_report(run=...):
-# whether it ran to its end, and what it selected.  See DESIGN.md, "A report is the
-# record of the run".
+# whether it ran to its end, and what it selected.  See docs/reliability.md, "What a
+# report guarantees".
 RUN_FIELDS = ("complete", "incomplete_reasons", "not_run", "not_run_count", "deselected", "selection", "shard")
 # The report lists at most this many ids of selected tests that never finished; the count is exact.
 # pytest exit statuses that mean the run did not get through its tests (for reports without "complete")

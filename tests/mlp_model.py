@@ -1,4 +1,4 @@
-"""The residual MLP the GPU tests capture: the model of DESIGN.md and of ``benchmarks/bench_capture.py``."""
+"""The residual MLP the GPU tests capture: the model of docs/concepts.md and of ``benchmarks/bench_capture.py``."""
 
 from __future__ import annotations
 

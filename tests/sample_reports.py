@@ -1,6 +1,6 @@
 """Realistic reports written by hand, shared by the report, compare, CLI and HTML tests.
 
-The figures follow DESIGN.md's H200 measurements (a largest-first shared pool of
+The figures follow the H200 measurements of docs/concepts.md (a largest-first shared pool of
 60 MiB for graphs whose largest alone needs 42 MiB); the guard-failure text is
 Dynamo's own wording.
 """

@@ -1,4 +1,4 @@
-"""The layers of DESIGN.md hold: every import of the package, module-level or inside a function, is checked.
+"""The layers of docs/architecture.md hold: every import of the package, module-level or inside a function, is checked.
 
 - gateway: ``_compat`` alone touches torch's, Triton's, pytest's and xdist's internals;
 - plugin layer: ``plugin/`` alone imports pytest (and xdist);

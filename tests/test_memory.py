@@ -98,7 +98,7 @@ def test_long_tables_elide_sizes_that_did_not_grow_the_pool():
 
 
 def _check(pool_mib: float, **kwargs) -> PoolCheck:
-    # DESIGN.md's H200 figures: the 512 graph alone 42 MiB of which the first capture's
+    # The H200 figures of docs/concepts.md: the 512 graph alone 42 MiB of which the first capture's
     # 32 MiB cuBLAS workspace is accounted separately; its segments are 20 MiB and 2 MiB ones.
     options = {"pool_mode": "shared", "order": "largest_first", "keep_outputs": False} | kwargs
     return PoolCheck(

@@ -3,8 +3,8 @@
 Callers ask for a capability by name (``recompile_limit_name()``,
 ``tree_map(fn, tree)``), never for a version number or a private module.  Each
 function finds the capability by probing what the installed torch actually has,
-and its docstring records which versions differ and how (see TORCH_NOTES.md in
-the design notes).  Nothing here imports torch, Triton, pytest or xdist at import
+and its docstring records which versions differ and how (docs/architecture.md
+states the gateway rule).  Nothing here imports torch, Triton, pytest or xdist at import
 time.
 
 The modules, by subject (every name is re-exported here, so

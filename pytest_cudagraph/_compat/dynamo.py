@@ -1,7 +1,7 @@
 """Dynamo: recompile limits, refusing compiles, guard-failure reasons, logs, counters, tracing.
 
 Everything imports torch lazily.  Versions are named where they differ (read in the
-sources of 2.4, 2.6, 2.8, 2.11, 2.13 and 2.14; see TORCH_NOTES.md).
+sources of 2.4, 2.6, 2.8, 2.11, 2.13 and 2.14).
 """
 
 from __future__ import annotations

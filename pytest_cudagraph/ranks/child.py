@@ -309,7 +309,7 @@ def _run(spec: RankSpec, args: tuple, reporter: _Reporter) -> None:
         exc.graph_sets = _graph_results_or_none(handle)  # type: ignore[attr-defined]
         raise
     # Graphs that captured NCCL work must be gone before destroy_process_group, which
-    # otherwise hangs (TORCH_NOTES.md, section 6): reset them all, then report.
+    # otherwise hangs (docs/tensor_parallel.md, "Teardown"): reset them all, then report.
     handle.release()
     if device is not None:
         torch.cuda.synchronize(device)

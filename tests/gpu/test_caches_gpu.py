@@ -54,7 +54,7 @@ def test_triton_kernels_compiled_cold_and_none_warm(gpu_runs, mode):
 
 def test_warm_hit_loads_kernels_without_calling_triton(gpu_runs):
     warm = gpu_runs["inprocess"].warm.stats
-    # on an FX-cache hit the kernels come bundled with the entry (TORCH_NOTES.md section 3)
+    # on an FX-cache hit the kernels come bundled with the entry (torch 2.8 and newer)
     if "listener_compiled" in warm.triton:
         assert warm.triton["listener_compiled"] == 0
     assert warm.triton["loaded"] >= 0

@@ -40,7 +40,7 @@ def small_models():
 
 @pytest.fixture(scope="module")
 def big_mlp():
-    """The DESIGN.md model: 8 blocks, d=1024, fp32."""
+    """The model of docs/concepts.md's pool figures: 8 blocks, d=1024, fp32."""
     torch.manual_seed(0)
     return MLP(1024, 8).cuda().eval()
 
@@ -249,7 +249,7 @@ def test_replaced_parameter_makes_replay_stale_and_names_it():
 
 
 # --------------------------------------------------------------------------
-# the shared pool (DESIGN.md's H200 table) and its negative controls
+# the shared pool (the H200 table of docs/concepts.md) and its negative controls
 # --------------------------------------------------------------------------
 
 POOL_FIGURES: dict[str, str] = {}
