@@ -701,8 +701,7 @@ def _compare_test(
         flag("outcome", f"outcome {base_outcome} -> {new_outcome}", "outcome")
     _recompile_rules(_mapping(base.get("recompiles")), _mapping(new.get("recompiles")), flag)
     _cache_rules(_mapping(base.get("caches")), _mapping(new.get("caches")), flag)
-    set_notes = _graph_set_rules(base, new, limits, flag)
-    if set_notes is None:  # one set, or sets that do not all pair up: the test's overall figures
+    if not _graph_set_rules(base, new, limits, flag):  # one set, or sets that do not all pair up: overall figures
         _graph_rules(base, new, limits, flag)
         _memory_rule(base, new, limits, flag)
     else:  # every set compared with its partner; piecewise and the rest as usual
@@ -796,16 +795,16 @@ def _within_noise(change: Change, limits: _Limits, released: bool) -> bool:
     )
 
 
-def _graph_set_rules(base: Mapping[str, Any], new: Mapping[str, Any], limits: _Limits, flag: _Flag) -> list[str] | None:
+def _graph_set_rules(base: Mapping[str, Any], new: Mapping[str, Any], limits: _Limits, flag: _Flag) -> bool:
     """graphs, pool, numerics and graph-memory for each of several graph sets, against its partner.
 
-    Sets pair up by capture sizes and order (``graph_set_key``).  None, so that the
+    Sets pair up by capture sizes and order (``graph_set_key``).  False, so that the
     test's overall figures are compared instead, when either run has one set or
-    fewer, or when some set has no partner (``_unpaired_set_notes`` says which).
+    fewer, or when some set has no partner (``unpaired_set_notes`` says which).
     """
     base_sets, new_sets = keyed_sets(base), keyed_sets(new)
     if not base_sets or not new_sets or set(base_sets) != set(new_sets):
-        return None
+        return False
     for key, base_set in base_sets.items():
 
         def set_flag(rule: str, message: str, *metrics: str, key: str = key) -> None:
@@ -814,7 +813,7 @@ def _graph_set_rules(base: Mapping[str, Any], new: Mapping[str, Any], limits: _L
         pair_base, pair_new = {"graphs": base_set}, {"graphs": new_sets[key]}
         _graph_rules(pair_base, pair_new, limits, set_flag)
         _memory_rule(pair_base, pair_new, limits, set_flag)
-    return []
+    return True
 
 
 def _graph_rules(base: Mapping[str, Any], new: Mapping[str, Any], limits: _Limits, flag: _Flag) -> None:

@@ -30,6 +30,7 @@ from typing import Any
 
 from .compile_time_text import compile_time_cell
 from .passes import LETTER_MEANING, cold_to_warm_text, disabled_layers, letters_in, pass_pairs
+from .record_text import NOTABLE_OUTSIDE_BYTES
 from .report import as_int, limit_hit_count, summarize
 from .text import clip_nodeid, count_noun, format_bytes, format_table, number
 
@@ -309,10 +310,6 @@ def disabled_layer_lines(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
     ]
 
 
-# first use below one driver page is rounding, not worth a line
-FIRST_USE_NOTABLE_BYTES = 2 * 2**20
-
-
 def first_use_lines(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """One line: the device memory the warm-ups took behind the allocator, a one-time cost kept apart from the graphs'.
 
@@ -331,7 +328,7 @@ def first_use_lines(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
             total += figure
             if figure > largest:
                 largest, where = figure, nodeid
-    if total < FIRST_USE_NOTABLE_BYTES:
+    if total < NOTABLE_OUTSIDE_BYTES:  # one driver page is rounding, not worth a line
         return []
     return [
         f"first use: {format_bytes(total)} of device memory behind PyTorch's allocator in the warm-ups (kernels "
