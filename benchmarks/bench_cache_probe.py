@@ -60,8 +60,8 @@ def compile_and_call(x: Any, w: Any) -> Any:
 
 def measure_single(directory: Path, x: Any, w: Any) -> dict[str, Any]:
     from pytest_cudagraph import _compat as compat
-    from pytest_cudagraph.caches import cache_environment
-    from pytest_cudagraph.counters import counter_snapshot, delta_between
+    from pytest_cudagraph.caches.counters import counter_snapshot, delta_between
+    from pytest_cudagraph.caches.probe import cache_environment
 
     directory.mkdir(mode=0o700)  # as the probe makes its own
     with mock.patch.dict(os.environ, cache_environment(directory)):
@@ -75,7 +75,7 @@ def measure_single(directory: Path, x: Any, w: Any) -> dict[str, Any]:
 
 
 def measure_probe(directory: Path, x: Any, w: Any) -> dict[str, Any]:
-    from pytest_cudagraph.caches import cache_probe
+    from pytest_cudagraph.caches.probe import cache_probe
 
     start = time.perf_counter()
     with cache_probe(directory=directory) as probe:

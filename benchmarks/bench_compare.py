@@ -44,9 +44,9 @@ from typing import Any
 # the start-up benchmark's environment: this checkout first on the path, the byte-code cache
 from bench_startup import subprocess_env
 
-from pytest_cudagraph.compare import compare_reports
-from pytest_cudagraph.record import merge_graph_sets
-from pytest_cudagraph.report import build_report, load_report, write_report
+from pytest_cudagraph.records.record import merge_graph_sets
+from pytest_cudagraph.records.report import build_report, load_report, write_report
+from pytest_cudagraph.tools.compare import compare_reports
 
 MiB = 2**20
 CHANGED = 300  # records of the new report that differ in something compare shows

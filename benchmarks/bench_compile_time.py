@@ -45,7 +45,7 @@ def main() -> None:
 
     import torch
 
-    from pytest_cudagraph.compile_time import watch_compile_time
+    from pytest_cudagraph.compile.compile_time import watch_compile_time
 
     compile_all(fresh_functions(3, "warmup"))  # Dynamo's own first-use costs
     plain, watched, last = [], [], None

@@ -17,7 +17,7 @@ from typing import Any
 
 from sample_reports import ENV_2_13, graph_record, recompile_record
 
-from pytest_cudagraph.report import build_report
+from pytest_cudagraph.records.report import build_report
 
 DECODE = "tests/test_model.py::test_decode_graphs"
 WARM = "tests/test_model.py::test_warm_start"

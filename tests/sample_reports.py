@@ -119,7 +119,7 @@ COMPLETE_RUN = {"complete": True, "incomplete_reasons": [], "not_run": [], "not_
 
 def sample_report(env: dict[str, Any] | None = None, run: dict[str, Any] | None = None) -> dict[str, Any]:
     """A whole report as ``--cudagraph-report`` writes it (schema pytest-cudagraph/1)."""
-    from pytest_cudagraph.report import build_report
+    from pytest_cudagraph.records.report import build_report
 
     tests = {
         "tests/test_model.py::test_decode_graphs": graph_record(),
@@ -332,7 +332,7 @@ def cache_key_report_pair() -> tuple[dict[str, Any], dict[str, Any]]:
     ``test_warm_start`` (cache_keys_record), so their ``cache_components`` tables
     are factored over more than one test.
     """
-    from pytest_cudagraph.report import build_report
+    from pytest_cudagraph.records.report import build_report
 
     base_fx = fx_components()
     new_fx = fx_components(max_autotune="True", torch_version="2.14.1+cu130")
@@ -555,7 +555,7 @@ def ranks_record() -> dict[str, Any]:
 
 def where_and_why_report() -> dict[str, Any]:
     """A report whose records hold every where-and-why section."""
-    from pytest_cudagraph.report import build_report
+    from pytest_cudagraph.records.report import build_report
 
     tests = {
         "tests/test_x.py::test_dynamic_batch": recompile_events_record(),

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 from sample_reports import sample_report
 
-from pytest_cudagraph.report import load_report
+from pytest_cudagraph.records.report import load_report
 
 IS_ROOT = hasattr(os, "getuid") and os.getuid() == 0
 AS_NON_ROOT = pytest.mark.skipif(IS_ROOT, reason="root writes through permission bits; run as a normal user")

@@ -18,7 +18,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from pytest_cudagraph import _compat
-from pytest_cudagraph.cache_keys import (
+from pytest_cudagraph.caches.keys import (
     CacheLookup,
     KeyIndex,
     LookupLog,

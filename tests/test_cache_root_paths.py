@@ -18,7 +18,7 @@ import stat
 
 import pytest
 
-from pytest_cudagraph.cacheroot import CacheRoot, check_secure_dir, ensure_private_dir
+from pytest_cudagraph.caches.cache_root import CacheRoot, check_secure_dir, ensure_private_dir
 from pytest_cudagraph.errors import UsageProblem
 
 IS_ROOT = hasattr(os, "getuid") and os.getuid() == 0

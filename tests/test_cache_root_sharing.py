@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_cudagraph.cacheroot import PLUGIN_TAG, CacheRoot, ensure_private_dir
+from pytest_cudagraph.caches.cache_root import PLUGIN_TAG, CacheRoot, ensure_private_dir
 
 # Upper bounds, far above the normal times (run 1: about 10 s on two busy cores).
 START_S = 120
@@ -140,7 +140,7 @@ HOLDER = """
 import sys
 from pathlib import Path
 
-from pytest_cudagraph.cacheroot import CacheRoot
+from pytest_cudagraph.caches.cache_root import CacheRoot
 
 probe = CacheRoot(Path(sys.argv[1]), persistent=True).new_probe_dir("held")
 print(probe, flush=True)

@@ -5,7 +5,7 @@ import stat
 
 import pytest
 
-from pytest_cudagraph.cacheroot import PLUGIN_TAG, CacheRoot, check_secure_dir, ensure_private_dir
+from pytest_cudagraph.caches.cache_root import PLUGIN_TAG, CacheRoot, check_secure_dir, ensure_private_dir
 from pytest_cudagraph.errors import UsageProblem
 
 

@@ -1,4 +1,4 @@
-"""pytest_cudagraph.caches: cache probes, cold/warm passes, the warm-start invariant.
+"""pytest_cudagraph.caches.probe: cache probes, cold/warm passes, the warm-start invariant.
 
 The FX-graph and AOTAutograd caches are real on the CPU, so these tests compile for
 real.  A cold CPU compile costs seconds, so one forward+backward function is run
@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_cudagraph import _compat as compat
-from pytest_cudagraph.caches import (
+from pytest_cudagraph.caches.probe import (
     CacheStats,
     ColdWarm,
     PassResult,
@@ -427,7 +427,7 @@ def test_expect_needs_an_active_probe():
 
 def _lookups(pass_name: str, *specs: tuple) -> tuple:
     """Lookups of one pass: (layer, outcome, key, {name: value}, detail) each, graph numbers in order per layer."""
-    from pytest_cudagraph.cache_keys import CacheLookup
+    from pytest_cudagraph.caches.keys import CacheLookup
 
     out, numbers = [], {}
     for layer, outcome, key, values, detail in specs:
@@ -442,7 +442,7 @@ def _lookups(pass_name: str, *specs: tuple) -> tuple:
 def test_each_warm_miss_names_the_components_that_differ_from_the_cold_pass():
     from dataclasses import replace
 
-    from pytest_cudagraph.cache_keys import MissExplanation
+    from pytest_cudagraph.caches.keys import MissExplanation
 
     cold = replace(
         _pass("cold", {"miss": 2, "saved": 2}, {"miss": 1, "saved": 1}),

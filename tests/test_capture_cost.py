@@ -13,8 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_cudagraph import capture_cost
-from pytest_cudagraph.capture_cost import (
+from pytest_cudagraph.errors import InvariantViolation, MisuseError
+from pytest_cudagraph.graphs import capture_cost
+from pytest_cudagraph.graphs.capture_cost import (
     PAGE_BYTES,
     CaptureCost,
     CaptureCostMeter,
@@ -23,13 +24,12 @@ from pytest_cudagraph.capture_cost import (
     outside_limit,
     set_shared_device,
 )
-from pytest_cudagraph.compare import compare_reports
-from pytest_cudagraph.devices import gpu_sharing_note
-from pytest_cudagraph.errors import InvariantViolation, MisuseError
-from pytest_cudagraph.memory import PoolCheck, Slack
-from pytest_cudagraph.record import merge_graph_sets
-from pytest_cudagraph.report import SCHEMA, validate_report
-from pytest_cudagraph.summary import pool_figures, pool_text
+from pytest_cudagraph.graphs.memory import PoolCheck, Slack
+from pytest_cudagraph.plugin.devices import gpu_sharing_note
+from pytest_cudagraph.records.record import merge_graph_sets
+from pytest_cudagraph.records.report import SCHEMA, validate_report
+from pytest_cudagraph.render.summary import pool_figures, pool_text
+from pytest_cudagraph.tools.compare import compare_reports
 
 MIB = 2**20
 VLLM_SIZES = [1, 2, 4, *range(8, 256, 8), *range(256, 513, 16)]
@@ -393,7 +393,7 @@ def _report_with_cost(**extra):
 
 
 def test_show_names_the_capture_run_and_each_size_that_took_memory_behind_the_allocator():
-    from pytest_cudagraph.record_text import detail_lines
+    from pytest_cudagraph.render.record_text import detail_lines
 
     lines = detail_lines(_report_with_cost())
     assert lines[lines.index("t.py::test_mlp") + 1 :] == [
@@ -408,7 +408,7 @@ def test_show_names_the_capture_run_and_each_size_that_took_memory_behind_the_al
 
 
 def test_the_report_page_folds_the_per_size_cost_table_under_the_head_line():
-    from pytest_cudagraph.show import render_html
+    from pytest_cudagraph.render.show import render_html
 
     page = render_html(_report_with_cost())
     assert "2 sizes captured in 0.500 s (warm-up 0.252 s)" in page
@@ -421,7 +421,7 @@ def test_the_report_page_folds_the_per_size_cost_table_under_the_head_line():
 def test_collection_is_paused_in_the_block_and_left_as_it_was_after():
     import gc
 
-    from pytest_cudagraph.capture_cost import collection_paused
+    from pytest_cudagraph.graphs.capture_cost import collection_paused
 
     assert gc.isenabled()
     with pytest.raises(KeyError), collection_paused():

@@ -8,8 +8,14 @@ import pytest
 import torch
 
 from pytest_cudagraph import CaptureError, MisuseError
-from pytest_cudagraph.capture import GraphSet, GraphSetResult, capture_graphs, describe_capture_failure, real_cause
-from pytest_cudagraph.sizes import capture_sizes_in_order, validate_capture_sizes
+from pytest_cudagraph.graphs.capture import (
+    GraphSet,
+    GraphSetResult,
+    capture_graphs,
+    describe_capture_failure,
+    real_cause,
+)
+from pytest_cudagraph.graphs.sizes import capture_sizes_in_order, validate_capture_sizes
 
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the behaviour without a CUDA device")
 
@@ -210,7 +216,7 @@ def test_an_error_inside_inductor_generated_code_maps_to_the_users_line(function
     """
     import inspect
 
-    from pytest_cudagraph.capture import _generated_code_site
+    from pytest_cudagraph.graphs.capture import _generated_code_site
 
     compiled = torch.compile(function)
     try:
@@ -260,8 +266,8 @@ def test_a_line_map_from_another_files_cached_compile_is_not_trusted(tmp_path):
     import subprocess
     import sys
 
-    from pytest_cudagraph.caches import cache_probe, child_environment
-    from pytest_cudagraph.capture import _generated_code_site
+    from pytest_cudagraph.caches.probe import cache_probe, child_environment
+    from pytest_cudagraph.graphs.capture import _generated_code_site
 
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o700)

@@ -18,8 +18,8 @@ from cache_key_samples import WARM as KEY_WARM
 from cache_key_samples import key_report_pair, without_cache_keys
 from sample_reports import ENV_2_13, MiB, modified, sample_report
 
-from pytest_cudagraph.cli import main
-from pytest_cudagraph.report import write_report
+from pytest_cudagraph.records.report import write_report
+from pytest_cudagraph.tools.cli import main
 
 DECODE = "tests/test_model.py::test_decode_graphs"
 WARM_FILE = "tests/test_model.py"
@@ -121,7 +121,7 @@ def test_compare_needs_no_torch(reports, tmp_path):
         f"""
         import sys
         sys.modules["torch"] = None  # any import of torch now raises ImportError
-        from pytest_cudagraph.cli import main
+        from pytest_cudagraph.tools.cli import main
         code = main(["compare", {str(base)!r}, {str(new)!r}])
         main(["show", {str(base)!r}, "--html", {str(tmp_path / "page.html")!r}])
         sys.exit(code)
@@ -213,7 +213,7 @@ def test_merge_and_durations_need_no_torch(tmp_path):
         f"""
         import sys
         sys.modules["torch"] = None  # any import of torch now raises ImportError
-        from pytest_cudagraph.cli import main
+        from pytest_cudagraph.tools.cli import main
         merged = main(["merge", *{shards!r}, "-o", {str(tmp_path / "all.json")!r}])
         durations = main(["durations", {str(tmp_path / "all.json")!r}, "-o", {str(tmp_path / "durations.json")!r}])
         sys.exit(merged or durations)
@@ -393,7 +393,7 @@ def test_explain_needs_no_torch(key_reports):
         f"""
         import sys
         sys.modules["torch"] = None  # any import of torch now raises ImportError
-        from pytest_cudagraph.cli import main
+        from pytest_cudagraph.tools.cli import main
         sys.exit(main(["explain", {str(base)!r}, {str(new)!r}]) or main(["explain", {str(new)!r}]))
         """
     )

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sample_reports import ENV_2_13, MiB, graph_record, modified, recompile_record, sample_report
 
-from pytest_cudagraph.compare import ALL_RULES, DEFAULT_RULES, compare_reports, parse_rules
-from pytest_cudagraph.report import build_report
+from pytest_cudagraph.records.report import build_report
+from pytest_cudagraph.tools.compare import ALL_RULES, DEFAULT_RULES, compare_reports, parse_rules
 
 DECODE = "tests/test_model.py::test_decode_graphs"
 DYNAMIC = "tests/test_model.py::test_dynamic_batch"
@@ -275,8 +275,8 @@ def test_a_nan_replay_error_written_by_the_plugin_regresses(tmp_path):
     """End to end: a NaN from check_replay survives the record merge and the writer, and compare flags it."""
     import math
 
-    from pytest_cudagraph.record import merge_graph_sets
-    from pytest_cudagraph.report import load_report, write_report
+    from pytest_cudagraph.records.record import merge_graph_sets
+    from pytest_cudagraph.records.report import load_report, write_report
 
     base = sample_report()
     merged = merge_graph_sets(
@@ -429,7 +429,7 @@ SAME_BUILD = (
 
 def startup_report(cold: list[float], warm: list[float], *, wall_extra: float = 6.0) -> dict:
     """A ``pytest-cudagraph startup`` report of one test: its runs' compile seconds; wall = compile + ``wall_extra``."""
-    from pytest_cudagraph.startup_bench import NodeStartup, RunSample, StartupResult
+    from pytest_cudagraph.tools.startup_cost import NodeStartup, RunSample, StartupResult
 
     samples = tuple(
         RunSample(kind, index, 0, compile_s + wall_extra, "passed", compile_s + 0.5, compile_s, compile_s / 20)
@@ -475,7 +475,7 @@ def test_a_doubled_compile_time_is_caught_with_its_numbers():
 
 
 def test_a_growth_within_the_runs_own_spread_is_noise_and_past_it_a_regression():
-    from pytest_cudagraph.compare import noisy_growth
+    from pytest_cudagraph.tools.compare import noisy_growth
 
     noisy_base = {"median": 10.0, "spread": 4.0, "n": 5}
     noisy_new = {"median": 12.6, "spread": 4.5, "n": 5}  # +26 %: past 20 % and 1 s, within 4.0 + 4.5
@@ -492,8 +492,8 @@ def test_a_growth_within_the_runs_own_spread_is_noise_and_past_it_a_regression()
 
 def test_one_slow_base_run_does_not_hide_a_tripled_median():
     """A single slow cold run in the base widens its range to 14.7 s; the trimmed spread leaves it out."""
-    from pytest_cudagraph.compare import noisy_growth
-    from pytest_cudagraph.startup_bench import Stats
+    from pytest_cudagraph.tools.compare import noisy_growth
+    from pytest_cudagraph.tools.startup_cost import Stats
 
     base = Stats.of([22.2, 7.5, 7.6, 7.4, 7.5]).to_json()
     tripled = Stats.of([22.2, 22.3, 22.1, 22.4, 22.2]).to_json()
@@ -624,8 +624,8 @@ def test_the_cost_rules_are_opt_in_and_named_like_the_others():
 def test_compare_on_the_command_line_reads_startup_reports_and_their_limits(tmp_path):
     import io
 
-    from pytest_cudagraph.cli import main
-    from pytest_cudagraph.report import write_report
+    from pytest_cudagraph.records.report import write_report
+    from pytest_cudagraph.tools.cli import main
 
     (cold, warm), _ = SAME_BUILD
     base = write_report(tmp_path / "torch-2.8.json", startup_report(cold, warm))

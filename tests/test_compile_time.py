@@ -8,9 +8,14 @@ import pytest
 import torch
 
 from pytest_cudagraph import cache_probe
-from pytest_cudagraph.compile_time import PHASES, compile_time_from_json, compile_time_from_records, watch_compile_time
-from pytest_cudagraph.compile_time_text import compile_time_cell
-from pytest_cudagraph.report import SCHEMA, ReportError, validate_report
+from pytest_cudagraph.compile.compile_time import (
+    PHASES,
+    compile_time_from_json,
+    compile_time_from_records,
+    watch_compile_time,
+)
+from pytest_cudagraph.records.report import SCHEMA, ReportError, validate_report
+from pytest_cudagraph.render.compile_time_text import compile_time_cell
 
 
 def _gelu_rowsum(x):
@@ -112,7 +117,7 @@ def test_the_section_passes_the_report_schema():
 
 BODY = """
 import pytest, torch
-from pytest_cudagraph.compile_time import watch_compile_time
+from pytest_cudagraph.compile.compile_time import watch_compile_time
 
 def f(x):
     return (x * 2).sin()
@@ -149,7 +154,7 @@ def test_report_has_the_section_of_every_plugin_test(pytester: pytest.Pytester):
 def test_a_cache_setting_patched_in_the_block_is_seen_only_where_every_frame_had_it():
     import torch
 
-    from pytest_cudagraph.compile_time import watch_compile_time
+    from pytest_cudagraph.compile.compile_time import watch_compile_time
 
     torch._dynamo.reset()
     with watch_compile_time(report=False) as watch:

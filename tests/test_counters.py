@@ -1,8 +1,8 @@
-"""pytest_cudagraph.counters: snapshots and deltas of torch's compile-cache counters."""
+"""pytest_cudagraph.caches.counters: snapshots and deltas of torch's compile-cache counters."""
 
 from __future__ import annotations
 
-from pytest_cudagraph.counters import (
+from pytest_cudagraph.caches.counters import (
     CounterSnapshot,
     active_triton_cache_dirs,
     counter_delta,

@@ -13,7 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from xdist_output import workers_by_test
 
-from pytest_cudagraph.devices import (
+from pytest_cudagraph.errors import UsageProblem
+from pytest_cudagraph.plugin.devices import (
     AUTO,
     device_for_worker,
     parse_device_spec,
@@ -21,7 +22,6 @@ from pytest_cudagraph.devices import (
     visible_device_ids,
     worker_index,
 )
-from pytest_cudagraph.errors import UsageProblem
 
 
 @given(st.lists(st.integers(min_value=0, max_value=63), min_size=1, max_size=8, unique=True))

@@ -7,8 +7,8 @@ import torch._dynamo
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_cudagraph.guard_failures import flat_reason, parse_guard, parse_reason
-from pytest_cudagraph.recompiles import watch_recompiles
+from pytest_cudagraph.compile.guard_failures import flat_reason, parse_guard, parse_reason
+from pytest_cudagraph.compile.recompiles import watch_recompiles
 
 SCALE = 2
 

@@ -25,8 +25,8 @@ from sample_reports import (
     where_and_why_report,
 )
 
-from pytest_cudagraph.report import build_report
-from pytest_cudagraph.show import render_html
+from pytest_cudagraph.records.report import build_report
+from pytest_cudagraph.render.show import render_html
 
 EVIL = '<script>alert("x")</script>'
 CACHE_TEST = "tests/test_model.py::test_warm_start_hits_every_layer"

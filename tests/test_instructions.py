@@ -16,9 +16,10 @@ import textwrap
 import pytest
 from sample_reports import ENV_2_13
 
-from pytest_cudagraph.compare import compare_reports
 from pytest_cudagraph.errors import ReportError
-from pytest_cudagraph.instructions import (
+from pytest_cudagraph.records.report import write_report
+from pytest_cudagraph.tools.compare import compare_reports
+from pytest_cudagraph.tools.instructions import (
     INSTRUCTIONS_NOTE,
     ExpectedCount,
     callgrind_total,
@@ -27,8 +28,7 @@ from pytest_cudagraph.instructions import (
     expected_text,
     read_expected,
 )
-from pytest_cudagraph.report import write_report
-from pytest_cudagraph.startup_bench import NodeStartup, RunSample, StartupResult
+from pytest_cudagraph.tools.startup_cost import NodeStartup, RunSample, StartupResult
 
 NODE = "tests/test_model.py::test_compile"
 

@@ -12,12 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sample_reports import ENV_2_13, cache_key_report_pair, fake_hash
 
-from pytest_cudagraph import key_diff, key_text
-from pytest_cudagraph.compare import compare_reports
-from pytest_cudagraph.key_diff import diff_reports, diff_test, lookups_of, shared_components
-from pytest_cudagraph.key_text import run_wide_lines
-from pytest_cudagraph.report import build_report, full_components
-from pytest_cudagraph.show import render_html
+from pytest_cudagraph.records import key_diff
+from pytest_cudagraph.records.key_diff import diff_reports, diff_test, lookups_of, shared_components
+from pytest_cudagraph.records.report import build_report, full_components
+from pytest_cudagraph.render import key_text
+from pytest_cudagraph.render.key_text import run_wide_lines
+from pytest_cudagraph.render.show import render_html
+from pytest_cudagraph.tools.compare import compare_reports
 
 T = "tests/test_k.py::test_k"
 

@@ -1,48 +1,71 @@
-"""The layers of docs/architecture.md hold: every import of the package, module-level or inside a function, is checked.
+"""The layers of docs/architecture.md hold, read from the folders: every import of the package, module-level or inside a function, is checked.
 
-- gateway: ``_compat`` alone touches torch's, Triton's, pytest's and xdist's internals;
-- plugin layer: ``plugin/`` alone imports pytest (and xdist);
-- records and offline tools: never import torch or the library, so ``compare``
-  and ``show`` run on a machine without torch;
-- library: never imports the plugin layer.
+Bottom to top:
+
+- base (``errors``, ``envvars``, ``text``): imports nothing else of the package;
+- gateway (``_compat/``): alone touches torch's, Triton's, pytest's and xdist's internals;
+- records (``records/``): the report and its types; base only;
+- render (``render/``): every text and HTML view; records and base;
+- tools (``tools/``): the commands; render, records and base, so ``compare`` and
+  ``show`` run on a machine without torch;
+- library (``graphs/``, ``compile/``, ``caches/``, ``piecewise/``, ``ranks/``, ``strategies``):
+  the gateway, records, render and base; never the tools or the plugin;
+- plugin (``plugin/``): alone imports pytest (and xdist); may use every layer.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "pytest_cudagraph"
 
-GATEWAY = ("_compat",)
-PLUGIN = ("plugin",)
-# JSON in, text/HTML/exit code out, plus the record and report they read
-OFFLINE = (
-    "compare",
-    "compare_noise",
-    "instructions",
-    # names of environment variables and setting them: pure, read by every layer
-    "envvars",
-    "key_diff",
-    "key_text",
-    "show",
-    "record_text",
-    "compile_time_text",
-    "html_page",
-    "cli",
-    "summary",
-    "passes",
-    "shards",
-    "text",
-    "report",
-    "record",
-    "progress",
-    "errors",
-    "__main__",
-    "startup_bench",
-)
+FOLDER_LAYERS = {
+    "_compat": "gateway",
+    "records": "records",
+    "render": "render",
+    "tools": "tools",
+    "graphs": "library",
+    "compile": "library",
+    "caches": "library",
+    "piecewise": "library",
+    "ranks": "library",
+    "plugin": "plugin",
+}
+# the top-level modules that define anything; every other top-level module is a documented import path
+TOP_LEVEL = {
+    "__init__": "entry",
+    "__main__": "entry",
+    "errors": "base",
+    "envvars": "base",
+    "text": "base",
+    "strategies": "library",
+}
+# documented import paths kept as the module they name (the module replaces itself in sys.modules)
+IMPORT_PATHS = {
+    "capture": "graphs.capture",
+    "memory": "graphs.memory",
+    "numerics": "graphs.numerics",
+    "recompiles": "compile.recompiles",
+    "compile_time": "compile.compile_time",
+    "report": "records.report",
+    "markers": "plugin.markers",
+}
+# what each layer may import (besides itself)
+MAY_IMPORT = {
+    "base": {"base"},
+    "gateway": {"base"},
+    "records": {"base"},
+    "render": {"base", "records"},
+    "tools": {"base", "records", "render"},
+    "library": {"base", "gateway", "records", "render"},
+    "plugin": {"base", "gateway", "records", "render", "tools", "library", "entry"},
+    "entry": {"base", "records", "render", "tools", "library"},
+}
+TORCHLESS = ("base", "records", "render", "tools")
 PRIVATE_PREFIXES = ("torch._", "torch.utils._", "triton", "_pytest", "xdist.")
 
 
@@ -96,13 +119,15 @@ def _private_attribute_uses(path: Path) -> list[tuple[int, str]]:
 
 def _layer(module: str) -> str:
     top = module.split(".")[0]
-    if top in GATEWAY:
-        return "gateway"
-    if top in PLUGIN:
-        return "plugin"
-    if top in OFFLINE:
-        return "offline"
-    return "library"
+    if top in FOLDER_LAYERS:
+        return FOLDER_LAYERS[top]
+    if top in TOP_LEVEL:
+        return TOP_LEVEL[top]
+    if top in IMPORT_PATHS:
+        return "import path"
+    if not (PACKAGE / f"{top}.py").exists() and not (PACKAGE / top).is_dir():
+        return "entry"  # a name the package's __init__ defines (``__version__``, the plain API)
+    raise AssertionError(f"pytest_cudagraph/{top}.py is in no layer: put it in the folder of its layer")
 
 
 MODULES = _modules()
@@ -128,6 +153,8 @@ def test_only_the_plugin_layer_imports_pytest(module: str, path: Path) -> None:
 @pytest.mark.parametrize(("module", "path"), MODULES, ids=[m for m, _ in MODULES])
 def test_dependencies_point_down(module: str, path: Path) -> None:
     layer = _layer(module)
+    if layer == "import path":
+        return  # test_documented_import_paths_are_the_modules
     imported = [
         (line, name.removeprefix("pytest_cudagraph."))
         for line, name in _imports(path, module)
@@ -136,13 +163,28 @@ def test_dependencies_point_down(module: str, path: Path) -> None:
     wrong = []
     for line, target in imported:
         target_layer = _layer(target)
-        if layer in ("library", "offline", "gateway") and target_layer == "plugin":
-            wrong.append(f"{path.name}:{line} imports the plugin layer ({target})")
-        if layer == "gateway" and target_layer not in ("gateway",) and target != "errors":
-            wrong.append(f"{path.name}:{line} imports {target} (the gateway is the bottom layer; errors aside)")
-        if layer == "offline" and target_layer in ("library", "gateway"):
-            wrong.append(f"{path.name}:{line} imports {target} (offline tools never import the library)")
+        if target_layer != layer and target_layer not in MAY_IMPORT[layer]:
+            wrong.append(f"{path.name}:{line} imports {target} ({layer} never imports {target_layer})")
     uses_torch = [f"{path.name}:{line}" for line, name in _imports(path, module) if name.split(".")[0] == "torch"]
-    if layer == "offline" and uses_torch:
-        wrong.append(f"imports torch at {', '.join(uses_torch)}")
+    if layer in TORCHLESS and uses_torch:
+        wrong.append(f"imports torch at {', '.join(uses_torch)} ({layer} runs without torch)")
     assert not wrong, "; ".join(wrong)
+
+
+def test_every_top_level_module_is_in_a_layer() -> None:
+    top = {path.stem for path in PACKAGE.glob("*.py")}
+    folders = {path.name for path in PACKAGE.iterdir() if (path / "__init__.py").exists()}
+    assert top <= set(TOP_LEVEL) | set(IMPORT_PATHS), (
+        f"put {sorted(top - set(TOP_LEVEL) - set(IMPORT_PATHS))} in the folder of its layer"
+    )
+    assert folders == set(FOLDER_LAYERS), f"folders without a layer: {sorted(folders ^ set(FOLDER_LAYERS))}"
+    assert len(TOP_LEVEL) <= 8
+
+
+@pytest.mark.parametrize(("name", "target"), sorted(IMPORT_PATHS.items()))
+def test_documented_import_paths_are_the_modules(name: str, target: str) -> None:
+    """``pytest_cudagraph.capture`` is ``pytest_cudagraph.graphs.capture`` itself, and the path module defines nothing."""
+    tree = ast.parse((PACKAGE / f"{name}.py").read_text(encoding="utf-8"))
+    defines = [node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))]
+    assert not defines, f"{name}.py defines {[node.name for node in defines]}: define it in {target}"
+    assert importlib.import_module(f"pytest_cudagraph.{name}") is importlib.import_module(f"pytest_cudagraph.{target}")

@@ -5,7 +5,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from pytest_cudagraph.errors import CudagraphError
-from pytest_cudagraph.markers import (
+from pytest_cudagraph.plugin.markers import (
     MARKER_DOCS,
     CompileCacheMarker,
     MarkerArgumentError,

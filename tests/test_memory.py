@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_cudagraph.memory import (
+from pytest_cudagraph.graphs.memory import (
     LARGE_BUFFER,
     MIB,
     SMALL_BUFFER,

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_cudagraph.numerics import (
+from pytest_cudagraph.graphs.numerics import (
     STATIC_CONTROL_FLOW_HINT,
     compare_tensor_trees,
     compare_tensors,
@@ -160,7 +160,7 @@ def _output_pairs(draw):
 @settings(max_examples=150, deadline=None)
 @given(pairs=st.lists(_output_pairs(), min_size=1, max_size=4), rtol=st.sampled_from([None, 0.0, 1e-3]))
 def test_deferred_comparisons_give_the_verdicts_of_comparing_one_at_a_time(pairs, rtol):
-    from pytest_cudagraph.numerics import DeferredComparisons
+    from pytest_cudagraph.graphs.numerics import DeferredComparisons
 
     pending = DeferredComparisons()
     for index, (actual, expected) in enumerate(pairs):

@@ -13,11 +13,11 @@ import json
 import pytest
 from sample_reports import COMPLETE_RUN, ENV_2_13, sample_report
 
-from pytest_cudagraph import compare as compare_module
-from pytest_cudagraph.cli import main
-from pytest_cudagraph.compare import compare_reports
 from pytest_cudagraph.errors import ReportError
-from pytest_cudagraph.report import build_report, load_report, summarize, write_report
+from pytest_cudagraph.records.report import build_report, load_report, summarize, write_report
+from pytest_cudagraph.tools import compare as compare_module
+from pytest_cudagraph.tools.cli import main
+from pytest_cudagraph.tools.compare import compare_reports
 
 DECODE = "tests/test_model.py::test_decode_graphs"
 SPLIT = "tests/test_model.py::test_attention_split"

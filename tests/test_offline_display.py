@@ -8,12 +8,12 @@ from html.parser import HTMLParser
 
 from sample_reports import ENV_2_13, MiB, graph_record, graph_set_record
 
-from pytest_cudagraph.cli import main
-from pytest_cudagraph.record import merge_graph_sets
-from pytest_cudagraph.report import build_report, load_report, write_report
-from pytest_cudagraph.show import render_html
-from pytest_cudagraph.summary import summary_row, terminal_summary_lines
+from pytest_cudagraph.records.record import merge_graph_sets
+from pytest_cudagraph.records.report import build_report, load_report, write_report
+from pytest_cudagraph.render.show import render_html
+from pytest_cudagraph.render.summary import summary_row, terminal_summary_lines
 from pytest_cudagraph.text import NODEID_WIDTH, clip_nodeid
+from pytest_cudagraph.tools.cli import main
 
 LONG_ID = "tests/test_model.py::test_decode[" + "config-" * 430 + "bs16]"  # 3000+ characters
 WIDE = 200  # no line of a table may get near a 3000-character id

@@ -25,7 +25,7 @@ from sample_reports import sample_report
 
 from pytest_cudagraph import report as report_module
 from pytest_cudagraph.errors import ReportError
-from pytest_cudagraph.report import dumps_report, load_report, write_report
+from pytest_cudagraph.records.report import dumps_report, load_report, write_report
 
 IS_ROOT = hasattr(os, "getuid") and os.getuid() == 0
 HANG_GUARD_S = 60  # a subprocess that might block (a FIFO without a writer) is killed after this
@@ -76,7 +76,7 @@ def test_a_fifo_nobody_reads_fails_at_once_instead_of_hanging_the_run(tmp_path):
     result = run_python(  # in a child with a timeout: the code before the fix blocked here for ever
         f"""
         from pathlib import Path
-        from pytest_cudagraph.report import write_report
+        from pytest_cudagraph.records.report import write_report
         from sample_reports import sample_report
         try:
             write_report(Path({str(fifo)!r}), sample_report())
@@ -114,7 +114,7 @@ def test_a_link_to_dev_stdout_on_a_pipe_writes_the_report_to_stdout(tmp_path):
     result = run_python(
         f"""
         from sample_reports import sample_report
-        from pytest_cudagraph.report import write_report
+        from pytest_cudagraph.records.report import write_report
         write_report({str(link)!r}, sample_report())
         """,
         capture_output=True,
@@ -136,7 +136,7 @@ def test_dev_stdout_redirected_to_a_file_appends_to_that_file(tmp_path):
             f"""
             from pathlib import Path
             print("pytest's own output", flush=True)
-            from pytest_cudagraph.report import write_text_atomically
+            from pytest_cudagraph.records.report import write_text_atomically
             write_text_atomically(Path({str(link)!r}), "the report\\n")
             """,
             stdout=stdout,
@@ -156,7 +156,7 @@ def test_a_dev_fd_pipe_gets_the_report(tmp_path):
             [
                 sys.executable,
                 "-c",
-                f"from pathlib import Path; from pytest_cudagraph.report import write_text_atomically; "
+                f"from pathlib import Path; from pytest_cudagraph.records.report import write_text_atomically; "
                 f"write_text_atomically(Path('/dev/fd/{write_end}'), 'through the pipe\\n')",
             ],
             pass_fds=(write_end,),
@@ -237,7 +237,7 @@ def test_a_writer_killed_mid_write_leaves_a_temp_file_the_next_write_removes(tmp
         f"""
         import os, signal
         from pathlib import Path
-        from pytest_cudagraph.report import write_text_atomically
+        from pytest_cudagraph.records.report import write_text_atomically
         os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL)  # killed between write and rename
         write_text_atomically(Path({str(path)!r}), "half")
         """
@@ -295,7 +295,7 @@ def test_loading_a_fifo_without_a_writer_fails_at_once(tmp_path):
     result = run_python(
         f"""
         from pytest_cudagraph.errors import ReportError
-        from pytest_cudagraph.report import load_report
+        from pytest_cudagraph.records.report import load_report
         try:
             load_report({str(fifo)!r})
         except ReportError as exc:
@@ -318,7 +318,7 @@ def test_loading_dev_zero_fails_at_once_instead_of_reading_forever():
         import resource
         resource.setrlimit(resource.RLIMIT_AS, (2**30, 2**30))
         from pytest_cudagraph.errors import ReportError
-        from pytest_cudagraph.report import load_report
+        from pytest_cudagraph.records.report import load_report
         try:
             load_report("/dev/zero")
         except ReportError as exc:
@@ -342,7 +342,7 @@ def test_compare_of_a_fifo_exits_2_in_one_line(tmp_path):
     fifo = tmp_path / "new.json"
     os.mkfifo(fifo)
     result = run_python(
-        f"import sys; from pytest_cudagraph.cli import main; sys.exit(main(['compare', {str(good)!r}, {str(fifo)!r}]))",
+        f"import sys; from pytest_cudagraph.tools.cli import main; sys.exit(main(['compare', {str(good)!r}, {str(fifo)!r}]))",
         capture_output=True,
         text=True,
     )

@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sample_reports import sample_report
 
-from pytest_cudagraph import cli
-from pytest_cudagraph.cli import main
 from pytest_cudagraph.errors import ReportError
-from pytest_cudagraph.report import dumps_report, load_report, write_report
+from pytest_cudagraph.records.report import dumps_report, load_report, write_report
+from pytest_cudagraph.tools import cli
+from pytest_cudagraph.tools.cli import main
 
 DECODE = "tests/test_model.py::test_decode_graphs"
 DYNAMIC = "tests/test_model.py::test_dynamic_batch"

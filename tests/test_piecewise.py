@@ -24,12 +24,12 @@ from toy_attention import (
 )
 
 from pytest_cudagraph import _compat as compat
-from pytest_cudagraph.capture import GraphSet
 from pytest_cudagraph.errors import InvariantViolation, MisuseError
+from pytest_cudagraph.graphs.capture import GraphSet
 from pytest_cudagraph.piecewise import piecewise_compile
 from pytest_cudagraph.piecewise.ops import resolve_splitting_ops
 from pytest_cudagraph.plugin.handles import PiecewiseFixture
-from pytest_cudagraph.record import TestRecord
+from pytest_cudagraph.records.record import TestRecord
 from pytest_cudagraph.strategies import capture_sizes
 
 

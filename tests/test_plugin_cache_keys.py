@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_cudagraph.report import full_components
+from pytest_cudagraph.records.report import full_components
 
 WARM_MISSES = """
 import os
@@ -234,7 +234,7 @@ def test_foreign(recompiles):
 @pytest.mark.slow
 def test_a_hostile_key_index_costs_no_record_and_no_hang(pytester: pytest.Pytester):
     """A FIFO, a link to /dev/zero, 200,000-deep JSON and a directory of another uid in the index: notes, not ends."""
-    from pytest_cudagraph.cache_keys import index_directory_name
+    from pytest_cudagraph.caches.keys import index_directory_name
 
     pytester.makepyfile(test_index=HOSTILE_INDEX)
     root = pytester.path / "cache-root"

@@ -190,8 +190,8 @@ def test_no_header_when_plugin_is_unused(pytester):
 
 def test_plugin_import_does_not_import_torch():
     code = (
-        "import sys, pytest_cudagraph.plugin, pytest_cudagraph.markers, pytest_cudagraph.report, "
-        "pytest_cudagraph.summary, pytest_cudagraph.session\n"
+        "import sys, pytest_cudagraph.plugin, pytest_cudagraph.plugin.markers, pytest_cudagraph.records.report, "
+        "pytest_cudagraph.render.summary, pytest_cudagraph.plugin.session\n"
         "sys.exit(3 if 'torch' in sys.modules else 0)"
     )
     import subprocess

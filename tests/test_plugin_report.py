@@ -9,8 +9,8 @@ import sys
 import pytest
 import torch
 
-from pytest_cudagraph.environment import ENV_FIELDS
-from pytest_cudagraph.report import SCHEMA, build_report, write_report
+from pytest_cudagraph.plugin.environment import ENV_FIELDS
+from pytest_cudagraph.records.report import SCHEMA, build_report, write_report
 
 # Tiny tests: Dynamo with backend="eager" (no Inductor compile), plugin markers with
 # no torch work, a GPU test that skips on this CPU runner, and a test that does not

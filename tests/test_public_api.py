@@ -44,7 +44,7 @@ def test_the_types_an_entry_point_hands_back_are_exported(entry):
 
 
 def test_every_error_is_exported_and_a_cudagraph_error():
-    from pytest_cudagraph.markers import MarkerArgumentError
+    from pytest_cudagraph.plugin.markers import MarkerArgumentError
 
     types = [v for v in vars(errors).values() if isinstance(v, type) and issubclass(v, Exception)]
     for error in [*types, MarkerArgumentError]:

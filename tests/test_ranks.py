@@ -28,7 +28,7 @@ from pytest_cudagraph.errors import MisuseError
 from pytest_cudagraph.ranks import RanksFailed, gpu_shortfall, run_ranks
 from pytest_cudagraph.ranks.launch import RANK_ENV_DEFAULTS, rank_environment
 from pytest_cudagraph.ranks.stacks import default_library_dirs, describe_waiting, main_thread_frames
-from pytest_cudagraph.report import SCHEMA, validate_report
+from pytest_cudagraph.records.report import SCHEMA, validate_report
 
 # --------------------------------------------------------------------------
 # bodies (imported by name in the rank processes)
@@ -214,7 +214,7 @@ def test_rank_environment_keeps_what_the_user_set(monkeypatch):
 
 def test_importing_the_harness_and_its_fixture_imports_no_torch():
     code = (
-        "import sys; import pytest_cudagraph.ranks, pytest_cudagraph.plugin.ranks; "
+        "import sys; import pytest_cudagraph.ranks, pytest_cudagraph.plugin.rank_fixture; "
         "assert 'torch' not in sys.modules, 'torch imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
@@ -403,7 +403,7 @@ def test_nccl_unmarked(cudagraph_ranks):
 
 # the fixture's module, registered here until the plugin registers it itself
 REGISTER_FIXTURE = """
-import pytest_cudagraph.plugin.ranks as ranks
+import pytest_cudagraph.plugin.rank_fixture as ranks
 
 
 def pytest_configure(config):

@@ -19,8 +19,8 @@ from torch._dynamo.testing import CompileCounter
 from torch._logging._internal import log_state
 
 from pytest_cudagraph import _compat as compat
+from pytest_cudagraph.compile.recompiles import RecompileStats, watch_recompiles
 from pytest_cudagraph.errors import InvariantViolation, MisuseError
-from pytest_cudagraph.recompiles import RecompileStats, watch_recompiles
 
 
 @pytest.fixture(autouse=True)
@@ -552,7 +552,7 @@ def test_count_equals_compile_counter_minus_one(calls, dynamic):
 
 
 def test_failure_table_shows_the_first_reasons_and_counts_the_rest():
-    from pytest_cudagraph.recompile_text import MAX_REASONS_SHOWN
+    from pytest_cudagraph.compile.recompile_messages import MAX_REASONS_SHOWN
 
     fn = torch.compile(lambda x: x + 1, backend="eager", dynamic=False)
     with watch_recompiles() as watch:

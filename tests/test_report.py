@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from sample_reports import ENV_2_13, MiB, graph_record, recompile_record, sample_report
 
 from pytest_cudagraph.errors import ReportError
-from pytest_cudagraph.report import (
+from pytest_cudagraph.records.report import (
     RUN_FIELDS,
     SCHEMA,
     build_report,
@@ -310,7 +310,7 @@ def test_load_report_checks_the_shard_and_the_durations(tmp_path, field, value, 
 def test_cache_key_components_every_lookup_shares_are_stored_once_per_run(tmp_path):
     from sample_reports import cache_key_report_pair, cache_keys_record, fx_components
 
-    from pytest_cudagraph.report import full_components
+    from pytest_cudagraph.records.report import full_components
 
     base, new = cache_key_report_pair()
     for report in (base, new):
@@ -339,7 +339,7 @@ def test_cache_key_components_every_lookup_shares_are_stored_once_per_run(tmp_pa
 def test_a_run_of_many_tests_stores_the_config_of_its_lookups_once(tmp_path):
     from sample_reports import fx_components, lookup
 
-    from pytest_cudagraph.report import expand_cache_components, full_components
+    from pytest_cudagraph.records.report import expand_cache_components, full_components
 
     config = {f"inductor_config[entry_{i}]": "False" for i in range(600)}
     tests = {

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from pytest_cudagraph.cli import main as cli_main
+from pytest_cudagraph.tools.cli import main as cli_main
 
 # Four plugin tests that do no torch work, one of which can crash, fail or be interrupted.
 SUITE = """

@@ -19,12 +19,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sample_reports import ENV_2_13, graph_record, recompile_record
 
-from pytest_cudagraph.cli import main as cli_main
 from pytest_cudagraph.errors import ReportError
-from pytest_cudagraph.report import build_report, load_report, summarize, write_report
-from pytest_cudagraph.shards import (
+from pytest_cudagraph.records.report import build_report, load_report, summarize, write_report
+from pytest_cudagraph.render.shard_text import describe_shard
+from pytest_cudagraph.tools.cli import main as cli_main
+from pytest_cudagraph.tools.merge import (
     BUILD_ENV_FIELDS,
-    describe_shard,
     durations_file_text,
     durations_from_reports,
     merge_shard_reports,
@@ -642,7 +642,7 @@ def test_one_suite_has_one_digest_however_its_paths_are_spelled_or_ordered(pytes
 
 
 def test_the_node_ids_digest_does_not_depend_on_their_order():
-    from pytest_cudagraph.plugin.shards import nodeids_digest, suite_digest
+    from pytest_cudagraph.plugin.pytest_split import nodeids_digest, suite_digest
 
     ids = [f"t.py::test_{i}" for i in range(50)]
     assert nodeids_digest(ids) == nodeids_digest(ids[::-1]) != nodeids_digest(ids[1:])

@@ -9,9 +9,9 @@ from html.parser import HTMLParser
 import pytest
 from sample_reports import ENV_2_13, MiB, graph_record, ranks_record, sample_report, where_and_why_report
 
-from pytest_cudagraph.record_text import detail_lines
-from pytest_cudagraph.report import build_report
-from pytest_cudagraph.show import render_html
+from pytest_cudagraph.records.report import build_report
+from pytest_cudagraph.render.record_text import detail_lines
+from pytest_cudagraph.render.show import render_html
 
 DECODE = "tests/test_model.py::test_decode_graphs"
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}

@@ -6,8 +6,8 @@ import copy
 
 from sample_reports import graph_record, piecewise_record, recompile_record, warm_start_record
 
-from pytest_cudagraph.passes import pass_pairs
-from pytest_cudagraph.summary import HEADER, summary_row, terminal_summary_lines, totals_line
+from pytest_cudagraph.records.cold_warm import pass_pairs
+from pytest_cudagraph.render.summary import HEADER, summary_row, terminal_summary_lines, totals_line
 
 NO_CUDA = "no CUDA device (torch 2.13.0+cpu reports torch.cuda.is_available() == False)"
 

@@ -10,7 +10,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_cudagraph import _compat
-from pytest_cudagraph.trees import CudagraphSkip, ReduceOverheadResult, not_fully_cudagraphed, parse_skip_message
+from pytest_cudagraph.graphs.reduce_overhead import (
+    CudagraphSkip,
+    ReduceOverheadResult,
+    not_fully_cudagraphed,
+    parse_skip_message,
+)
 
 # the shapes torch 2.11 writes (seen on an H200): a doubled prefix on a compile-time skip, a
 # graph-break continuation as the function of a run-time one
@@ -134,7 +139,7 @@ def test_a_skip_line_from_another_functions_cached_compile_is_moved_to_the_runni
     """Inductor's FX graph cache keeps the stack traces of whichever function first compiled a graph."""
     import inspect
 
-    from pytest_cudagraph.trees import _at_live_line
+    from pytest_cudagraph.graphs.reduce_overhead import _at_live_line
 
     other = tmp_path / "first_compiler.py"
     other.write_text("import torch\n\n\ndef accumulate(total, x):\n    total.add_(x.sum())\n    return x * 2\n")
@@ -156,7 +161,7 @@ def test_a_skip_line_from_another_functions_cached_compile_is_moved_to_the_runni
 
 def test_a_cpu_skip_without_live_frames_names_the_graph_input():
     """A graph loaded from the FX graph cache logs its cached reason only: the placeholder is the name left."""
-    from pytest_cudagraph.trees import _with_arguments
+    from pytest_cudagraph.graphs.reduce_overhead import _with_arguments
 
     skip = _with_arguments(parse_skip_message(CPU_SKIP), None)
     assert skip.arguments == ("arg0_1",) and skip.named_by == "placeholder"

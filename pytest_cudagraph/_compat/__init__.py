@@ -35,7 +35,7 @@ The modules, by subject (every name is re-exported here, so
 
 from __future__ import annotations
 
-from .caches import (
+from .cache_layers import (
     CACHE_KEY_CONFIG_MODULES,
     CUSTOM_GRAPH_PASS_CLASS,
     applied_compile_config,

@@ -13,11 +13,11 @@ from typing import Any
 
 import torch
 
-from .. import open_objects
 from ..errors import InvariantViolation, MisuseError
-from ..memory import PoolCheck
-from ..record import TestRecord, current_record
-from ..sizes import validate_capture_sizes
+from ..graphs import open_objects
+from ..graphs.memory import PoolCheck
+from ..graphs.sizes import validate_capture_sizes
+from ..records.record import TestRecord, current_record
 from .ops import resolve_splitting_ops
 from .padding import BatchPadding
 from .pieces import PassState
@@ -149,7 +149,7 @@ class PiecewiseModule:
         __tracebackhide__ = True
         if not self._built:
             self(*_as_tuple(make_inputs(self.capture_sizes[-1])))
-        from ..numerics import compare_tensor_trees, max_abs_error
+        from ..graphs.numerics import compare_tensor_trees, max_abs_error
 
         rtol = self.rtol if rtol is None else rtol
         atol = self.atol if atol is None else atol

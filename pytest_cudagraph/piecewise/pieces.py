@@ -67,7 +67,7 @@ class CapturablePiece:
         return self.fn(list(inputs)) if self.list_call else self.fn(*inputs)
 
     def _capture(self, inputs: list[Any]) -> Any:
-        from ..capture import capture_callable
+        from ..graphs.capture import capture_callable
 
         state = self.state
         positions = tuple(i for i, a in enumerate(inputs) if isinstance(a, torch.Tensor))

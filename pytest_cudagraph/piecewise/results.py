@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..capture_cost import CaptureCost, cost_json
+from ..graphs.capture_cost import CaptureCost, cost_json
 
 
 @dataclass(frozen=True)

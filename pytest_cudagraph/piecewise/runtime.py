@@ -23,8 +23,8 @@ from typing import Any
 import torch
 
 from .. import _compat as compat
-from ..capture_cost import CaptureCost, CaptureCostMeter, collection_paused, outside_limit, with_device_bounds
-from ..memory import PoolCheck, PoolMeter
+from ..graphs.capture_cost import CaptureCost, CaptureCostMeter, collection_paused, outside_limit, with_device_bounds
+from ..graphs.memory import PoolCheck, PoolMeter
 from .ops import SplittingOp, SplittingOpCounter
 from .padding import BatchPadding
 from .pieces import PassState
@@ -74,7 +74,7 @@ class PiecewiseRuntime:
             ]
             self.not_captured = f"a CPU input ({', '.join(on_cpu)}): the split pieces run without graphs"
             return
-        from ..capture import new_pool
+        from ..graphs.capture import new_pool
 
         state = self.state
         device = next(a.device for a in args if isinstance(a, torch.Tensor))

@@ -29,13 +29,13 @@ from pathlib import Path
 
 import pytest
 
-from ..devices import GROUP_CHOICES
 from ..envvars import CHILD_PASS_ENV, INSTRUCTIONS_ENV
 from ..errors import ReportError, UsageProblem
-from ..markers import MARKER_DOCS
-from ..session import RunState, read_options
-from . import collection, fixtures, marker_checks, ranks, recording, startup, state_isolation, torch_trace, xdist
+from . import collection, fixtures, marker_checks, rank_fixture, recording, startup, state_isolation, torch_trace, xdist
+from .devices import GROUP_CHOICES
 from .items import PROGRESS_KEY, STATE_KEY
+from .markers import MARKER_DOCS
+from .session import RunState, read_options
 from .xdist import WORKER_ROOT
 
 
@@ -160,7 +160,7 @@ def pytest_configure(config: pytest.Config) -> None:
         ("cudagraph-recording", recording),
         ("cudagraph-marker-checks", marker_checks),
         ("cudagraph-fixtures", fixtures),
-        ("cudagraph-ranks", ranks),
+        ("cudagraph-ranks", rank_fixture),
         ("cudagraph-state-isolation", state_isolation),
     ):
         manager.register(module, name)
@@ -217,7 +217,7 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
 
 
 def _header_line(state: RunState) -> str:
-    from ..environment import header_line
+    from .environment import header_line
 
     root = state.options.cache_dir or state.shared_root_hint
     if root is None and state.cache_root_if_created is not None:

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ..markers import MarkerArgumentError, misspelled_marker_message, parse_item_markers
-from ..record import TestRecord
+from ..records.record import TestRecord
 from .items import (
     GATED_FIXTURES,
     GPU_FIXTURES,
@@ -17,6 +16,7 @@ from .items import (
     marked_cudagraph_or_using,
     uses_plugin,
 )
+from .markers import MarkerArgumentError, misspelled_marker_message, parse_item_markers
 
 WORKER_GROUPS = "cudagraph_groups_dir"
 
@@ -125,7 +125,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 def _write_module_groups(directory: Path, worker_id: str, items: list[pytest.Item]) -> None:
     """Tell the controller's scheduler which GPU tests belong to which module (--cudagraph-group)."""
-    from ..devices import group_name, write_worker_groups
+    from .devices import group_name, write_worker_groups
 
     groups = {}
     for item in items:

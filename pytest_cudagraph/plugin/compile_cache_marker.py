@@ -27,9 +27,9 @@ from typing import Any
 import pytest
 
 from .. import _compat
-from ..cache_keys import MissExplanation
-from ..cacheroot import CacheRoot
-from ..caches import (
+from ..caches.cache_root import CacheRoot
+from ..caches.keys import MissExplanation
+from ..caches.probe import (
     CHILD_PASS_ENV,
     DEFAULT_SEED,
     CacheProbe,

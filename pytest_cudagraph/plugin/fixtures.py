@@ -47,7 +47,7 @@ def recompiles(request: pytest.FixtureRequest) -> Iterator[Any]:
     entries compiled by earlier tests would otherwise show up in this test's reasons.
     The watch reports into the test's record when it ends.
     """
-    from ..recompiles import start_from_empty_dynamo_cache, watch_recompiles
+    from ..compile.recompiles import start_from_empty_dynamo_cache, watch_recompiles
 
     start_from_empty_dynamo_cache()
     with watch_recompiles() as watch:
@@ -68,7 +68,7 @@ def compile_cache(request: pytest.FixtureRequest) -> Iterator[Any]:
     cache, then warm, and returns the pair (``.check()`` it); ``.stats()`` gives the
     hits, misses, saves and bypasses of each layer so far.
     """
-    from ..caches import cache_probe
+    from ..caches.probe import cache_probe
 
     state = request.config.stash[STATE_KEY]
     with cache_probe(root=state.cache_root(), name=request.node.name) as probe:

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from ..capture import GraphSet
+    from ..graphs.capture import GraphSet
+    from ..graphs.reduce_overhead import TreeWatch
     from ..piecewise import PiecewiseModule
-    from ..record import TestRecord
-    from ..trees import TreeWatch
+    from ..records.record import TestRecord
 
 
 def _require_cuda() -> None:
@@ -67,7 +67,7 @@ class CudagraphsFixture(_TestDefaults):
         """``capture_graphs(fn, make_inputs, sizes or the test's default sizes, ...)``; see ``capture_graphs``."""
         __tracebackhide__ = True
         _require_cuda()
-        from ..capture import capture_graphs
+        from ..graphs.capture import capture_graphs
 
         options.setdefault("rtol", self.rtol)
         options.setdefault("atol", self.atol)
@@ -82,7 +82,7 @@ class CudagraphsFixture(_TestDefaults):
         The figures go to the test's report section ``reduce_overhead``; see ``trees.watch_trees``.
         """
         _require_cuda()
-        from ..trees import watch_trees
+        from ..graphs.reduce_overhead import watch_trees
 
         watch = watch_trees(device=device, record=self.record)
         self._tree_watches.append(watch)

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from ..progress import RunProgress
-from ..record import TestRecord
-from ..session import RunState
+from ..records.progress import RunProgress
+from ..records.record import TestRecord
+from .session import RunState
 
 STATE_KEY = pytest.StashKey[RunState]()
 PROGRESS_KEY = pytest.StashKey[RunProgress]()

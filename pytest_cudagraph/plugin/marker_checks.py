@@ -20,7 +20,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     marker = item.stash.get(MARKERS_KEY, {}).get("max_recompiles")
     if marker is None:
         return (yield)
-    from ..recompiles import start_from_empty_dynamo_cache, watch_recompiles
+    from ..compile.recompiles import start_from_empty_dynamo_cache, watch_recompiles
 
     # the recompiles fixture's watch when the test has one; else our own, which
     # reports into the test's record as it exits
@@ -53,7 +53,7 @@ def pytest_runtest_call_fully_cudagraphed(item: pytest.Item) -> Iterator[None]:
 
     if not _compat.cuda_available():  # the test skips; there are no trees to watch
         return (yield)
-    from ..trees import not_fully_cudagraphed, watch_trees
+    from ..graphs.reduce_overhead import not_fully_cudagraphed, watch_trees
 
     with watch_trees(record=record_of(item)) as trees:
         result = yield

@@ -21,13 +21,11 @@ from typing import Any
 
 import pytest
 
-from .. import open_objects
-from ..markers import MarkerArgumentError, parse_item_markers
-from ..progress import RunProgress
-from ..record import TestRecord, set_current_record
-from ..session import RunState
+from ..graphs import open_objects
+from ..records.progress import RunProgress
+from ..records.record import TestRecord, set_current_record
 from ..text import clip_middle
-from . import shards
+from . import pytest_split as shards
 from .items import (
     CACHE_KEYS_KEY,
     CACHE_SNAPSHOT_KEY,
@@ -43,6 +41,8 @@ from .items import (
     report_nodeid,
     uses_plugin,
 )
+from .markers import MarkerArgumentError, parse_item_markers
+from .session import RunState
 
 REPORT_RECORD_ATTR = "cudagraph_record"
 # The first failed phase's message, for the record (the report page shows failed tests with it).
@@ -93,12 +93,12 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if "torch" in sys.modules:
         # Cache counters are read only where torch is already loaded: a test that
         # compiled something gets its cache deltas reported, and nothing imports torch.
-        from ..counters import counter_snapshot
+        from ..caches.counters import counter_snapshot
 
         item.stash[CACHE_SNAPSHOT_KEY] = counter_snapshot()
     if uses_plugin(item):
         start_cache_key_capture(item)
-        from ..compile_time import watch_compile_time
+        from ..compile.compile_time import watch_compile_time
 
         item.stash[COMPILE_TIME_KEY] = watch_compile_time(report=False).start()
 
@@ -117,7 +117,7 @@ def start_cache_key_capture(item: pytest.Item) -> None:
     """
     import contextlib
 
-    from ..cache_keys import capture_lookups
+    from ..caches.keys import capture_lookups
 
     stack = contextlib.ExitStack()
     log = stack.enter_context(capture_lookups())
@@ -151,7 +151,7 @@ def _key_index(item: pytest.Item) -> Any:
     state = item.config.stash[STATE_KEY]
     if state.options.cache_dir is None or os.environ.get(CHILD_PASS_ENV):
         return None
-    from ..cache_keys import KeyIndex, index_directory_name
+    from ..caches.keys import KeyIndex, index_directory_name
 
     return KeyIndex(state.cache_root().cache_keys_dir_of(index_directory_name(report_nodeid(item))))
 
@@ -161,7 +161,7 @@ def run_id(config: pytest.Config) -> tuple[str, str]:
     if RUN_ID_KEY not in config.stash:
         import datetime
 
-        from ..cache_keys import new_run_id
+        from ..caches.keys import new_run_id
 
         created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         config.stash[RUN_ID_KEY] = (new_run_id(), created)
@@ -177,7 +177,7 @@ def cross_run_explanations(item: pytest.Item, lookups: Any) -> list[Any]:
     index = _key_index(item)
     if index is None:
         return []
-    from ..cache_keys import explain_across_runs
+    from ..caches.keys import explain_across_runs
 
     contents = item.stash.get(STORED_KEYS_KEY, None)
     if contents is None:
@@ -190,7 +190,7 @@ def _finish_cache_keys(item: pytest.Item, record: TestRecord | None) -> TestReco
     log = stop_cache_key_capture(item)
     if log is None or not log.lookups:
         return record
-    from ..cache_keys import note_version_gaps
+    from ..caches.keys import note_version_gaps
 
     note_version_gaps(log)
     for explanation in cross_run_explanations(item, log.lookups):
@@ -252,13 +252,13 @@ def finish_record(item: pytest.Item, record: TestRecord | None) -> dict[str, Any
     compile_watch = item.stash.get(COMPILE_TIME_KEY, None)
     if compile_watch is not None:
         del item.stash[COMPILE_TIME_KEY]
-        from ..compile_time import finish_test_compile_time
+        from ..compile.compile_time import finish_test_compile_time
 
         record = record or record_of(item)
         finish_test_compile_time(compile_watch, record)
     snapshot = item.stash.get(CACHE_SNAPSHOT_KEY, None)
     if snapshot is not None or "torch" in sys.modules:
-        from ..counters import counter_delta, counter_snapshot
+        from ..caches.counters import counter_delta, counter_snapshot
 
         if snapshot is None:
             # torch was first imported by this test: every counter started at zero
@@ -282,7 +282,7 @@ def finish_record(item: pytest.Item, record: TestRecord | None) -> dict[str, Any
     entry = record.to_json()
     if not uses_plugin(item) and not set(entry) - {"outcome", "duration_s", "failure", "skip_reason"}:
         return None  # a test that used nothing of the plugin and measured nothing
-    from ..report import json_safe
+    from ..records.report import json_safe
 
     return {"nodeid": record.nodeid, "record": json_safe(entry)}
 
@@ -361,7 +361,7 @@ class RunRecorder:
         worker = _worker_name(node)
         earlier = self.state.records.get(nodeid)
         if earlier is not None and self.each:
-            from ..report import merge_runs_of_one_test
+            from ..records.report import merge_runs_of_one_test
 
             record = merge_runs_of_one_test(earlier, record, self._first_worker.get(nodeid, "?"), worker)
         self._first_worker.setdefault(nodeid, worker)
@@ -401,8 +401,8 @@ def write_report_and_compare(session: pytest.Session, state: RunState, progress:
         return
     if session.config.getoption("collectonly"):
         return  # a collection-only run measured nothing: the last report stays as it was
-    from ..environment import collect_environment
-    from ..report import build_report, write_report
+    from ..records.report import build_report, write_report
+    from .environment import collect_environment
 
     env = collect_environment(state.rootdir)
     session.config.hook.pytest_cudagraph_update_env(config=session.config, env=env)
@@ -424,7 +424,7 @@ def write_report_and_compare(session: pytest.Session, state: RunState, progress:
             if session.exitstatus == 0:
                 session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
     if state.baseline is not None:
-        from ..compare import compare_reports
+        from ..tools.compare import compare_reports
 
         # the paths, for the `pytest-cudagraph explain` command the comparison suggests
         sources = (str(options.baseline_path), str(options.report_path)) if options.report_path is not None else None
@@ -450,7 +450,7 @@ def summary_lines(config: pytest.Config, state: RunState, progress: RunProgress,
     comparison = state.baseline_comparison
     if not state.records and state.options.report_path is None and comparison is None:
         return []
-    from ..summary import terminal_summary_lines
+    from ..render.summary import terminal_summary_lines
 
     collect_only = bool(config.getoption("collectonly"))
     # A run stopped by collection errors, or one that ran no test (--fixtures, --markers), holds only
@@ -469,7 +469,7 @@ def summary_lines(config: pytest.Config, state: RunState, progress: RunProgress,
     if collect_only and state.options.report_path is not None:
         lines.append(f"collection only: the report at {state.options.report_path} was left as it was")
     if progress.shard is not None and not collect_only:
-        from ..shards import describe_shard
+        from ..render.shard_text import describe_shard
 
         lines.append(describe_shard(progress.shard_fields()))
     reasons = [] if collect_only else progress.incomplete_reasons(exitstatus)

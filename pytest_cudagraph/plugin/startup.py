@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from ..errors import UsageProblem
-from ..session import RunState
 from .items import is_worker
+from .session import RunState
 
 WORKER_DEVICES = "cudagraph_devices"
 
@@ -30,20 +30,20 @@ def check_options(config: pytest.Config, state: RunState) -> None:
     """Raise UsageProblem for the first bad option value; change nothing."""
     options = state.options
     if options.cache_dir is not None and (options.cache_dir.exists() or options.cache_dir.is_symlink()):
-        from ..cacheroot import check_secure_dir
+        from ..caches.cache_root import check_secure_dir
 
         check_secure_dir(options.cache_dir, "--cudagraph-cache-dir")
     if is_worker(config):
         return  # the rest is the controller's: it checked the report, baseline and devices once for the run
     if options.report_path is not None:
-        from ..report import check_report_path_writable
+        from ..records.report import check_report_path_writable
 
         problem = check_report_path_writable(options.report_path)
         if problem:
             raise UsageProblem(problem)
     if options.baseline_path is not None:
         from ..errors import ReportError
-        from ..report import load_report
+        from ..records.report import load_report
 
         try:
             state.baseline = load_report(options.baseline_path)
@@ -80,7 +80,7 @@ def _check_device_options(config: pytest.Config, state: RunState) -> None:
         state.group_scheduling = True
     if options.devices is not None:
         from .._compat import cuda_device_count
-        from ..devices import resolve_devices, visible_device_ids
+        from .devices import resolve_devices, visible_device_ids
 
         state.devices = resolve_devices(
             options.devices, visible_device_ids(cuda_device_count()), options.devices_raw or ""
@@ -99,8 +99,8 @@ def apply_options(config: pytest.Config, state: RunState) -> None:
 
 def _pin_devices(config: pytest.Config, state: RunState) -> None:
     """--cudagraph-devices: pin an xdist worker to its GPU, or a run without workers to the first."""
-    from ..capture_cost import set_shared_device
-    from ..devices import device_for_worker, gpu_sharing_note, pin_process
+    from ..graphs.capture_cost import set_shared_device
+    from .devices import device_for_worker, gpu_sharing_note, pin_process
 
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:

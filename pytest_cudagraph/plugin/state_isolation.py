@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from .. import open_objects
+from ..graphs import open_objects
 from .items import STATE_SNAPSHOT_KEY, record_of, uses_plugin
 
 
@@ -59,7 +59,7 @@ def _close_left_open(item: pytest.Item) -> None:
 def _snapshot_before_test(item: Any) -> None:
     if not isinstance(item, pytest.Item) or STATE_SNAPSHOT_KEY in item.stash or not uses_plugin(item):
         return
-    from ..isolation import TorchStateSnapshot
+    from .isolation import TorchStateSnapshot
 
     snapshot = item.stash[STATE_SNAPSHOT_KEY] = TorchStateSnapshot.take()
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from ..progress import RunProgress
-from ..session import RunState
+from ..records.progress import RunProgress
 from .collection import WORKER_GROUPS
 from .items import is_worker
+from .session import RunState
 from .startup import WORKER_DEVICES
 
 WORKER_ROOT = "cudagraph_cache_root"
@@ -44,7 +44,7 @@ class XdistController:
         if self.groups_dir is None:
             import uuid
 
-            from ..cacheroot import ensure_private_dir
+            from ..caches.cache_root import ensure_private_dir
 
             parent = ensure_private_dir(self.state.cache_root().path / "groups", "scheduling group directory")
             self.groups_dir = ensure_private_dir(parent / uuid.uuid4().hex, "scheduling group directory")
@@ -55,7 +55,7 @@ class XdistController:
         """When xdist picks its scheduler: with --cudagraph-group=module, the plugin's module grouping."""
         if not self.state.group_scheduling:
             return None
-        from ..devices import module_group_scheduler
+        from .devices import module_group_scheduler
 
         return module_group_scheduler(config, log, self._groups_dir())
 
@@ -71,7 +71,7 @@ class XdistController:
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         """When a worker ends: records of tests refused at collection, the deselected count, crashes."""
-        from ..report import merge_worker_records
+        from ..records.report import merge_worker_records
 
         output = getattr(node, "workeroutput", None) or {}
         merge_worker_records(self.state.records, output.get(WORKER_RECORDS))
@@ -107,7 +107,7 @@ class XdistWorker:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         """At the worker's end: records of tests refused at collection (finished tests went on their reports)."""
-        from ..report import encode_worker_records
+        from ..records.report import encode_worker_records
 
         session.config.workeroutput[WORKER_RECORDS] = encode_worker_records(self.state.records)
         session.config.workeroutput[WORKER_DESELECTED] = self.deselected

@@ -14,9 +14,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from ..capture import GraphSet, capture_graphs
 from ..errors import InvariantViolation, MisuseError
-from ..numerics import compare_tensors
+from ..graphs.capture import GraphSet, capture_graphs
+from ..graphs.numerics import compare_tensors
 
 
 class Rank:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import InvariantViolation, MisuseError
-from ..record import merge_graph_sets
+from ..records.record import merge_graph_sets
 
 # A rank's outcome: its body returned and the process exited cleanly; its body raised; the run's
 # time ran out with the rank still busy; the harness stopped it because another rank failed; the

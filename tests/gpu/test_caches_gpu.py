@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from pytest_cudagraph import _compat as compat
-from pytest_cudagraph.caches import cache_probe
+from pytest_cudagraph.caches.probe import cache_probe
 
 pytestmark = pytest.mark.cudagraph
 

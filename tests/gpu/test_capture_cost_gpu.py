@@ -17,9 +17,9 @@ import torch
 from mlp_model import MLP
 
 from pytest_cudagraph import InvariantViolation, capture_graphs
-from pytest_cudagraph.capture_cost import shared_device
-from pytest_cudagraph.memory import format_bytes
-from pytest_cudagraph.record import current_record
+from pytest_cudagraph.graphs.capture_cost import shared_device
+from pytest_cudagraph.graphs.memory import format_bytes
+from pytest_cudagraph.records.record import current_record
 
 pytestmark = pytest.mark.cudagraph
 

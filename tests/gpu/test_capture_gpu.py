@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from mlp_model import MLP
 
 from pytest_cudagraph import CaptureError, InvariantViolation, StaleGraphError, capture_graphs
-from pytest_cudagraph.memory import format_bytes, graph_pool_segments
-from pytest_cudagraph.record import current_record
+from pytest_cudagraph.graphs.memory import format_bytes, graph_pool_segments
+from pytest_cudagraph.records.record import current_record
 from pytest_cudagraph.strategies import capture_sizes, dtypes
 
 pytestmark = pytest.mark.cudagraph

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from pytest_cudagraph import InvariantViolation
-from pytest_cudagraph.record import current_record
-from pytest_cudagraph.summary import HEADER, summary_row
+from pytest_cudagraph.records.record import current_record
+from pytest_cudagraph.render.summary import HEADER, summary_row
 
 pytestmark = pytest.mark.cudagraph
 

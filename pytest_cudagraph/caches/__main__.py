@@ -1,0 +1,7 @@
+"""``python -m pytest_cudagraph.caches SPEC``: one warm pass of a callable in a fresh interpreter."""
+
+import sys
+
+from .probe import _child_main
+
+sys.exit(_child_main(sys.argv[1:]))

@@ -1,0 +1,699 @@
+"""Watch Dynamo for recompiles, with every guard-failure reason verbatim.
+
+A recompile is a compile of a code object that Dynamo has compiled before: one of
+its guards failed (a new shape or dtype, a changed Python scalar, global, closure
+value, module attribute, or grad mode), so Dynamo traced it again.  Each one costs
+a full compile, and past ``config.recompile_limit`` Dynamo gives up and runs the
+function eagerly, *silently*: only a WARNING on Dynamo's ``convert_frame`` logger
+shows it.  :func:`watch_recompiles` counts both, per function.
+
+How it listens (and why it survives a Dynamo reset in the test body):
+
+* Dynamo logs one "Recompiling function ..." record per recompile on the
+  ``recompiles`` artifact logger, synchronously, right after it appended that
+  recompile's reasons to its guard-failure table; the watch reads the new reasons
+  at each record (dynamo_log.py taps the logger).  A reset clears the table but
+  not the logging state, and nothing is read only at the end.
+* The recompile-limit WARNING of Dynamo's ``convert_frame`` logger is caught too;
+  the recompile attempt it follows is booked as a limit hit, not as a recompile
+  (nothing was compiled: Dynamo ran the function eagerly).
+* Graph breaks are a separate figure: the delta of ``counters["graph_break"]``.
+
+Everything the watch changes (artifact set, logger levels, propagation, handlers,
+``error_on_recompile``, the compile stance) is restored when it exits.
+"""
+
+from __future__ import annotations
+
+import linecache
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .. import _compat as compat
+from ..errors import InvariantViolation, MisuseError
+from ..records.record import current_record
+from .call_site import CallSite, resumed_function, user_call_site
+from .dynamo_log import (
+    DynamoLogTap,
+    function_from_refusal,
+    graph_break_description,
+    limit_hit_description,
+    reasons_from_message,
+    recompiled_code,
+    recompiled_function,
+)
+from .expect import ExpectBlock, checked_deltas
+from .guard_failures import FailedGuard, evaluated_guard, flat_reason, parse_reason
+from .recompile_messages import compile_refused, happened_inside, too_many_recompiles
+
+__all__ = [
+    "watch_recompiles",
+    "RecompileWatch",
+    "RecompileStats",
+    "RecompileEvent",
+    "FunctionRecompiles",
+    "GraphBreaks",
+    "GraphBreakSite",
+]
+
+# ----------------------------------------------------------------------------
+# results
+# ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FunctionRecompiles:
+    """One compiled function's recompiles: ``count``, its ``reasons`` in order, its ``limit_hits``."""
+
+    count: int = 0
+    reasons: tuple[str, ...] = ()
+    limit_hits: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"count": self.count, "reasons": list(self.reasons), "limit_hits": list(self.limit_hits)}
+
+
+@dataclass(frozen=True)
+class GraphBreakSite:
+    """Where graph breaks happened: one ``reason``, the ``location`` in the compiled code, the user's ``call_site``.
+
+    ``location`` is ``file:line`` of the statement Dynamo could not trace (inside the
+    compiled function or a function it inlined); ``call_site`` the user's line that
+    called the compiled function; ``count`` how many breaks share all three.
+    """
+
+    reason: str
+    location: str | None
+    call_site: CallSite | None
+    count: int = 1
+
+    @property
+    def code(self) -> str:
+        """The source line at ``location``, when it can be read."""
+        if not self.location:
+            return ""
+        file, _, line = self.location.rpartition(":")
+        return linecache.getline(file, int(line)).strip() if line.isdigit() else ""
+
+    def key(self) -> tuple[Any, ...]:
+        return (self.reason, self.location, self.call_site)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "reason": self.reason,
+            "location": self.location,
+            "code": self.code,
+            "call_site": self.call_site.to_json() if self.call_site else None,
+            "count": self.count,
+        }
+
+
+def _merge_sites(sites: Sequence[GraphBreakSite]) -> tuple[GraphBreakSite, ...]:
+    counts: dict[tuple[Any, ...], GraphBreakSite] = {}
+    for site in sites:
+        known = counts.get(site.key())
+        counts[site.key()] = site if known is None else replace(known, count=known.count + site.count)
+    return tuple(counts.values())
+
+
+@dataclass(frozen=True)
+class GraphBreaks:
+    """Graph breaks seen while watching: ``count``, ``by_reason`` (message -> times) and ``sites``.
+
+    Kept apart from recompiles: a graph break splits one compile into several
+    graphs, it does not make Dynamo compile again.  ``count`` and ``by_reason`` are
+    torch's ``counters["graph_break"]``; ``sites`` (:class:`GraphBreakSite`) say where
+    each break was and which user line called the compiled function, from Dynamo's
+    graph-break log.
+    """
+
+    count: int = 0
+    by_reason: Mapping[str, int] = field(default_factory=dict)
+    sites: tuple[GraphBreakSite, ...] = ()
+
+    @property
+    def reasons(self) -> list[str]:
+        return list(self.by_reason)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"count": self.count, "reasons": self.reasons, "sites": [site.to_json() for site in self.sites]}
+
+
+@dataclass(frozen=True)
+class RecompileEvent:
+    """One recompile, or one attempt that hit the recompile limit, as data.
+
+    * ``function``: ``"name (file:line)"`` of the compiled function;
+    * ``call_site``: the user's line that called it (the first frame outside torch,
+      the plugin and Python's standard library), or None when none was on the stack;
+    * ``reasons``: one flat line per cached entry that failed, ``"0/1: n == 2"``, no
+      comment or stack inside;
+    * ``guards``: every failing guard of every cached entry (:class:`FailedGuard`),
+      those torch printed and those the watch found by evaluating the entries' other
+      guards itself, with expected and actual values where known;
+    * ``verbatim``: torch's reasons as it wrote them, for exact matching;
+    * ``limit_hit``: for an attempt past the recompile limit, the readable line
+      (nothing was compiled: Dynamo ran the function eagerly), else None.
+    """
+
+    function: str
+    call_site: CallSite | None
+    reasons: tuple[str, ...]
+    guards: tuple[FailedGuard, ...]
+    verbatim: tuple[str, ...]
+    limit_hit: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "function": self.function,
+            "call_site": self.call_site.to_json() if self.call_site else None,
+            "reasons": list(self.reasons),
+            "guards": [g.to_json() for g in self.guards],
+            "verbatim": list(self.verbatim),
+            "limit_hit": self.limit_hit,
+        }
+
+
+@dataclass(frozen=True)
+class RecompileStats:
+    """What a :class:`RecompileWatch` saw; the report's ``recompiles`` section."""
+
+    count: int = 0
+    reasons: tuple[str, ...] = ()
+    limit_hits: tuple[str, ...] = ()
+    by_function: Mapping[str, FunctionRecompiles] = field(default_factory=dict)
+    graph_breaks: GraphBreaks = field(default_factory=GraphBreaks)
+    events: tuple[RecompileEvent, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "count": self.count,
+            "reasons": list(self.reasons),
+            "limit_hits": list(self.limit_hits),
+            "by_function": {name: fn.to_json() for name, fn in self.by_function.items()},
+            "graph_breaks": self.graph_breaks.to_json(),
+            "events": [event.to_json() for event in self.events],
+        }
+
+    def merged(self, other: RecompileStats) -> RecompileStats:
+        """Both watches' figures added up (several plain watches in one test, e.g. hypothesis examples)."""
+        by_function = dict(self.by_function)
+        for name, fn in other.by_function.items():
+            mine = by_function.get(name, FunctionRecompiles())
+            by_function[name] = FunctionRecompiles(
+                mine.count + fn.count, mine.reasons + fn.reasons, mine.limit_hits + fn.limit_hits
+            )
+        breaks = Counter(self.graph_breaks.by_reason)
+        breaks.update(other.graph_breaks.by_reason)
+        return RecompileStats(
+            count=self.count + other.count,
+            reasons=self.reasons + other.reasons,
+            limit_hits=self.limit_hits + other.limit_hits,
+            by_function=by_function,
+            graph_breaks=GraphBreaks(
+                self.graph_breaks.count + other.graph_breaks.count,
+                dict(breaks),
+                _merge_sites(self.graph_breaks.sites + other.graph_breaks.sites),
+            ),
+            events=self.events + other.events,
+        )
+
+
+@dataclass
+class _Event:
+    """One recompile attempt as Dynamo logged it; :meth:`public` makes the RecompileEvent."""
+
+    function: str
+    verbatim: list[str]
+    call_site: CallSite | None = None
+    # every failing guard the watch found by evaluating the cached entries itself (None: not evaluated)
+    evaluated: list[FailedGuard] | None = None
+    limit_hit: str | None = None  # the readable description once the limit WARNING named it
+
+    @property
+    def reasons(self) -> list[str]:
+        return [flat_reason(r) for r in self.verbatim]
+
+    def public(self) -> RecompileEvent:
+        return RecompileEvent(
+            self.function,
+            self.call_site,
+            tuple(self.reasons),
+            tuple(_all_guards(self.verbatim, self.evaluated)),
+            tuple(self.verbatim),
+            self.limit_hit,
+        )
+
+
+def _all_guards(verbatim: list[str], evaluated: list[FailedGuard] | None) -> list[FailedGuard]:
+    """Torch's guards first, completed with the values the evaluation found, then the guards only it found."""
+    printed = [guard for reason in verbatim for guard in parse_reason(reason).guards]
+    extra = list(evaluated or [])
+    out = []
+    for guard in printed:
+        twin = next((e for e in extra if guard.same_check(e)), None)
+        if twin is not None:
+            extra.remove(twin)
+            guard = guard.with_values(twin.expected, twin.actual)
+        out.append(guard)
+    return out + [replace(e, reported_by_torch=False) for e in extra]
+
+
+# ----------------------------------------------------------------------------
+# the watch
+# ----------------------------------------------------------------------------
+
+
+class RecompileWatch:
+    """Counts Dynamo recompiles per function, with every guard-failure reason, while active.
+
+    Invariant checked by :meth:`assert_at_most`: the code under watch recompiled at
+    most ``n`` times and never hit the recompile limit (past the limit Dynamo runs
+    the function eagerly without a word, so a hit always fails).
+
+    Attributes, live during the block and final after it:
+
+    * ``count``: recompiles (compiles of an already-compiled code object beyond its first);
+    * ``reasons``: every guard-failure reason verbatim, e.g.
+      ``"0/0: tensor 'x' size mismatch at index 0. expected 4, actual 8"``
+      (one per cached entry that failed, so a third compile brings two);
+    * ``by_function``: ``"name (file:line)"`` -> :class:`FunctionRecompiles`;
+    * ``limit_hits``: one readable line per recompile-limit hit (function, limit, last reason);
+    * ``graph_breaks``: :class:`GraphBreaks`, a separate figure.
+
+    Example::
+
+        with watch_recompiles() as w:
+            f(torch.ones(4))
+            f(torch.ones(8))      # size mismatch -> one recompile
+        assert w.count == 1
+        w.assert_at_most(1)
+
+    Two ways to make a compile fail at once, at the call that caused it, with
+    :class:`InvariantViolation` naming the function and the reasons:
+
+    * ``watch_recompiles(raise_on_recompile=True)``: for the whole watch, each
+      function's first compile is its warm-up and its first *recompile* raises;
+    * ``with w.no_compiles():`` (:meth:`no_compiles`): inside the block the warm-up
+      is over, and *any* compile raises, a function's first one included.
+
+    :meth:`expect` checks the change of the figures over a block, as vLLM's
+    compilation counter does::
+
+        with w.expect(count=1, limit_hits=0):
+            f(torch.ones(16))   # exactly one recompile, no limit hit
+    """
+
+    # watches active in this process: only the outermost reports into the running test's
+    # record, so that a watch inside the recompiles fixture's is not counted twice
+    _open_watches = 0
+
+    def __init__(self, *, raise_on_recompile: bool = False):
+        self.raise_on_recompile = raise_on_recompile
+        self._events: list[_Event] = []
+        self._orphan_limit_hits: list[str] = []
+        # a limit hit with no recompile record before it (its attempt was not logged as one)
+        self._orphan_events: list[_Event] = []
+        self._active = False
+        self._seen: dict[Any, tuple[list, int]] = {}
+        self._breaks_before: dict[str, int] = {}
+        self._breaks_after: dict[str, int] | None = None
+        self._break_sites: list[GraphBreakSite] = []
+        self._tap = DynamoLogTap(self._on_recompile, self._on_limit_hit, self._on_graph_break)
+
+    # -- context manager --------------------------------------------------
+    def __enter__(self) -> RecompileWatch:
+        if self._active:
+            raise MisuseError("this RecompileWatch is already active; create a new one with watch_recompiles()")
+        compat.register_dynamo_loggers()
+
+        self._events.clear()
+        self._orphan_limit_hits.clear()
+        self._orphan_events.clear()
+        self._break_sites.clear()
+        self._breaks_after = None
+        self._seen = self._guard_failure_positions()
+        self._breaks_before = dict(compat.graph_break_counter())
+        self._tap.attach()
+        if self.raise_on_recompile:
+            try:
+                patch = compat.error_on_recompile()
+                patch.__enter__()
+            except BaseException:
+                self._tap.detach()
+                raise
+            self._tap.add_undo(lambda: patch.__exit__(None, None, None))
+        self._active = True
+        RecompileWatch._open_watches += 1
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        __tracebackhide__ = True
+        if not self._active:
+            return False
+        self._active = False
+        RecompileWatch._open_watches -= 1
+        try:
+            self._breaks_after = dict(compat.graph_break_counter())
+        finally:
+            self._tap.detach()
+        if RecompileWatch._open_watches == 0:
+            # the outermost watch reports: it saw everything a watch inside it saw
+            self._report_to_current_test()
+        if exc is not None and self.raise_on_recompile and compat.is_recompile_refusal(exc):
+            raise InvariantViolation(self._refusal_message(exc, "after its warm-up compile")) from None
+        return False
+
+    def _report_to_current_test(self) -> None:
+        record = current_record()
+        if record is None:
+            return
+        previous = record.get("recompiles")
+        stats = self.result()
+        record.set("recompiles", previous.merged(stats) if isinstance(previous, RecompileStats) else stats)
+
+    # -- blocks -------------------------------------------------------------
+    def no_compiles(self) -> _NoCompileBlock:
+        """End the warm-up: inside ``with w.no_compiles():`` any Dynamo compile raises InvariantViolation.
+
+        Unlike ``watch_recompiles(raise_on_recompile=True)``, which lets each function
+        compile once, the block refuses every compile, a function's first included.
+
+        Uses ``torch.compiler.set_stance("fail_on_recompile")`` where its refusal names
+        the function (not torch 2.6), so a function seen for the first time inside the
+        block fails too: warm up every function you call before entering.  The message
+        names the function and the guard-failure reasons (torch 2.11+ gives them to the
+        stance).  Where the stance cannot name it, ``error_on_recompile`` refuses
+        recompiles only, with the function and reasons; first compiles pass.
+
+        Example::
+
+            with watch_recompiles() as w:
+                f(x)                    # warm-up compile
+                with w.no_compiles():
+                    f(x)                # cached: fine
+                    f(x.double())       # raises InvariantViolation: dtype mismatch
+        """
+        return _NoCompileBlock(self)
+
+    def expect(self, **deltas: int) -> ExpectBlock:
+        """Check how much each named figure changes inside the ``with`` block.
+
+        The figures (see :data:`EXPECT_FIGURES`): ``count`` (recompiles),
+        ``reasons`` (guard-failure reasons), ``limit_hits`` (recompile-limit hits)
+        and ``graph_breaks``.  Each keyword gives the exact change expected, a
+        non-negative int; figures not named are not checked.  Needs an active watch.
+
+        Failure (InvariantViolation), when the block ends without an error: one row
+        per named figure with its value before and after the block, the expected and
+        the actual change, then the recompiles and limit hits seen inside the block.
+        An unknown figure name is a MisuseError listing the known ones.
+
+        Example::
+
+            with watch_recompiles() as w:
+                f(torch.ones(4))                            # first compile: not a recompile
+                with w.expect(count=1, limit_hits=0):
+                    f(torch.ones(8))                        # size mismatch: one recompile
+                with w.expect(count=0):
+                    f(torch.ones(8))                        # cached
+        """
+        __tracebackhide__ = True
+        checked = checked_deltas("RecompileWatch.expect()", deltas, EXPECT_FIGURES, "expect(count=1)")
+
+        def start() -> tuple[int, int]:
+            return len(self._events), len(self._orphan_limit_hits)
+
+        def explain(start_state: tuple[int, int]) -> list[str]:
+            events = self._events[start_state[0] :]
+            hits = [e.limit_hit for e in events if e.limit_hit is not None]
+            hits += self._orphan_limit_hits[start_state[1] :]
+            return happened_inside([e.public() for e in events], hits, [r for e in events for r in e.reasons])
+
+        return ExpectBlock(
+            "RecompileWatch.expect()",
+            checked,
+            EXPECT_FIGURES,
+            read=self.figures,
+            active=lambda: self._active,
+            needs="an active watch: use it inside `with watch_recompiles() as w:`",
+            start=start,
+            explain=explain,
+            enters_as=self,
+        )
+
+    def figures(self) -> dict[str, int]:
+        """The figures ``expect`` checks, now: ``{name: value}`` for each of :data:`EXPECT_FIGURES`."""
+        return {
+            "count": self.count,
+            "reasons": len(self.reasons),
+            "limit_hits": len(self.limit_hits),
+            "graph_breaks": self.graph_breaks.count,
+        }
+
+    # -- listening --------------------------------------------------------
+    def _guard_failure_positions(self) -> dict[Any, tuple[list, int]]:
+        # The list object is kept, not only its length: reset() drops the lists,
+        # and a fresh list as long as the old one must still read as new.
+        return {code: (reasons, len(reasons)) for code, reasons in list(compat.guard_failures_table().items())}
+
+    def _new_guard_failures(self) -> list[str]:
+        new: list[str] = []
+        now = self._guard_failure_positions()
+        for code, (reasons, length) in now.items():
+            before = self._seen.get(code)
+            start = before[1] if before is not None and before[0] is reasons else 0
+            new.extend(reasons[start:length])
+        self._seen = now
+        return new
+
+    def _on_recompile(self, message: str) -> None:
+        reasons = self._new_guard_failures() or reasons_from_message(message)
+        code = recompiled_code(message)
+        self._events.append(
+            _Event(
+                recompiled_function(message),
+                reasons,
+                call_site=_call_site(code),
+                evaluated=_evaluated_guards(),
+            )
+        )
+
+    def _on_graph_break(self, message: str) -> None:
+        described = graph_break_description(message)
+        if described is not None:
+            reason, location = described
+            self._break_sites.append(GraphBreakSite(reason, location, user_call_site()))
+
+    def _on_limit_hit(self, message: str) -> None:
+        function, text = limit_hit_description(message)
+        # Dynamo logs the reasons of this attempt just before the WARNING: that
+        # attempt compiled nothing, so it is booked as the limit hit.
+        if self._events and self._events[-1].function == function and self._events[-1].limit_hit is None:
+            self._events[-1].limit_hit = text
+        else:
+            self._orphan_limit_hits.append(text)
+            self._orphan_events.append(_Event(function, [], call_site=_call_site(None), limit_hit=text))
+
+    # -- figures ----------------------------------------------------------
+    @property
+    def count(self) -> int:
+        return sum(1 for e in self._events if e.limit_hit is None)
+
+    @property
+    def reasons(self) -> list[str]:
+        return [r for e in self._events if e.limit_hit is None for r in e.reasons]
+
+    @property
+    def limit_hits(self) -> list[str]:
+        return [e.limit_hit for e in self._events if e.limit_hit is not None] + list(self._orphan_limit_hits)
+
+    @property
+    def by_function(self) -> dict[str, FunctionRecompiles]:
+        return _by_function(self._events)
+
+    @property
+    def events(self) -> list[RecompileEvent]:
+        """Every recompile and limit hit as a :class:`RecompileEvent`, in order: call site, guards, verbatim text."""
+        return [e.public() for e in self._events] + [e.public() for e in self._orphan_events]
+
+    @property
+    def verbatim_reasons(self) -> list[str]:
+        """Torch's guard-failure reasons exactly as it wrote them (comments, user stacks), for exact matching."""
+        return [r for e in self._events if e.limit_hit is None for r in e.verbatim]
+
+    @property
+    def graph_breaks(self) -> GraphBreaks:
+        after = self._breaks_after if self._breaks_after is not None else dict(compat.graph_break_counter())
+        by_reason = {}
+        for reason, times in after.items():
+            before = self._breaks_before.get(reason, 0)
+            # A test that cleared torch's counters restarted them from zero.
+            delta = times - before if times >= before else times
+            if delta > 0:
+                by_reason[reason] = delta
+        return GraphBreaks(sum(by_reason.values()), by_reason, _merge_sites(self._break_sites))
+
+    def result(self) -> RecompileStats:
+        return RecompileStats(
+            count=self.count,
+            reasons=tuple(self.reasons),
+            limit_hits=tuple(self.limit_hits),
+            by_function=self.by_function,
+            graph_breaks=self.graph_breaks,
+            events=tuple(self.events),
+        )
+
+    # -- the check ----------------------------------------------------------
+    def assert_at_most(self, n: int, context: str | None = None) -> None:
+        """Fail unless at most ``n`` recompiles happened and the recompile limit was never hit.
+
+        Raises :class:`InvariantViolation` whose message is the whole report: the
+        count against ``n``, a table of function and guard-failure reason, the limit
+        hits, the graph breaks, and what to try.
+
+        Example::
+
+            with watch_recompiles() as w:
+                run_model()
+            w.assert_at_most(0)
+        """
+        __tracebackhide__ = True
+        count, hits = self.count, self.limit_hits
+        if count <= n and not hits:
+            return
+        raise InvariantViolation(self.failure_report(n, context))
+
+    def failure_report(self, n: int, context: str | None = None) -> str:
+        """The text :meth:`assert_at_most` raises (also when the check passes: a summary of what happened)."""
+        return too_many_recompiles(
+            n,
+            self.count,
+            self.events,
+            self.limit_hits,
+            self.graph_breaks,
+            self.reasons,
+            compat.recompile_limit_setting(),
+            context,
+        )
+
+    def _refusal_message(self, exc: BaseException, when: str) -> str:
+        events = [e for e in self._events if e.limit_hit is None]
+        if events:
+            function, reasons, event = events[-1].function, events[-1].reasons, events[-1].public()
+        else:
+            function, reasons = (
+                function_from_refusal(str(exc)),
+                [flat_reason(r) for r in reasons_from_message(str(exc))],
+            )
+            event = None
+        return compile_refused(function, reasons, str(exc), when, event)
+
+    def __repr__(self) -> str:
+        return (
+            f"<RecompileWatch count={self.count} limit_hits={len(self.limit_hits)} "
+            f"graph_breaks={self.graph_breaks.count}{' raise_on_recompile' if self.raise_on_recompile else ''}>"
+        )
+
+
+class _NoCompileBlock:
+    """``with watch.no_compiles():`` -- no Dynamo compile may happen inside (see RecompileWatch.no_compiles)."""
+
+    def __init__(self, watch: RecompileWatch):
+        self.watch = watch
+        self._stance: Any = None
+
+    def __enter__(self) -> RecompileWatch:
+        if not self.watch._active:
+            raise MisuseError(
+                "RecompileWatch.no_compiles() needs an active watch: use it inside `with watch_recompiles() as w:`"
+            )
+        self._stance = compat.fail_on_any_compile()
+        self._stance.__enter__()
+        return self.watch
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+        __tracebackhide__ = True
+        self._stance.__exit__(None, None, None)
+        if exc is not None and compat.is_recompile_refusal(exc):
+            raise InvariantViolation(
+                self.watch._refusal_message(exc, "inside `with w.no_compiles():`, after the warm-up")
+            ) from None
+        return False
+
+
+# the figures RecompileWatch.expect() checks, in the order its failure lists them
+EXPECT_FIGURES = ("count", "reasons", "limit_hits", "graph_breaks")
+
+
+def _evaluated_guards() -> list[FailedGuard] | None:
+    """The watch's own evaluation of every cached entry's guards, inside the recompile record; None if not done."""
+    found = compat.failing_guards_of_recompile()
+    return None if found is None else [evaluated_guard(item) for item in found]
+
+
+def _call_site(code: tuple[str, str, int] | None) -> CallSite | None:
+    """The user's line that called the function being recompiled: its own frame (``code``) is not it."""
+
+    # The code after a graph break is a resume function Dynamo made, called from the
+    # frame of the function that broke: that frame is the compiled code too.
+    resumed = resumed_function(code[0]) if code is not None else None
+
+    def is_compiled_function(frame: Any) -> bool:
+        f_code = frame.f_code
+        if code is None:
+            return False
+        if (f_code.co_name, f_code.co_filename, f_code.co_firstlineno) == code:
+            return True
+        return resumed is not None and f_code.co_name == resumed and f_code.co_filename == code[1]
+
+    return user_call_site(is_compiled_function)
+
+
+def _by_function(events: list[_Event]) -> dict[str, FunctionRecompiles]:
+    """``"name (file:line)"`` -> the recompiles and limit hits of ``events``, in order."""
+    out: dict[str, FunctionRecompiles] = {}
+    for e in events:
+        fn = out.get(e.function, FunctionRecompiles())
+        if e.limit_hit is None:
+            fn = FunctionRecompiles(fn.count + 1, fn.reasons + tuple(e.reasons), fn.limit_hits)
+        else:
+            fn = FunctionRecompiles(fn.count, fn.reasons, fn.limit_hits + (e.limit_hit,))
+        out[e.function] = fn
+    return out
+
+
+def start_from_empty_dynamo_cache() -> None:
+    """Drop every code object's compiled entries, so the next test's counts are its own.
+
+    Dynamo's cache is process-global: entries compiled by an earlier test stay
+    attached to shared code objects, and a later test's guard failures would then
+    list them, and count toward the recompile limit, as if the test caused them.
+    After the reset a function's first compile in the test is a compile, not a
+    recompile.
+    """
+    compat.reset_dynamo()
+
+
+def watch_recompiles(*, raise_on_recompile: bool = False) -> RecompileWatch:
+    """Watch Dynamo recompiles inside a ``with`` block; usable in ``@hypothesis.given`` bodies.
+
+    Returns a :class:`RecompileWatch`.  With ``raise_on_recompile=True`` the first
+    recompile of any function raises :class:`InvariantViolation` at once, from the
+    call that caused it (its first compile is the warm-up; to refuse first compiles
+    too, use ``with w.no_compiles():``).  Inside a test that uses the plugin, the
+    figures are added to the test's report record when the block ends.
+
+    Example::
+
+        from pytest_cudagraph import watch_recompiles
+
+        @given(batch=st.integers(1, 64))
+        def test_no_recompile(batch):
+            with watch_recompiles() as w:
+                model(torch.randn(batch, 16))
+            w.assert_at_most(1)
+    """
+    return RecompileWatch(raise_on_recompile=raise_on_recompile)

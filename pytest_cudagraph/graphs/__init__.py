@@ -1,0 +1,10 @@
+"""Library layer: CUDA graphs.
+
+- ``capture``: ``capture_graphs`` / ``GraphSet``, one graph per batch size in a shared pool;
+- ``capture_cost``: what each capture cost in time and in device memory, first use apart;
+- ``memory``: pool figures, the high-water-mark rule, ``check_pool``'s table;
+- ``numerics``: dtype-aware comparison of tensor trees, worst element;
+- ``sizes``: capture-size lists (vLLM's default and its padding);
+- ``reduce_overhead``: ``watch_trees``, torch.compile's ``mode="reduce-overhead"`` graphs;
+- ``open_objects``: graph sets a test opened and did not close.
+"""

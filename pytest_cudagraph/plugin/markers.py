@@ -1,0 +1,235 @@
+"""The plugin's markers: their documentation and the validation of their arguments.
+
+Arguments are validated at collection, so a typo such as ``capture_sizes=[0, 8]``
+is reported once, before any GPU time is spent, as one sentence that names the
+test, the marker, the argument and the value given.  Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import inspect
+import numbers
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import CudagraphError
+from ..graphs.sizes import validate_capture_sizes
+
+COMPILE_CACHE_MODES = ("inprocess", "subprocess")
+TREES_POLICIES = ("all",)
+# how long ranks of a multi-rank test may wait on each other before the watchdog aborts them
+DEFAULT_RANK_TIMEOUT_S = 120.0
+
+MARKER_DOCS = {
+    "cudagraph": (
+        "cudagraph(capture_sizes=None, rtol=None, atol=None, *, trees=None, world_size=None, timeout=None): "
+        "a CUDA graph test; runs only with --cudagraph, and its arguments become the defaults of the "
+        "cudagraphs fixture. trees='all' fails the test when any region compiled with "
+        "mode='reduce-overhead' ran without a CUDA graph. world_size=N runs the cudagraph_ranks "
+        "fixture's bodies on N ranks, one process per GPU; timeout (seconds, default "
+        f"{DEFAULT_RANK_TIMEOUT_S:g}) bounds how long ranks may wait on each other."
+    ),
+    "max_recompiles": (
+        "max_recompiles(n=0): fail the test if torch.compile (Dynamo) recompiles "
+        "more than n times or hits the recompile limit while it runs."
+    ),
+    "compile_cache": (
+        "compile_cache(mode='inprocess'|'subprocess', rtol=None, atol=None): run the "
+        "test body cold against an empty compile cache, then warm; the warm pass must "
+        "hit the FX-graph and AOTAutograd caches with no miss, save or bypass, compile "
+        "no Triton kernel, and record the same tensors."
+    ),
+}
+
+
+def misspelled_marker_message(name: str, registered: set[str]) -> str | None:
+    """The sentence for a mark that is not registered but is one edit away from one of this plugin's, else None.
+
+    Without ``--strict-markers`` pytest only warns about an unknown mark, and the
+    test passes with nothing checked: ``@pytest.mark.max_recompile(0)`` looks like
+    a recompile check and is none.
+    """
+    if name in registered or name in MARKER_DOCS:
+        return None
+    meant = next((ours for ours in MARKER_DOCS if _one_edit_apart(name, ours)), None)
+    if meant is None:
+        return None
+    return (
+        f"@pytest.mark.{name} is not a marker of pytest-cudagraph, so it checks nothing; "
+        f"did you mean @pytest.mark.{meant}? (pytest --strict-markers makes every unknown marker an error)"
+    )
+
+
+def _one_edit_apart(a: str, b: str) -> bool:
+    """True when one insertion, deletion, substitution or swap of neighbours turns ``a`` into ``b`` (a != b)."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        differ = [i for i in range(len(a)) if a[i] != b[i]]
+        if len(differ) == 1:
+            return True
+        first, second = (differ + [0, 0])[:2]
+        return len(differ) == 2 and second == first + 1 and a[first] == b[second] and a[second] == b[first]
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    index = next((i for i in range(len(short)) if short[i] != long[i]), len(short))
+    return short[index:] == long[index + 1 :]
+
+
+class MarkerArgumentError(CudagraphError, ValueError):
+    """A marker was given an argument it cannot use; found at collection.
+
+    ``str()`` of the error is the sentence shown to the user; the plugin prefixes
+    the test's node id.  A ValueError too, as it always was.
+    """
+
+
+@dataclass(frozen=True)
+class CudagraphMarker:
+    capture_sizes: tuple[int, ...] | None = None
+    rtol: float | None = None
+    atol: float | None = None
+    # "all": every reduce-overhead region must run as a CUDA graph (TreeWatch.assert_fully_cudagraphed)
+    trees: str | None = None
+    # ranks of the cudagraph_ranks fixture (None: the fixture's own argument or 1 rank)
+    world_size: int | None = None
+    timeout: float | None = None
+
+
+@dataclass(frozen=True)
+class MaxRecompilesMarker:
+    n: int = 0
+
+
+@dataclass(frozen=True)
+class CompileCacheMarker:
+    mode: str = "inprocess"
+    rtol: float | None = None
+    atol: float | None = None
+
+    @property
+    def bitwise(self) -> bool:
+        return self.rtol is None and self.atol is None
+
+
+def _bind(name: str, signature: Callable[..., Any], args: tuple, kwargs: dict) -> dict:
+    try:
+        bound = inspect.signature(signature).bind(*args, **kwargs)
+    except TypeError as exc:
+        raise MarkerArgumentError(
+            f"@pytest.mark.{name}: {exc}; the signature is {MARKER_DOCS[name].split(':')[0]}"
+        ) from None
+    bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _tolerance(marker: str, arg: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
+        raise MarkerArgumentError(
+            f"@pytest.mark.{marker}: {arg}={value!r} is not a non-negative number; "
+            f"give a float such as {arg}=1e-5, or leave it out for the dtype's default"
+        )
+    return float(value)
+
+
+def parse_capture_sizes(value: Any, where: str) -> tuple[int, ...]:
+    """Validate a list of batch sizes; ``where`` names the marker argument or ini option.
+
+    The one capture-size validator (``sizes.validate_capture_sizes``), raising
+    MarkerArgumentError; an int alone is refused here (a marker takes a list).
+    """
+    return validate_capture_sizes(value, where, error=MarkerArgumentError, one_int=False)
+
+
+def _cudagraph(
+    capture_sizes=None, rtol=None, atol=None, *, trees=None, world_size=None, timeout=None
+):  # pragma: no cover
+    pass
+
+
+def _max_recompiles(n=0):  # pragma: no cover - signature only
+    pass
+
+
+def _compile_cache(mode="inprocess", rtol=None, atol=None):  # pragma: no cover - signature only
+    pass
+
+
+def parse_cudagraph(args: tuple, kwargs: dict) -> CudagraphMarker:
+    bound = _bind("cudagraph", _cudagraph, args, kwargs)
+    sizes = bound["capture_sizes"]
+    trees = bound["trees"]
+    if trees is not None and trees not in TREES_POLICIES:
+        raise MarkerArgumentError(
+            f"@pytest.mark.cudagraph: trees={trees!r} is not a known policy; use trees='all' to fail the test "
+            "when any reduce-overhead region ran without a CUDA graph, or leave it out"
+        )
+    world_size = bound["world_size"]
+    if world_size is not None and (not _is_int(world_size) or world_size < 1):
+        raise MarkerArgumentError(
+            f"@pytest.mark.cudagraph: world_size={world_size!r} is not a positive integer; "
+            "give the number of ranks (one GPU each), such as world_size=2"
+        )
+    timeout = bound["timeout"]
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not 0 < timeout < float("inf")
+    ):
+        raise MarkerArgumentError(
+            f"@pytest.mark.cudagraph: timeout={timeout!r} is not a positive number of seconds; "
+            f"give how long ranks may wait on each other, such as timeout=60 (default {DEFAULT_RANK_TIMEOUT_S:g})"
+        )
+    return CudagraphMarker(
+        capture_sizes=None if sizes is None else parse_capture_sizes(sizes, "@pytest.mark.cudagraph: capture_sizes"),
+        rtol=_tolerance("cudagraph", "rtol", bound["rtol"]),
+        atol=_tolerance("cudagraph", "atol", bound["atol"]),
+        trees=trees,
+        world_size=None if world_size is None else int(world_size),
+        timeout=None if timeout is None else float(timeout),
+    )
+
+
+def parse_max_recompiles(args: tuple, kwargs: dict) -> MaxRecompilesMarker:
+    n = _bind("max_recompiles", _max_recompiles, args, kwargs)["n"]
+    if not _is_int(n) or n < 0:
+        raise MarkerArgumentError(
+            f"@pytest.mark.max_recompiles: n={n!r} is not a non-negative integer; "
+            f"give the number of recompiles the test may cause, such as n=0"
+        )
+    return MaxRecompilesMarker(n=int(n))
+
+
+def parse_compile_cache(args: tuple, kwargs: dict) -> CompileCacheMarker:
+    bound = _bind("compile_cache", _compile_cache, args, kwargs)
+    mode = bound["mode"]
+    if mode not in COMPILE_CACHE_MODES:
+        raise MarkerArgumentError(
+            f"@pytest.mark.compile_cache: mode={mode!r} is not a known mode; use mode='inprocess' or mode='subprocess'"
+        )
+    return CompileCacheMarker(
+        mode=mode,
+        rtol=_tolerance("compile_cache", "rtol", bound["rtol"]),
+        atol=_tolerance("compile_cache", "atol", bound["atol"]),
+    )
+
+
+PARSERS: dict[str, Callable[[tuple, dict], Any]] = {
+    "cudagraph": parse_cudagraph,
+    "max_recompiles": parse_max_recompiles,
+    "compile_cache": parse_compile_cache,
+}
+
+
+def parse_item_markers(item: Any) -> dict[str, Any]:
+    """Parse the closest of each plugin marker on ``item``; raises MarkerArgumentError."""
+    parsed = {}
+    for name, parse in PARSERS.items():
+        mark = item.get_closest_marker(name)
+        if mark is not None:
+            parsed[name] = parse(tuple(mark.args), dict(mark.kwargs))
+    return parsed

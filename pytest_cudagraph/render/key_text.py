@@ -1,0 +1,365 @@
+"""Cache keys for people: compare's few lines, explain's whole diff, show's table of lookups.
+
+``key_diff`` pairs two runs' lookups and finds the components their keys differ
+in; this module words it:
+
+- ``compare``: a line per component every lookup's key differs in (at most five,
+  then the ``explain`` command), and under each test whose cache behaviour
+  changed, its lookups whose outcome changed or whose components differ beyond
+  those, at most five components, with both values::
+
+      fxgraph graph 1 (warm): hit -> miss; inductor_config[max_autotune]: False -> True
+
+- ``pytest-cudagraph explain BASE NEW [TEST]``: every differing component, the
+  keys, the outcomes, the lookups without a partner; ``explain REPORT [TEST]``: one
+  run's misses with what the plugin found against the cold pass or an earlier run;
+- ``pytest-cudagraph show``: per test, its lookups as a table.
+
+Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import difflib
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..records.key_diff import (
+    LAYERS,
+    ComponentChange,
+    Lookup,
+    LookupPair,
+    ReportKeyDiff,
+    RunWideChange,
+    TestKeyDiff,
+    fixed_value_text,
+    has_cache_keys,
+    lookups_of,
+    mapping_of,
+    missing_sides,
+    records_of,
+    shared_components,
+)
+from ..text import clip, clip_middle, clip_nodeid, count_noun, format_table
+
+__all__ = [
+    "compare_lines",
+    "explain_command",
+    "explain_lines",
+    "lookup_table_lines",
+    "lookup_why",
+    "one_run_lines",
+    "one_test_lines",
+    "prominent",
+    "run_wide_lines",
+    "show_lines",
+]
+
+# explain shows a value whole up to this length, and a graph's code as a diff of at most this many lines
+WHOLE_VALUE = 400
+DIFF_LINES = 60
+
+
+# ----------------------------------------------------------------------------
+# compare's lines
+# ----------------------------------------------------------------------------
+
+# at most this many components (and lookups) per test in compare's text; a longer line is split
+COMPARE_COMPONENTS = 5
+COMPARE_WIDTH = 160
+
+
+def explain_command(base: str, new: str, nodeid: str | None = None) -> str:
+    """``pytest-cudagraph explain base.json new.json 'tests/t.py::test[x]'``, quoted for a shell."""
+    words = ["pytest-cudagraph", "explain", base, new] + ([nodeid] if nodeid else [])
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def _layers_text(layers: Sequence[str]) -> str:
+    return " and ".join(layers)
+
+
+def run_wide_lines(run_wide: Sequence[RunWideChange], command: str, limit: int = COMPARE_COMPONENTS) -> list[str]:
+    """compare's lines for the components every lookup's key differs in: at most ``limit``, then ``command``.
+
+    A component that differs for one layer's lookups only names the layer.
+    """
+    if not run_wide:
+        return []
+    layers = [layer for layer in LAYERS if any(layer in c.layers for c in run_wide)]
+    lines = [f"cache keys: every {_layers_text(layers)} lookup's key differs between the runs in:"]
+    for change in run_wide[:limit]:
+        only = f" ({_layers_text(change.layers)})" if len(change.layers) < len(layers) else ""
+        lines.append(f"  {change.change.text()}{only}")
+    if len(run_wide) > limit:
+        lines.append(f"  ... and {count_noun(len(run_wide) - limit, 'more component')}: {command}")
+    return lines
+
+
+def _detail(lookup: Lookup) -> str | None:
+    """torch's ``cache_status_detailed`` where it says more than the outcome (``guard_miss``)."""
+    return lookup.detail if lookup.detail not in (None, "hit", "full_miss", lookup.outcome) else None
+
+
+def _pair_head(pair: LookupPair) -> str:
+    outcome = f"{pair.base.outcome} -> {pair.new.outcome}" if pair.outcome_changed else pair.new.outcome
+    if _detail(pair.new):
+        outcome += f" ({_detail(pair.new)})"
+    how = ", paired by its graph's code" if pair.paired_by == "gm" else ""
+    return f"{pair.label}{how}: {outcome}"
+
+
+def _pair_reason(pair: LookupPair, labels: tuple[str, str] = ("base", "new")) -> str:
+    """What a pair without its own differing components says instead."""
+    if pair.new.outcome == "bypass":
+        return f"bypassed: {pair.new.bypass_reason}" if pair.new.bypass_reason else "bypassed, no reason recorded"
+    if pair.new.detail == "guard_miss":
+        return "same key, its shape guards failed"
+    if pair.changes is None:
+        missing = missing_sides(pair, labels)
+        return f"no components recorded in {missing}" if missing else "no components recorded"
+    if pair.run_wide:
+        return "only the run-wide components above differ"
+    if pair.key_changed:
+        return "keys differ in no recorded component"
+    return "same key"
+
+
+def compare_lines(
+    diff: TestKeyDiff, command: str, labels: tuple[str, str] = ("base", "new"), limit: int = COMPARE_COMPONENTS
+) -> list[str]:
+    """A test's key differences in a few lines for ``compare``: at most ``limit`` components and lookups.
+
+    The lookups whose outcome changed come first, then those whose components
+    differ beyond the run-wide ones; the rest is left to ``command`` (explain).
+    """
+    lines = ["  cache keys:"]
+    budget, hidden_components, hidden_lookups, shown_lookups = limit, 0, 0, 0
+    pairs = sorted((p for p in diff.pairs if p.outcome_changed or p.changes), key=lambda p: not p.outcome_changed)
+    for pair in pairs:
+        changes = pair.changes or ()
+        if shown_lookups >= limit or (budget <= 0 and changes):
+            hidden_lookups += 1
+            hidden_components += len(changes)
+            continue
+        shown = changes[:budget]
+        budget -= len(shown)
+        hidden_components += len(changes) - len(shown)
+        shown_lookups += 1
+        items = [c.text() for c in shown] or [_pair_reason(pair, labels)]
+        line = f"    {_pair_head(pair)}; " + "; ".join(items)
+        if len(line) > COMPARE_WIDTH and len(items) > 1:
+            lines.append(f"    {_pair_head(pair)}:")
+            lines += [f"      {item}" for item in items]
+        else:
+            lines.append(line)
+    for label, lookups in zip(labels, (diff.only_base, diff.only_new)):
+        if lookups:
+            listed = ", ".join(f"{x.label} {x.outcome}" for x in lookups[:limit])
+            more = f" ... and {len(lookups) - limit} more" if len(lookups) > limit else ""
+            lines.append(f"    only in {label}: {listed}{more}")
+    hidden = [count_noun(hidden_components, "more differing component")] if hidden_components else []
+    hidden += [count_noun(hidden_lookups, "more lookup")] if hidden_lookups else []
+    if hidden:
+        lines.append(f"    ... and {', '.join(hidden)}: {command}")
+    return lines if len(lines) > 1 else []
+
+
+# ----------------------------------------------------------------------------
+# explain's lines
+# ----------------------------------------------------------------------------
+
+
+def _change_lines(change: ComponentChange, indent: str) -> list[str]:
+    """Every differing component whole: short ones on a line, long ones around the difference then both values."""
+    fixed_base, fixed_new = fixed_value_text(change.base), fixed_value_text(change.new)
+    if fixed_base is not None or fixed_new is not None:
+        return [indent + change.text(WHOLE_VALUE)]
+    a, b = str(change.base and change.base[1]), str(change.new and change.new[1])
+    if a == b:
+        return [indent + change.text(WHOLE_VALUE)]
+    if "\n" in a or "\n" in b:
+        diff = list(difflib.unified_diff(a.splitlines(), b.splitlines(), "base", "new", n=1, lineterm=""))[2:]
+        shown = diff[:DIFF_LINES]
+        lines = [f"{indent}{change.name}: its code differs ({count_noun(len(diff), 'diff line')}):"]
+        lines += [f"{indent}  {line}" for line in shown]
+        if len(diff) > len(shown):
+            lines.append(f"{indent}  ... and {len(diff) - len(shown)} more lines")
+        return lines
+    if len(a) <= 100 and len(b) <= 100:
+        return [f"{indent}{change.name}: {a} -> {b}"]
+    lines = [indent + change.text(100)]
+    lines += [f"{indent}  base: {clip_middle(a, WHOLE_VALUE)}", f"{indent}  new:  {clip_middle(b, WHOLE_VALUE)}"]
+    return lines
+
+
+def _key_text(key: str | None) -> str:
+    return key if key else "-"
+
+
+def one_test_lines(diff: TestKeyDiff, labels: tuple[str, str]) -> list[str]:
+    """A test's whole key diff: per pair its outcomes, keys and every differing component; then the unpaired."""
+    base_label, new_label = labels
+    lines = [diff.nodeid]
+    for pair in diff.pairs:
+        lines.append(f"  {_pair_head(pair)}")
+        if pair.key_changed:
+            lines.append(f"    key {_key_text(pair.base.key)} -> {_key_text(pair.new.key)}")
+        else:
+            lines.append(f"    key {_key_text(pair.new.key)} (the same)")
+        for label, lookup in ((base_label, pair.base), (new_label, pair.new)):
+            if lookup.outcome == "bypass":
+                lines.append(f"    bypassed in {label}: {lookup.bypass_reason or 'no reason recorded'}")
+            if lookup.explained:
+                against = f" against {lookup.compared_with}" if lookup.compared_with else ""
+                lines.append(f"    {label} explained its {lookup.outcome}{against}: {'; '.join(lookup.explained)}")
+        if pair.changes:
+            for change in pair.changes:
+                lines += _change_lines(change, "    ")
+            if pair.run_wide:
+                lines.append(f"    and the {count_noun(pair.run_wide, 'run-wide component')} above")
+        elif pair.new.outcome != "bypass" and (pair.key_changed or pair.changes is None):
+            lines.append(f"    {_pair_reason(pair, labels)}")
+    for label, lookups in ((base_label, diff.only_base), (new_label, diff.only_new)):
+        for lookup in lookups:
+            lines.append(f"  only in {label}: {lookup.label}: {lookup.outcome}, key {_key_text(lookup.key)}")
+    if not diff.pairs and not diff.only_base and not diff.only_new:
+        lines.append("  no cache lookups recorded in either run")
+    return lines
+
+
+def explain_lines(diff: ReportKeyDiff, labels: tuple[str, str], nodeid: str | None = None) -> list[str]:
+    """``pytest-cudagraph explain BASE NEW [TEST]``: run-wide differences, then each test's (or one test's) diff."""
+    base_label, new_label = labels
+    lines = [f"cache keys of {base_label} -> {new_label}"]
+    if diff.run_wide:
+        lines.append(f"run-wide ({count_noun(len(diff.run_wide), 'component')}, shared by every lookup of a layer):")
+        for change in diff.run_wide:
+            lines += _change_lines(change.change, f"  [{', '.join(change.layers)}] ")
+    else:
+        lines.append("run-wide: no component differs for every lookup")
+    if nodeid is not None:
+        return [*lines, "", *one_test_lines(diff.tests[nodeid], labels)]
+    detailed = [d for d in diff.tests.values() if d.behaviour_changed or d.own_changes]
+    only_wide = [d.nodeid for d in diff.tests.values() if d not in detailed and d.keys_differ]
+    for test in detailed:
+        lines += ["", *one_test_lines(test, labels)]
+    if only_wide:
+        lines += [
+            "",
+            f"{count_noun(len(only_wide), 'more test')} whose keys differ only in the run-wide components:",
+            *(f"  {n}" for n in only_wide),
+        ]
+    if not detailed and not only_wide:
+        lines += ["", "no test's cache keys differ"]
+    return lines
+
+
+# ----------------------------------------------------------------------------
+# one run: the lookups of a test, what the plugin explained
+# ----------------------------------------------------------------------------
+
+
+def lookup_why(lookup: Lookup) -> list[str]:
+    """What a lookup's row says besides its figures: a bypass reason, a guard miss, the explained differences."""
+    parts = []
+    if lookup.bypass_reason:
+        parts.append(f"bypass: {lookup.bypass_reason}")
+    if lookup.detail == "guard_miss":
+        parts.append("same key, its shape guards failed")
+    elif _detail(lookup):
+        parts.append(str(_detail(lookup)))
+    return parts + list(lookup.explained)
+
+
+def _why(lookup: Lookup) -> str:
+    against = f" (vs {lookup.compared_with})" if lookup.explained and lookup.compared_with else ""
+    return "; ".join(lookup_why(lookup)) + against
+
+
+def prominent(lookup: Lookup) -> bool:
+    """A miss or bypass the plugin explained (or one with a reason): what a reader looks for first."""
+    return lookup.outcome != "hit" and bool(lookup.explained or lookup.bypass_reason or _detail(lookup))
+
+
+def lookup_table_lines(record: Mapping[str, Any], indent: str = "  ", why_width: int = 100) -> list[str]:
+    """A test's lookups as a table: layer, pass, graph, outcome, key prefix, and why (explained differences)."""
+    lookups = lookups_of(record)
+    if not lookups:
+        return []
+    rows = [["layer", "pass", "graph", "outcome", "key", "why"]]
+    for lookup in lookups:
+        outcome = lookup.outcome.upper() if prominent(lookup) else lookup.outcome
+        rows.append(
+            [
+                lookup.layer,
+                lookup.pass_name or "-",
+                str(lookup.graph) if lookup.graph is not None else "-",
+                outcome,
+                (lookup.key or "-")[:12],
+                clip(_why(lookup), why_width) if _why(lookup) else "",
+            ]
+        )
+    lines = format_table(rows, align="<<><<<", indent=indent)
+    note = mapping_of(record.get("cache_keys")).get("note")
+    if isinstance(note, str) and note:
+        lines.append(f"{indent}note: {note}")
+    return lines
+
+
+def show_lines(report: Mapping[str, Any]) -> list[str]:
+    """``pytest-cudagraph show``'s section of cache lookups: a table per test that records them.
+
+    Tests with an explained miss or a bypass come first; the rest in the report's order.
+    """
+    records = records_of(report)
+    chosen = [n for n in records if lookups_of(records[n])]
+    if not chosen:
+        return []
+    chosen.sort(key=lambda n: not any(prominent(x) for x in lookups_of(records[n])))
+    lines = ["", "cache lookups (MISS, BYPASS in capitals: one with a reason under why; key: its first 12 characters)"]
+    for nodeid in chosen:
+        lines += [f"  {clip_nodeid(nodeid)}", *lookup_table_lines(records[nodeid], indent="    ")]
+    return lines
+
+
+def one_run_lines(report: Mapping[str, Any], label: str, nodeid: str | None = None) -> list[str]:
+    """``explain REPORT [TEST]``: one run's lookups, with what the plugin found against an earlier lookup.
+
+    With a test, every lookup of it; without, the misses and bypasses of every test.
+    """
+    records = records_of(report)
+    shared = shared_components(report)
+    chosen = [nodeid] if nodeid is not None else [n for n in records if has_cache_keys(records[n])]
+    lines = [f"cache lookups of {label}"]
+    quiet = 0
+    for name in chosen:
+        lookups = lookups_of(records[name], shared)
+        shown = lookups if nodeid is not None else [x for x in lookups if x.outcome != "hit"]
+        if not shown:
+            quiet += 1
+            continue
+        lines += ["", name]
+        for lookup in shown:
+            lines.append(f"  {lookup.label}: {lookup.outcome}, key {_key_text(lookup.key)}")
+            if lookup.bypass_reason:
+                lines.append(f"    bypass: {lookup.bypass_reason}")
+            if lookup.detail == "guard_miss":
+                lines.append("    same key as an entry on disk; its shape guards failed (guard_miss)")
+            elif _detail(lookup):
+                lines.append(f"    {_detail(lookup)}")
+            if lookup.explained:
+                against = f" with {lookup.compared_with}" if lookup.compared_with else ""
+                lines.append(f"    compared{against}:")
+                lines += [f"      {item}" for item in lookup.explained]
+            elif lookup.outcome == "miss" and lookup.detail != "guard_miss":
+                lines.append("    nothing explained it (a first compile has nothing to compare with)")
+        note = mapping_of(records[name].get("cache_keys")).get("note")
+        if isinstance(note, str) and note:
+            lines.append(f"  note: {note}")
+    if nodeid is None and quiet:
+        lines += ["", f"{count_noun(quiet, 'more test')} hit on every lookup"]
+    if len(lines) == 1:
+        lines += ["", "no test recorded a cache lookup"]
+    return lines

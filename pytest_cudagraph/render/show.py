@@ -1,0 +1,303 @@
+"""Render a run report as one self-contained HTML page (``pytest-cudagraph show R.json --html OUT.html``).
+
+The page needs nothing but a browser: inline CSS, inline SVG, no JavaScript, no
+fonts or images fetched from anywhere, so it can be attached to a CI run and opened
+offline.  Every string taken from the report (node ids, guard-failure reasons,
+failure messages, user ``env`` fields) is HTML-escaped; a report cannot inject markup.
+
+What a reader needs first comes first: a verdict line, then the tests that failed,
+errored, crashed or hit the recompile limit, each with its failure message (the
+plugin's own table and hints), then the rest.  A test that ran cold and warm
+passes shows them as a table per pair (``passes.pass_pairs``), not the counters
+added up, which make a perfect warm start read "1 hit, 1 miss".  A test that
+recorded cache lookups (``cache_keys``) gets a table of them, a miss or bypass with
+a known reason (the components that differ from the cold pass) marked.
+
+For each test with CUDA graphs the page draws the invariant the plugin checks: one
+bar per capture size showing that size's high-water mark (``graphs.graph_bytes``),
+against two vertical lines, the shared pool (``graphs.pool_bytes``) and the largest
+graph (``graphs.largest_graph_bytes``).  Graphs that share a pool well have a pool
+line close to the largest-graph line; a pool line far to the right of every bar is
+the smell (separate pools, outputs kept alive, smallest-first capture).
+
+The parts of the page (style sheet, tables, a test's sections) live in ``html_page``.
+
+Example::
+
+    from pytest_cudagraph.report import load_report
+    from pytest_cudagraph.show import render_html
+    Path("run.html").write_text(render_html(load_report("run.json")), encoding="utf-8")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..text import clip_nodeid, format_bytes, number
+from .html_page import (
+    CSS,
+    badge,
+    cache_keys_html,
+    caches_html,
+    capture_cost_html,
+    env_html,
+    escape,
+    extra_html,
+    failure_html,
+    kv_table,
+    nodeid_html,
+    overview_html,
+    recompiles_html,
+    section,
+    section_html,
+    summary_html,
+)
+from .summary import (
+    disabled_layer_lines,
+    first_use_lines,
+    gpu_skip_lines,
+    needs_attention,
+    pool_figures,
+    pool_text,
+    totals_line,
+)
+
+__all__ = ["graph_bytes_by_size", "pool_chart_svg", "render_html"]
+
+# chart geometry, in SVG user units (pixels)
+_LABEL_W = 86
+_BAR_AREA_W = 560
+_VALUE_W = 120
+_ROW_H = 18
+_TOP = 22
+_BOTTOM = 8
+_CHAR_W = 7  # a generous width of one character of the labels' 11px monospace font
+
+
+# ----------------------------------------------------------------------------
+# the chart
+# ----------------------------------------------------------------------------
+
+
+def graph_bytes_by_size(graphs: Mapping[str, Any]) -> list[tuple[int, float]] | None:
+    """``graphs.graph_bytes`` as (size, bytes) sorted by size; None when the record has no per-size figures."""
+    raw = graphs.get("graph_bytes")
+    if not isinstance(raw, Mapping) or not raw:
+        return None
+    pairs = []
+    for size, value in raw.items():
+        figure = number(value, finite=True)
+        try:
+            size_int = int(size)
+        except (TypeError, ValueError):
+            continue
+        if figure is not None:
+            pairs.append((size_int, figure))
+    return sorted(pairs) or None
+
+
+def pool_chart_svg(graphs: Mapping[str, Any], title: str = "") -> str:
+    """An SVG bar chart: one bar per capture size (its high-water mark), pool and largest graph as lines.
+
+    Returns a note instead of a chart when ``graphs`` has no ``graph_bytes``.
+    """
+    pairs = graph_bytes_by_size(graphs)
+    if pairs is None:
+        return (
+            '<p class="note">No per-size chart: this record has no <code>graphs.graph_bytes</code> '
+            "(per-size high-water marks).</p>"
+        )
+    pool = number(graphs.get("pool_bytes"), finite=True)
+    largest = number(graphs.get("largest_graph_bytes"), finite=True)
+    workspace = number(graphs.get("cublas_workspace_bytes"), finite=True)
+    # The first capture puts the cuBLAS workspace into the pool; the per-size marks do
+    # not hold it, so a well-shared pool sits near "largest + workspace", not "largest".
+    bound = largest + workspace if largest is not None and workspace else None
+    scale_max = max([b for _, b in pairs] + [v for v in (pool, largest, bound) if v is not None]) or 1.0
+    largest_size = max(pairs, key=lambda p: p[1])[0]
+    height = _TOP + _ROW_H * len(pairs) + _BOTTOM
+    width = _LABEL_W + _BAR_AREA_W + _VALUE_W
+
+    def x_of(value: float) -> float:
+        return _LABEL_W + _BAR_AREA_W * value / scale_max
+
+    parts = [
+        f'<svg class="chart" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="{escape(title or "graph memory per capture size")}">',
+        f'<line class="axis" x1="{_LABEL_W}" y1="{_TOP - 4}" x2="{_LABEL_W}" y2="{height - _BOTTOM}"/>',
+    ]
+    for row, (size, value) in enumerate(pairs):
+        y = _TOP + row * _ROW_H
+        bar_w = max(x_of(value) - _LABEL_W, 0.5)
+        css = "bar largest" if size == largest_size else "bar"
+        parts.append(f'<text x="{_LABEL_W - 6}" y="{y + 12}" text-anchor="end">size {size}</text>')
+        shown = escape(format_bytes(value, compact=True))
+        parts.append(
+            f'<rect class="{css}" data-size="{size}" x="{_LABEL_W}" y="{y + 2}" width="{bar_w:.1f}" '
+            f'height="{_ROW_H - 5}"><title>size {size}: {shown} ({int(value)} bytes)</title></rect>'
+        )
+        parts.append(f'<text x="{_LABEL_W + bar_w + 6:.1f}" y="{y + 12}">{shown}</text>')
+    for value, css, label in (
+        (largest, "largest-line", "largest"),
+        (bound, "bound-line", "largest + cuBLAS workspace"),
+        (pool, "pool-line", "pool"),
+    ):
+        if value is None:
+            continue
+        x = x_of(value)
+        parts.append(
+            f'<line class="{css}" x1="{x:.1f}" y1="{_TOP - 4}" x2="{x:.1f}" y2="{height - _BOTTOM}">'
+            f"<title>{label}: {escape(format_bytes(value, compact=True))} ({int(value)} bytes)</title></line>"
+        )
+    # labels of the lines sit above the bars; when the lines are close, keep the labels apart:
+    # each pushed right past the one before it, then, where that runs past the chart's right
+    # edge, the row pushed back left from the edge
+    named = ((largest, "largest"), (bound, "+cuBLAS"), (pool, "pool"))
+    labels = sorted(
+        ((value, f"{name} {format_bytes(value, compact=True)}") for value, name in named if value is not None),
+        key=lambda item: item[0],
+    )
+    starts: list[float] = []
+    previous_end = -1e9
+    for value, label in labels:
+        starts.append(max(x_of(value), previous_end + 4))
+        previous_end = starts[-1] + _CHAR_W * len(label)
+    right_edge = float(width)
+    for index in reversed(range(len(labels))):
+        starts[index] = max(min(starts[index], right_edge - _CHAR_W * len(labels[index][1])), 0.0)
+        right_edge = starts[index] - 4
+    for x, (_, label) in zip(starts, labels):
+        parts.append(f'<text x="{x:.1f}" y="{_TOP - 8}" text-anchor="start">{escape(label)}</text>')
+    parts.append("</svg>")
+    legend = (
+        '<div class="legend"><span><i class="swatch" style="background:#4f7cac"></i>per-size high-water mark</span>'
+        '<span><i class="swatch" style="background:#c62828"></i>shared pool</span>'
+        '<span><i class="swatch" style="background:#1d232a"></i>largest graph (dashed)</span>'
+        + (
+            '<span><i class="swatch" style="background:#7a7a7a"></i>largest graph + cuBLAS workspace (dotted)</span>'
+            if bound is not None
+            else ""
+        )
+        + "</div>"
+    )
+    return "".join(parts) + legend
+
+
+# ----------------------------------------------------------------------------
+# the page
+# ----------------------------------------------------------------------------
+
+
+def _graphs_html(graphs: Mapping[str, Any]) -> str:
+    parts = ["<h3>CUDA graphs</h3>"]
+    pool = number(graphs.get("pool_bytes"), finite=True)
+    largest = number(graphs.get("largest_graph_bytes"), finite=True)
+    rows: list[tuple[str, Any]] = [
+        ("captured", graphs.get("captured")),
+        ("sizes", ", ".join(map(str, graphs.get("sizes") or [])) or "-"),
+        ("pool", format_bytes(pool, compact=True)),
+        ("largest graph", format_bytes(largest, compact=True)),
+    ]
+    workspace = number(graphs.get("cublas_workspace_bytes"), finite=True)
+    if workspace:
+        rows.append(("cuBLAS workspace (in the pool)", format_bytes(workspace, compact=True)))
+    figures = pool_figures(graphs)
+    if figures.ratio is not None and figures.set_count > 1:
+        # the merged maxima may come from different sets: only one set's own figures make a ratio
+        rows.append(("worst set: pool / largest", pool_text(figures)))
+    elif figures.ratio is not None:
+        rows.append(("(pool - workspace) / largest", f"{figures.ratio:.2f}x"))
+    for key in ("max_abs_err", "capture_s"):
+        if key in graphs:
+            rows.append((key, graphs[key]))
+    parts.append(kv_table(rows))
+    parts.append(capture_cost_html(graphs))
+    sets = graphs.get("sets")
+    if (
+        graph_bytes_by_size(graphs) is None
+        and isinstance(sets, list)
+        and any(isinstance(s, Mapping) and graph_bytes_by_size(s) for s in sets)
+    ):
+        for index, one in enumerate(sets):
+            if isinstance(one, Mapping):
+                parts.append(f"<h3>graph set {index + 1} of {len(sets)}</h3>")
+                parts.append(pool_chart_svg(one, f"graph set {index + 1}"))
+    else:
+        parts.append(pool_chart_svg(graphs))
+    return "".join(parts)
+
+
+# the sections a test's page draws itself; any other key of the record gets a table of its values
+_DRAWN = ("outcome", "duration_s", "failure", "graphs", "recompiles", "caches", "cache_keys", "extra")
+
+
+def _test_html(nodeid: str, anchor: str, record: Mapping[str, Any]) -> str:
+    outcome = record.get("outcome", "?")
+    shown = clip_nodeid(nodeid)
+    css = "test attention" if needs_attention(record) else "test"
+    parts = [
+        f'<section class="{css}" id="{anchor}"><h2 title="{escape(nodeid)}">{nodeid_html(shown)} {badge(outcome)}</h2>'
+    ]
+    if shown != nodeid:  # the whole id once, wrapped, below the clipped heading
+        parts.append(f'<p class="mono full-id">{escape(nodeid)}</p>')
+    meta = [f"duration {escape(record['duration_s'])} s"] if "duration_s" in record else []
+    if isinstance(record.get("skip_reason"), str):
+        meta.append(f"skipped: {escape(record['skip_reason'])}")
+    if meta:
+        parts.append(f'<p class="meta">{"; ".join(meta)}</p>')
+    parts.append(failure_html(record))
+    graphs = section(record, "graphs")
+    if graphs:
+        parts.append(_graphs_html(graphs))
+    rec = section(record, "recompiles")
+    if rec:
+        parts.append(recompiles_html(rec))
+    parts.append(caches_html(record))
+    parts.append(cache_keys_html(record))
+    for key, value in record.items():
+        if key in _DRAWN or value in (None, {}, []) or (key == "skip_reason" and isinstance(value, str)):
+            continue
+        parts.append(section_html(str(key), value))
+    parts.append(extra_html(record.get("extra")))
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def render_html(report: Mapping[str, Any], title: str = "pytest-cudagraph report") -> str:
+    """The report as one HTML page: a verdict, environment and summary, the tests (failures first), one section each."""
+    env = section(report, "env")
+    records = {str(k): v for k, v in section(report, "tests").items() if isinstance(v, Mapping)}
+    # failures first, each group in the run's order
+    tests = sorted(records.items(), key=lambda item: not needs_attention(item[1]))
+    anchors = {nodeid: f"t{index}" for index, (nodeid, _) in enumerate(tests)}
+    torch_version = env.get("torch")
+    subtitle = f"schema {report.get('schema')}, written {report.get('created', 'at an unknown time')}"
+    if torch_version:
+        subtitle += f", torch {torch_version}"
+    summary = section(report, "summary")
+    attention = any(needs_attention(record) for _, record in tests)
+    verdict = totals_line(records) if records else "no tests"
+    if summary.get("complete") is False:  # tests that never ran are no tests that passed
+        verdict += "; the run is incomplete (see the summary)"
+        attention = True
+    # GPU tests skipped for want of a GPU or of --cudagraph: a CPU run is never taken for a GPU pass
+    verdict_lines = [verdict, *gpu_skip_lines(records), *first_use_lines(records), *disabled_layer_lines(records)]
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{escape(title)}</title><style>{CSS}</style></head><body>",
+        f'<h1>{escape(title)}</h1><p class="meta">{escape(subtitle)}</p>',
+        f'<p class="verdict{" bad" if attention else ""}">{"<br>".join(map(escape, verdict_lines))}</p>',
+        '<div class="facts"><div><h2>Environment</h2>',
+        env_html(env),
+        "</div><div><h2>Summary</h2>",
+        summary_html(summary),
+        "</div></div>",
+        "<h2>Tests</h2>",
+        overview_html(tests, anchors) if tests else '<p class="note">The report has no tests.</p>',
+    ]
+    parts += [_test_html(nodeid, anchors[nodeid], record) for nodeid, record in tests]
+    parts.append("</body></html>\n")
+    return "\n".join(parts)

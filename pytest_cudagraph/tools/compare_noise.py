@@ -1,0 +1,161 @@
+"""What ``compare`` does not count as a change, and how it pairs several graph sets of one test.
+
+Two runs of one build differ in figures no reader should act on (``within_noise``):
+a ratio of timings, a replay error within the numerics tolerance, memory that
+depends on what ran before in the process.  A test with several GraphSets has one
+record per set (``graphs.sets``); two runs' sets pair up by their capture sizes and
+order (``graph_set_key``), so each set is compared with its partner, wherever it
+came in the test.  Plain data in, plain data out: no torch, no pytest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+from ..records.report import as_int
+from ..text import number
+
+__all__ = [
+    "CAPTURE_PAGES_BYTES",
+    "ORDER_DEPENDENT_FIGURES",
+    "ORDER_DEPENDENT_NOISE_BYTES",
+    "both_released",
+    "graph_set_key",
+    "graph_sets",
+    "keyed_sets",
+    "unpaired_set_notes",
+    "within_noise",
+]
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+# Figures that depend on what ran before in the process, not on the graphs: the warm-ups'
+# first use (kernels loaded, library handles), and the allocator's growth, which counts
+# blocks the warm-ups left cached only where no earlier test had left them.  A reordered
+# run of one build moves them between tests: no rule reads them, and a move up to
+# ORDER_DEPENDENT_NOISE_BYTES is noise (a process's first use on an H200 is about 160 MiB,
+# 480 MiB with CUDA_MODULE_LOADING=EAGER); a larger one is still a change to look at.
+ORDER_DEPENDENT_FIGURES = frozenset({"first_use_bytes", "outside_pool_bytes", "allocator_outside_pool_bytes"})
+ORDER_DEPENDENT_NOISE_BYTES = 512 * 2**20
+# The first graphs of a process take a few 2 MiB driver pages behind the allocator that
+# the release does not give back (later graphs reuse them): 8 MiB for 51 sizes on an H200.
+# Where both runs read what the release gave back, the captures' own figure may move by
+# this much with the test order.
+CAPTURE_PAGES_BYTES = 16 * 2**20
+
+
+def both_released(base: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Both sections read what their release gave back (``held_behind_allocator_bytes``)."""
+    return all(section.get("held_behind_allocator_bytes") is not None for section in (base, new))
+
+
+def within_noise(
+    metric: str,
+    base: Any,
+    new: Any,
+    *,
+    numerics_growth: float,
+    numerics_floor: float,
+    memory_floor: float,
+    released: bool = False,
+) -> bool:
+    """A difference no rule flags and no reader should act on: timings, replay errors within tolerance, and the like.
+
+    - a ratio of timings (``compile_time_ratio``): timings are only compared as
+      medians of several runs (the time rules);
+    - a replay error within the numerics rule's tolerance, both ways
+      (``max(a, b) <= min(a, b) * (1 + numerics_growth) + numerics_floor``): two runs
+      draw other random inputs;
+    - a memory figure that depends on what ran before in the process
+      (``ORDER_DEPENDENT_FIGURES``) moved by no more than ``ORDER_DEPENDENT_NOISE_BYTES``,
+      or another one by no more than ``memory_floor`` (the driver's and the
+      allocator's 2 MiB pages); where both runs read their release (``released``),
+      the captures' own figure by no more than ``CAPTURE_PAGES_BYTES``.
+    """
+    leaf = metric.rsplit(".", 1)[-1]
+    before, after = number(base, finite=True), number(new, finite=True)
+    if before is None or after is None or isinstance(base, bool) or isinstance(new, bool):
+        return False
+    if leaf.endswith("_ratio"):
+        return True
+    if leaf.endswith("_err"):
+        low, high = sorted((abs(before), abs(after)))
+        return high <= low * (1 + numerics_growth) + numerics_floor
+    if leaf.endswith("_bytes"):
+        if leaf in ORDER_DEPENDENT_FIGURES:
+            return abs(after - before) <= ORDER_DEPENDENT_NOISE_BYTES
+        if leaf == "behind_allocator_bytes" and released:
+            return abs(after - before) <= CAPTURE_PAGES_BYTES
+        return abs(after - before) <= memory_floor
+    return False
+
+
+def graph_sets(record: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [one for one in _list(_mapping(record.get("graphs")).get("sets")) if isinstance(one, Mapping)]
+
+
+def graph_set_key(one: Mapping[str, Any]) -> str:
+    """A set's name in a comparison: its capture sizes and order, ``set[1,2,4,8 largest_first]``.
+
+    Two runs' sets pair up by it: the same capture sizes captured in the same order
+    are the same set, wherever it came in the test.  Long size lists are named by
+    their ends, count and a digest.
+    """
+    sizes = [str(as_int(size)) for size in _list(one.get("sizes"))]
+    order = str(one.get("order") or "?")
+    # negative controls of the same sizes (pool="separate", keep_outputs=True) are sets of their own
+    if one.get("pool") not in (None, "shared"):
+        order += f" pool={one.get('pool')}"
+    if one.get("keep_outputs"):
+        order += " keep_outputs"
+    if len(sizes) <= 8:
+        text = ",".join(sizes)
+    else:
+        digest = hashlib.sha256(",".join(sizes).encode()).hexdigest()[:6]
+        text = f"{sizes[0]}..{sizes[-1]} ({len(sizes)} sizes, {digest})"
+    return f"set[{text} {order}]"
+
+
+def keyed_sets(record: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """A test's graph sets by ``graph_set_key`` (a second set of the same key gets ``#2``); none for a single set."""
+    sets = graph_sets(record)
+    if len(sets) < 2:
+        return {}
+    keyed: dict[str, Mapping[str, Any]] = {}
+    for one in sets:
+        key = graph_set_key(one)
+        n = 2
+        while key in keyed:
+            key = f"{graph_set_key(one)}#{n}"
+            n += 1
+        keyed[key] = one
+    return keyed
+
+
+def unpaired_set_notes(base: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """One sentence where the two runs' graph sets do not pair up: which, and what was compared instead."""
+    base_sets, new_sets = keyed_sets(base), keyed_sets(new)
+    if set(base_sets) == set(new_sets):  # paired, or a single set on both sides
+        return []
+    only_base = [key for key in base_sets if key not in new_sets]
+    only_new = [key for key in new_sets if key not in base_sets]
+    parts = []
+    if only_base:
+        parts.append(f"{', '.join(only_base)} of the base has no partner")
+    if only_new:
+        parts.append(f"{', '.join(only_new)} of the new run has no partner")
+    if not base_sets or not new_sets:
+        parts.append("the other run captured one graph set or none")
+    return [
+        f"graph sets pair up by capture sizes and order, and these do not: {'; '.join(parts)}; the test's overall "
+        f"figures (largest pool, largest graph, worst error, graphs captured) were compared instead"
+    ]
