@@ -6,6 +6,7 @@ print through these, so a pool reads the same everywhere::
     format_table([["test", "pool"], ["t::a", format_bytes(62914560, compact=True)]])
         -> ["test  pool", "t::a  60.0M"]
     format_bytes(62914560)        -> "60.0 MiB"     (1536 -> "1.5 KiB", 12 -> "12 B", None -> "-")
+    bytes_pair(62914560, None)    -> "60.0M / -"    (a pool and its largest graph, in a narrow column)
     number("nan")                 -> nan            (None when absent or not a number)
     clip("a  long\\nreason", 10)   -> "a long ..."
     clip_nodeid(a_3000_char_id)   -> "tests/test_model.py::test_decode[xxx...xxx-bs16]"
@@ -25,6 +26,7 @@ __all__ = [
     "KIB",
     "MIB",
     "NODEID_WIDTH",
+    "bytes_pair",
     "clip",
     "clip_middle",
     "clip_nodeid",
@@ -125,6 +127,11 @@ def format_bytes(value: Any, *, compact: bool = False) -> str:
     if abs(amount) >= KIB:
         return f"{amount / KIB:.1f}{space}K{suffix}"
     return f"{amount:.0f}{space}B"
+
+
+def bytes_pair(first: Any, second: Any) -> str:
+    """Two byte figures for a narrow column, a pool and its largest graph: ``60.0M / 42.0M``; ``-`` for one unknown."""
+    return f"{format_bytes(first, compact=True)} / {format_bytes(second, compact=True)}"
 
 
 def signed_bytes(value: Any) -> str:
@@ -238,7 +245,7 @@ def expected_changes(
     names = [name for name in order if name in expected]
     wrong = [name for name in names if after[name] - before[name] != expected[name]]
     head = (
-        f"{what}: {len(wrong)} of {len(names)} figure{'s' if len(names) != 1 else ''} "
+        f"{what}: {len(wrong)} of {count_noun(len(names), 'figure')} "
         f"changed otherwise than expected inside the block ({', '.join(wrong)})."
     )
     rows = [("figure", "before", "after", "expected change", "change", "")]

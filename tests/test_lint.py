@@ -1,4 +1,4 @@
-"""ruff holds the line in CI: the checks (the layers' banned-API rule among them) and the format.
+"""ruff and mypy hold the line in CI: the checks (the layers' banned-API rule among them), the format, the types.
 
 pyproject.toml's ``[tool.ruff]`` says what is checked; TID251 bans torch's, Triton's,
 pytest's and xdist's internals outside the gateway (``pytest_cudagraph._compat``).
@@ -42,3 +42,16 @@ def test_ruff_format_is_applied():
     assert result.returncode == 0, (
         f"ruff format --check . would reformat (run 'ruff format .'):\n{result.stdout}{result.stderr}"
     )
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mypy") is None, reason="mypy is not installed (pip install -e '.[test]')")
+def test_mypy_passes_on_the_records_render_and_tools_layers():
+    """pyproject.toml's ``[tool.mypy]`` names the layers; the cache goes nowhere, so the checkout stays clean."""
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "--cache-dir", "/dev/null"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, f"mypy found problems:\n{result.stdout}{result.stderr}"

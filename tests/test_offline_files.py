@@ -25,6 +25,7 @@ from sample_reports import sample_report
 
 from pytest_cudagraph import report as report_module
 from pytest_cudagraph.errors import ReportError
+from pytest_cudagraph.records import files as files_module
 from pytest_cudagraph.records.report import dumps_report, load_report, write_report
 
 IS_ROOT = hasattr(os, "getuid") and os.getuid() == 0
@@ -221,7 +222,7 @@ def test_the_writable_check_looks_where_a_link_points(tmp_path):
 def temp_name(name: str, pid: int | None, random_part: str = "abcd1234") -> str:
     if pid is None:  # the names of versions that wrote no pid
         return f".{name}.{random_part}.tmp"
-    return f".{name}.{pid}@{report_module._HOST}.{random_part}.tmp"
+    return f".{name}.{pid}@{files_module._HOST}.{random_part}.tmp"
 
 
 def dead_pid() -> int:

@@ -103,7 +103,7 @@ MALFORMED = [
         with_field(DECODE, "caches.fxgraph.miss", "one"),
         f"has {RECORD}.caches.fxgraph.miss = 'one', which is not an integer; ",
     ),
-    # each way the schema tables let a field through (see report._Rule) refuses what it must
+    # each kind of field the report's types define (records/schema.py) refuses what it must
     (
         "one size's bytes beyond a float",
         with_field(DECODE, "graphs.graph_bytes", {"1": 5, "8": 10**309}),

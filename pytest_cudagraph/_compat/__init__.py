@@ -15,10 +15,12 @@ The modules, by subject (every name is re-exported here, so
   errors, backends, the trace's shape guards);
 - ``inductor``: Inductor's compiler entry point, graph partition at custom ops,
   reduce-overhead's cudagraph trees;
-- ``caches``: the on-disk compile caches: which layers are on and who said so,
+- ``cache_layers``: the on-disk compile caches: which layers are on and who said so,
   torch's cache counter names, entries written, bypass reasons, Triton's
   compile listener and kernel directories, portable artifacts, config forwarded
-  to a child interpreter, every cache lookup's key and components;
+  to a child interpreter;
+- ``cache_lookups``: every cache lookup's key and components, and what a torch
+  version leaves out of them;
 - ``compile_metrics``: torch's compilation metrics, one record per compiled frame with
   the time of each phase (Dynamo, AOTAutograd, Inductor, kernel compiles, cache savings);
 - ``instructions``: callgrind's collection toggled around every frame compile
@@ -43,21 +45,23 @@ from .cache_layers import (
     cache_counter_names,
     cache_disabled_reasons,
     cache_layers_off_by_user,
-    cache_lookup_gaps,
-    capturing_cache_lookups,
     changed_compile_config,
     clear_in_memory_compile_caches,
     counting_fx_graph_cache_writes,
     enable_default_off_caches,
     force_disable_caches_owner,
     fresh_cache_artifact_recording,
-    functorch_config_snapshot,
     has_portable_cache_artifacts,
     load_cache_artifacts,
     portable_cache_artifacts_missing,
     save_cache_artifacts,
     triton_compilation_knobs,
     triton_kernel_dirs,
+)
+from .cache_lookups import (
+    cache_lookup_gaps,
+    capturing_cache_lookups,
+    functorch_config_snapshot,
 )
 from .compile_metrics import (
     COMPILE_METRIC_CAPABILITIES,

@@ -372,6 +372,17 @@ def _tensor_match(scope: _Scope, code: str) -> list[dict]:
                 add("requires_grad", exp_rg, t.requires_grad)
         except Exception:
             pass
+    _shape_mismatches(t, kw, add)
+    if len(call.args) > 2 and not out:
+        # dispatch keys: compare last, only as a last resort (TLS include/exclude matter)
+        _dispatch_key_mismatch(t, ast.unparse(call.args[2]), add)
+    return out
+
+
+def _shape_mismatches(t, kw: dict, add) -> None:
+    """``add`` each size and stride entry of ``t`` that differs from the guard's ``size=``/``stride=``."""
+    import torch
+
     for prop, actual in (("size", list(t.shape)), ("stride", list(t.stride()) if t.layout == torch.strided else None)):
         if prop not in kw or actual is None:
             continue
@@ -385,20 +396,22 @@ def _tensor_match(scope: _Scope, code: str) -> list[dict]:
         for i, (e, a) in enumerate(zip(exp, actual)):
             if e is not None and e != a:
                 add(prop, e, a, i)
-    if len(call.args) > 2 and not out:
-        # dispatch keys: compare last, only as a last resort (TLS include/exclude matter)
-        exp_keys = ast.unparse(call.args[2])
+
+
+def _dispatch_key_mismatch(t, exp_keys: str, add) -> None:
+    """``add`` the dispatch key set of ``t`` (with the thread's include/exclude sets) if it is not ``exp_keys``."""
+    import torch
+
+    try:
+        ks = torch._C._dispatch_keys(t)
         try:
-            ks = torch._C._dispatch_keys(t)
-            try:
-                ks = (ks | torch._C._dispatch_tls_local_include_set()) - torch._C._dispatch_tls_local_exclude_set()
-            except Exception:
-                pass
-            if _norm_keys(str(ks)) != _norm_keys(exp_keys):
-                add("dispatch key set", exp_keys, str(ks))
+            ks = (ks | torch._C._dispatch_tls_local_include_set()) - torch._C._dispatch_tls_local_exclude_set()
         except Exception:
             pass
-    return out
+        if _norm_keys(str(ks)) != _norm_keys(exp_keys):
+            add("dispatch key set", exp_keys, str(ks))
+    except Exception:
+        pass
 
 
 def _norm_keys(s: str) -> str:
@@ -489,17 +502,7 @@ def _failures_for_entry(entry, f_locals, backend, deadline: float) -> list[dict]
     gm = entry.guard_manager
     eid = str(getattr(entry, "compile_id", "?"))
     if type(gm).__name__ == "DeletedGuardManagerWrapper":
-        return [
-            dict(
-                entry=eid,
-                kind="DELETED",
-                source=None,
-                code=getattr(gm, "invalidation_reason", ""),
-                expected=None,
-                actual=None,
-                message=getattr(gm, "invalidation_reason", ""),
-            )
-        ]
+        return [_deleted_entry(eid, gm)]
     scope = _Scope(gm, f_locals)
     code_parts = list(getattr(gm, "code_parts", None) or [])
     out: list[dict] = []
@@ -522,27 +525,8 @@ def _failures_for_entry(entry, f_locals, backend, deadline: float) -> list[dict]
         d.update(extra)
         out.append(d)
 
-    def leaves_of(mgr):
-        try:
-            return list(mgr.get_leaf_guards())
-        except Exception:
-            return []
-
     root = gm.root
-    pairs = []  # (manager source, leaf)
-    for mgr in _iter_managers(root):
-        try:
-            msrc = mgr.get_source()
-        except Exception:
-            msrc = None
-        for leaf in leaves_of(mgr):
-            pairs.append((msrc, leaf))
-    try:
-        for leaf in root.get_epilogue_lambda_guards():  # 2.6: shape-env lambda guards live here
-            pairs.append(("L", leaf))
-    except Exception:
-        pass
-
+    pairs = _leaf_guards(root)  # (manager source, leaf)
     for msrc, leaf in pairs:
         if len(out) >= MAX_PER_ENTRY or time.monotonic() > deadline:
             break
@@ -552,44 +536,7 @@ def _failures_for_entry(entry, f_locals, backend, deadline: float) -> list[dict]
         except Exception:
             continue
         for vp in vparts:
-            code = _strip(vp, code_parts)
-            try:
-                if kind == "TENSOR_MATCH":
-                    for m in _tensor_match(scope, code):
-                        record(
-                            kind, m["source"], code, m["expected"], m["actual"], m["message"], property=m["property"]
-                        )
-                    continue
-                if kind == "GLOBAL_STATE":
-                    fn = scope.locals.get("___check_global_state")
-                    ok = fn() if fn is not None else True
-                    if not ok:
-                        for m in _global_state_detail(vp, gm) or [dict(property=None, expected=None, actual=None)]:
-                            record(
-                                kind,
-                                None,
-                                code.split(" against ")[0],
-                                m["expected"],
-                                m["actual"],
-                                f"GLOBAL_STATE changed: {m['property']}: expected {m['expected']}, actual {m['actual']}",
-                                property=m["property"],
-                            )
-                    continue
-                if kind in _RELATIONAL:
-                    r = _aliasing(scope, kind, code)
-                    if r:
-                        record(kind, None, code, r["expected"], r["actual"], f"{kind}: {_strip_L(r['actual'])}")
-                    continue
-                res = scope.eval(code)
-                if kind == "EQUALS_MATCH" and res is True:
-                    res = _equals_type_ok(scope, code)  # C++ EQUALS_MATCH also checks the exact type
-            except Exception:
-                continue  # not evaluable here (e.g. an earlier guard on the path failed): skip
-            if isinstance(res, bool) and not res:
-                src, exp, act = _generic_expected_actual(scope, code, gm)
-                record(kind, src if src is not None else msrc, code, exp, act)
-            elif isinstance(res, str):  # ___check_tensors-style verbose reason
-                record(kind, msrc, code, None, None, res)
+            _check_part(scope, gm, kind, msrc, vp, _strip(vp, code_parts), record)
 
     if not out:
         # safety net: what torch itself says (first failure only), or the backend
@@ -604,6 +551,83 @@ def _failures_for_entry(entry, f_locals, backend, deadline: float) -> list[dict]
         except Exception:
             pass
     return out
+
+
+def _deleted_entry(eid: str, gm) -> dict:
+    """The one failure of an entry whose guards were deleted: torch's invalidation reason."""
+    return dict(
+        entry=eid,
+        kind="DELETED",
+        source=None,
+        code=getattr(gm, "invalidation_reason", ""),
+        expected=None,
+        actual=None,
+        message=getattr(gm, "invalidation_reason", ""),
+    )
+
+
+def _leaf_guards(root) -> list:
+    """``(manager source, leaf guard)`` for every leaf under ``root``, the epilogue lambda guards last."""
+
+    def leaves_of(mgr):
+        try:
+            return list(mgr.get_leaf_guards())
+        except Exception:
+            return []
+
+    pairs = []  # (manager source, leaf)
+    for mgr in _iter_managers(root):
+        try:
+            msrc = mgr.get_source()
+        except Exception:
+            msrc = None
+        for leaf in leaves_of(mgr):
+            pairs.append((msrc, leaf))
+    try:
+        for leaf in root.get_epilogue_lambda_guards():  # 2.6: shape-env lambda guards live here
+            pairs.append(("L", leaf))
+    except Exception:
+        pass
+    return pairs
+
+
+def _check_part(scope: _Scope, gm, kind: str, msrc, vp: str, code: str, record) -> None:
+    """Evaluate one verbose code part ``vp`` (``code`` once stripped) of a leaf guard; ``record`` what failed."""
+    try:
+        if kind == "TENSOR_MATCH":
+            for m in _tensor_match(scope, code):
+                record(kind, m["source"], code, m["expected"], m["actual"], m["message"], property=m["property"])
+            return
+        if kind == "GLOBAL_STATE":
+            fn = scope.locals.get("___check_global_state")
+            ok = fn() if fn is not None else True
+            if not ok:
+                for m in _global_state_detail(vp, gm) or [dict(property=None, expected=None, actual=None)]:
+                    record(
+                        kind,
+                        None,
+                        code.split(" against ")[0],
+                        m["expected"],
+                        m["actual"],
+                        f"GLOBAL_STATE changed: {m['property']}: expected {m['expected']}, actual {m['actual']}",
+                        property=m["property"],
+                    )
+            return
+        if kind in _RELATIONAL:
+            r = _aliasing(scope, kind, code)
+            if r:
+                record(kind, None, code, r["expected"], r["actual"], f"{kind}: {_strip_L(r['actual'])}")
+            return
+        res = scope.eval(code)
+        if kind == "EQUALS_MATCH" and res is True:
+            res = _equals_type_ok(scope, code)  # C++ EQUALS_MATCH also checks the exact type
+    except Exception:
+        return  # not evaluable here (e.g. an earlier guard on the path failed): skip
+    if isinstance(res, bool) and not res:
+        src, exp, act = _generic_expected_actual(scope, code, gm)
+        record(kind, src if src is not None else msrc, code, exp, act)
+    elif isinstance(res, str):  # ___check_tensors-style verbose reason
+        record(kind, msrc, code, None, None, res)
 
 
 def all_failing_guards(cache_entries, f_locals, backend=None) -> list[dict]:

@@ -1,7 +1,13 @@
 """Library layer: torch.compile's caches.
 
-- ``probe``: ``cache_probe`` / ``CacheProbe``, cold and warm passes, portable caches;
-- ``keys``: every cache lookup's key and its components, the key index across runs;
+- ``probe``: ``cache_probe`` / ``CacheProbe``, cold and warm passes, portable caches,
+  made of ``results`` (``CacheStats``, ``PassResult``, ``ProbeResult``), ``readings``
+  (counters, logs, Triton's listener, seeded RNGs), ``warm_start`` (``ColdWarm``, the
+  warm-start invariant and its message), ``outputs`` (the cold/warm comparison of
+  outputs), ``child`` (the warm pass in a fresh interpreter, ``python -m
+  pytest_cudagraph.caches SPEC``) and ``portable`` (portable cache artifacts);
+- ``keys``: every cache lookup's key and its components (``lookups``), the key index
+  across runs (``key_index``);
 - ``cache_root``: the private cache root of a run, per worker and per test;
 - ``counters``: torch's cache counters, read as deltas.
 
@@ -13,14 +19,20 @@ documented import path; they are loaded on first use, so importing a sibling
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
+
+# where the probe's names live: ``probe`` re-exports the public ones; the rest are found in its parts
+_PROBE_MODULES = ("probe", "results", "readings", "warm_start", "outputs", "child", "portable")
 
 
 def __getattr__(name: str):
-    if name.startswith("__"):
+    if name.startswith("__") or (Path(__file__).parent / f"{name}.py").exists():
+        # a submodule not imported yet: ``from . import keys`` asks here first, then imports it
         raise AttributeError(name)
-    probe = importlib.import_module(f"{__name__}.probe")
-
-    try:
-        return getattr(probe, name)
-    except AttributeError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    for module_name in _PROBE_MODULES:
+        module = importlib.import_module(f"{__name__}.{module_name}")
+        try:
+            return getattr(module, name)
+        except AttributeError:
+            continue
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None

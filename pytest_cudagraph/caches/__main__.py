@@ -2,6 +2,6 @@
 
 import sys
 
-from .probe import _child_main
+from .child import _child_main
 
 sys.exit(_child_main(sys.argv[1:]))

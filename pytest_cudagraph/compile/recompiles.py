@@ -25,10 +25,6 @@ Everything the watch changes (artifact set, logger levels, propagation, handlers
 
 from __future__ import annotations
 
-import linecache
-from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import _compat as compat
@@ -45,8 +41,18 @@ from .dynamo_log import (
     recompiled_function,
 )
 from .expect import ExpectBlock, checked_deltas
-from .guard_failures import FailedGuard, evaluated_guard, flat_reason, parse_reason
+from .guard_failures import FailedGuard, evaluated_guard, flat_reason
 from .recompile_messages import compile_refused, happened_inside, too_many_recompiles
+from .recompile_stats import (
+    FunctionRecompiles,
+    GraphBreaks,
+    GraphBreakSite,
+    RecompileEvent,
+    RecompileStats,
+    _by_function,
+    _Event,
+    _graph_breaks_since,
+)
 
 __all__ = [
     "watch_recompiles",
@@ -57,209 +63,6 @@ __all__ = [
     "GraphBreaks",
     "GraphBreakSite",
 ]
-
-# ----------------------------------------------------------------------------
-# results
-# ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FunctionRecompiles:
-    """One compiled function's recompiles: ``count``, its ``reasons`` in order, its ``limit_hits``."""
-
-    count: int = 0
-    reasons: tuple[str, ...] = ()
-    limit_hits: tuple[str, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {"count": self.count, "reasons": list(self.reasons), "limit_hits": list(self.limit_hits)}
-
-
-@dataclass(frozen=True)
-class GraphBreakSite:
-    """Where graph breaks happened: one ``reason``, the ``location`` in the compiled code, the user's ``call_site``.
-
-    ``location`` is ``file:line`` of the statement Dynamo could not trace (inside the
-    compiled function or a function it inlined); ``call_site`` the user's line that
-    called the compiled function; ``count`` how many breaks share all three.
-    """
-
-    reason: str
-    location: str | None
-    call_site: CallSite | None
-    count: int = 1
-
-    @property
-    def code(self) -> str:
-        """The source line at ``location``, when it can be read."""
-        if not self.location:
-            return ""
-        file, _, line = self.location.rpartition(":")
-        return linecache.getline(file, int(line)).strip() if line.isdigit() else ""
-
-    def key(self) -> tuple[Any, ...]:
-        return (self.reason, self.location, self.call_site)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "reason": self.reason,
-            "location": self.location,
-            "code": self.code,
-            "call_site": self.call_site.to_json() if self.call_site else None,
-            "count": self.count,
-        }
-
-
-def _merge_sites(sites: Sequence[GraphBreakSite]) -> tuple[GraphBreakSite, ...]:
-    counts: dict[tuple[Any, ...], GraphBreakSite] = {}
-    for site in sites:
-        known = counts.get(site.key())
-        counts[site.key()] = site if known is None else replace(known, count=known.count + site.count)
-    return tuple(counts.values())
-
-
-@dataclass(frozen=True)
-class GraphBreaks:
-    """Graph breaks seen while watching: ``count``, ``by_reason`` (message -> times) and ``sites``.
-
-    Kept apart from recompiles: a graph break splits one compile into several
-    graphs, it does not make Dynamo compile again.  ``count`` and ``by_reason`` are
-    torch's ``counters["graph_break"]``; ``sites`` (:class:`GraphBreakSite`) say where
-    each break was and which user line called the compiled function, from Dynamo's
-    graph-break log.
-    """
-
-    count: int = 0
-    by_reason: Mapping[str, int] = field(default_factory=dict)
-    sites: tuple[GraphBreakSite, ...] = ()
-
-    @property
-    def reasons(self) -> list[str]:
-        return list(self.by_reason)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"count": self.count, "reasons": self.reasons, "sites": [site.to_json() for site in self.sites]}
-
-
-@dataclass(frozen=True)
-class RecompileEvent:
-    """One recompile, or one attempt that hit the recompile limit, as data.
-
-    * ``function``: ``"name (file:line)"`` of the compiled function;
-    * ``call_site``: the user's line that called it (the first frame outside torch,
-      the plugin and Python's standard library), or None when none was on the stack;
-    * ``reasons``: one flat line per cached entry that failed, ``"0/1: n == 2"``, no
-      comment or stack inside;
-    * ``guards``: every failing guard of every cached entry (:class:`FailedGuard`),
-      those torch printed and those the watch found by evaluating the entries' other
-      guards itself, with expected and actual values where known;
-    * ``verbatim``: torch's reasons as it wrote them, for exact matching;
-    * ``limit_hit``: for an attempt past the recompile limit, the readable line
-      (nothing was compiled: Dynamo ran the function eagerly), else None.
-    """
-
-    function: str
-    call_site: CallSite | None
-    reasons: tuple[str, ...]
-    guards: tuple[FailedGuard, ...]
-    verbatim: tuple[str, ...]
-    limit_hit: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "function": self.function,
-            "call_site": self.call_site.to_json() if self.call_site else None,
-            "reasons": list(self.reasons),
-            "guards": [g.to_json() for g in self.guards],
-            "verbatim": list(self.verbatim),
-            "limit_hit": self.limit_hit,
-        }
-
-
-@dataclass(frozen=True)
-class RecompileStats:
-    """What a :class:`RecompileWatch` saw; the report's ``recompiles`` section."""
-
-    count: int = 0
-    reasons: tuple[str, ...] = ()
-    limit_hits: tuple[str, ...] = ()
-    by_function: Mapping[str, FunctionRecompiles] = field(default_factory=dict)
-    graph_breaks: GraphBreaks = field(default_factory=GraphBreaks)
-    events: tuple[RecompileEvent, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "count": self.count,
-            "reasons": list(self.reasons),
-            "limit_hits": list(self.limit_hits),
-            "by_function": {name: fn.to_json() for name, fn in self.by_function.items()},
-            "graph_breaks": self.graph_breaks.to_json(),
-            "events": [event.to_json() for event in self.events],
-        }
-
-    def merged(self, other: RecompileStats) -> RecompileStats:
-        """Both watches' figures added up (several plain watches in one test, e.g. hypothesis examples)."""
-        by_function = dict(self.by_function)
-        for name, fn in other.by_function.items():
-            mine = by_function.get(name, FunctionRecompiles())
-            by_function[name] = FunctionRecompiles(
-                mine.count + fn.count, mine.reasons + fn.reasons, mine.limit_hits + fn.limit_hits
-            )
-        breaks = Counter(self.graph_breaks.by_reason)
-        breaks.update(other.graph_breaks.by_reason)
-        return RecompileStats(
-            count=self.count + other.count,
-            reasons=self.reasons + other.reasons,
-            limit_hits=self.limit_hits + other.limit_hits,
-            by_function=by_function,
-            graph_breaks=GraphBreaks(
-                self.graph_breaks.count + other.graph_breaks.count,
-                dict(breaks),
-                _merge_sites(self.graph_breaks.sites + other.graph_breaks.sites),
-            ),
-            events=self.events + other.events,
-        )
-
-
-@dataclass
-class _Event:
-    """One recompile attempt as Dynamo logged it; :meth:`public` makes the RecompileEvent."""
-
-    function: str
-    verbatim: list[str]
-    call_site: CallSite | None = None
-    # every failing guard the watch found by evaluating the cached entries itself (None: not evaluated)
-    evaluated: list[FailedGuard] | None = None
-    limit_hit: str | None = None  # the readable description once the limit WARNING named it
-
-    @property
-    def reasons(self) -> list[str]:
-        return [flat_reason(r) for r in self.verbatim]
-
-    def public(self) -> RecompileEvent:
-        return RecompileEvent(
-            self.function,
-            self.call_site,
-            tuple(self.reasons),
-            tuple(_all_guards(self.verbatim, self.evaluated)),
-            tuple(self.verbatim),
-            self.limit_hit,
-        )
-
-
-def _all_guards(verbatim: list[str], evaluated: list[FailedGuard] | None) -> list[FailedGuard]:
-    """Torch's guards first, completed with the values the evaluation found, then the guards only it found."""
-    printed = [guard for reason in verbatim for guard in parse_reason(reason).guards]
-    extra = list(evaluated or [])
-    out = []
-    for guard in printed:
-        twin = next((e for e in extra if guard.same_check(e)), None)
-        if twin is not None:
-            extra.remove(twin)
-            guard = guard.with_values(twin.expected, twin.actual)
-        out.append(guard)
-    return out + [replace(e, reported_by_torch=False) for e in extra]
-
 
 # ----------------------------------------------------------------------------
 # the watch
@@ -334,7 +137,7 @@ class RecompileWatch:
         self._orphan_events.clear()
         self._break_sites.clear()
         self._breaks_after = None
-        self._seen = self._guard_failure_positions()
+        self._seen = _guard_failure_positions()
         self._breaks_before = dict(compat.graph_break_counter())
         self._tap.attach()
         if self.raise_on_recompile:
@@ -423,15 +226,6 @@ class RecompileWatch:
         __tracebackhide__ = True
         checked = checked_deltas("RecompileWatch.expect()", deltas, EXPECT_FIGURES, "expect(count=1)")
 
-        def start() -> tuple[int, int]:
-            return len(self._events), len(self._orphan_limit_hits)
-
-        def explain(start_state: tuple[int, int]) -> list[str]:
-            events = self._events[start_state[0] :]
-            hits = [e.limit_hit for e in events if e.limit_hit is not None]
-            hits += self._orphan_limit_hits[start_state[1] :]
-            return happened_inside([e.public() for e in events], hits, [r for e in events for r in e.reasons])
-
         return ExpectBlock(
             "RecompileWatch.expect()",
             checked,
@@ -439,8 +233,8 @@ class RecompileWatch:
             read=self.figures,
             active=lambda: self._active,
             needs="an active watch: use it inside `with watch_recompiles() as w:`",
-            start=start,
-            explain=explain,
+            start=lambda: (len(self._events), len(self._orphan_limit_hits)),
+            explain=lambda start_state: _happened_since(self, start_state),
             enters_as=self,
         )
 
@@ -454,14 +248,9 @@ class RecompileWatch:
         }
 
     # -- listening --------------------------------------------------------
-    def _guard_failure_positions(self) -> dict[Any, tuple[list, int]]:
-        # The list object is kept, not only its length: reset() drops the lists,
-        # and a fresh list as long as the old one must still read as new.
-        return {code: (reasons, len(reasons)) for code, reasons in list(compat.guard_failures_table().items())}
-
     def _new_guard_failures(self) -> list[str]:
         new: list[str] = []
-        now = self._guard_failure_positions()
+        now = _guard_failure_positions()
         for code, (reasons, length) in now.items():
             before = self._seen.get(code)
             start = before[1] if before is not None and before[0] is reasons else 0
@@ -527,14 +316,7 @@ class RecompileWatch:
     @property
     def graph_breaks(self) -> GraphBreaks:
         after = self._breaks_after if self._breaks_after is not None else dict(compat.graph_break_counter())
-        by_reason = {}
-        for reason, times in after.items():
-            before = self._breaks_before.get(reason, 0)
-            # A test that cleared torch's counters restarted them from zero.
-            delta = times - before if times >= before else times
-            if delta > 0:
-                by_reason[reason] = delta
-        return GraphBreaks(sum(by_reason.values()), by_reason, _merge_sites(self._break_sites))
+        return _graph_breaks_since(self._breaks_before, after, self._break_sites)
 
     def result(self) -> RecompileStats:
         return RecompileStats(
@@ -580,16 +362,7 @@ class RecompileWatch:
         )
 
     def _refusal_message(self, exc: BaseException, when: str) -> str:
-        events = [e for e in self._events if e.limit_hit is None]
-        if events:
-            function, reasons, event = events[-1].function, events[-1].reasons, events[-1].public()
-        else:
-            function, reasons = (
-                function_from_refusal(str(exc)),
-                [flat_reason(r) for r in reasons_from_message(str(exc))],
-            )
-            event = None
-        return compile_refused(function, reasons, str(exc), when, event)
+        return _refusal_message(self._events, exc, when)
 
     def __repr__(self) -> str:
         return (
@@ -652,17 +425,32 @@ def _call_site(code: tuple[str, str, int] | None) -> CallSite | None:
     return user_call_site(is_compiled_function)
 
 
-def _by_function(events: list[_Event]) -> dict[str, FunctionRecompiles]:
-    """``"name (file:line)"`` -> the recompiles and limit hits of ``events``, in order."""
-    out: dict[str, FunctionRecompiles] = {}
-    for e in events:
-        fn = out.get(e.function, FunctionRecompiles())
-        if e.limit_hit is None:
-            fn = FunctionRecompiles(fn.count + 1, fn.reasons + tuple(e.reasons), fn.limit_hits)
-        else:
-            fn = FunctionRecompiles(fn.count, fn.reasons, fn.limit_hits + (e.limit_hit,))
-        out[e.function] = fn
-    return out
+def _guard_failure_positions() -> dict[Any, tuple[list, int]]:
+    # The list object is kept, not only its length: reset() drops the lists,
+    # and a fresh list as long as the old one must still read as new.
+    return {code: (reasons, len(reasons)) for code, reasons in list(compat.guard_failures_table().items())}
+
+
+def _happened_since(watch: RecompileWatch, start_state: tuple[int, int]) -> list[str]:
+    """What ``RecompileWatch.expect``'s failure lists: the recompiles and limit hits since ``start_state``."""
+    events = watch._events[start_state[0] :]
+    hits = [e.limit_hit for e in events if e.limit_hit is not None]
+    hits += watch._orphan_limit_hits[start_state[1] :]
+    return happened_inside([e.public() for e in events], hits, [r for e in events for r in e.reasons])
+
+
+def _refusal_message(recorded: list[_Event], exc: BaseException, when: str) -> str:
+    """The message of a refused compile: the last recompile's function and reasons, else the refusal's own."""
+    events = [e for e in recorded if e.limit_hit is None]
+    if events:
+        function, reasons, event = events[-1].function, events[-1].reasons, events[-1].public()
+    else:
+        function, reasons = (
+            function_from_refusal(str(exc)),
+            [flat_reason(r) for r in reasons_from_message(str(exc))],
+        )
+        event = None
+    return compile_refused(function, reasons, str(exc), when, event)
 
 
 def start_from_empty_dynamo_cache() -> None:

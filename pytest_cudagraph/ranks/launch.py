@@ -238,50 +238,18 @@ def run_ranks(
     _check_picklable(args)
     from .. import _compat
 
-    if backend == "gloo" and not _compat.backend_available(backend):
-        raise MisuseError(
-            f"this torch has no torch.distributed {backend} backend; use a build with it "
-            f"(the Linux wheels have gloo, and NCCL with CUDA)"
-        )
-    placed = _devices(backend, int(world_size), devices)
+    placed = _placed(backend, int(world_size), devices)
     import torch.multiprocessing as torch_mp
 
     timeout_s = float(timeout)
     context = torch_mp.get_context("spawn")
     store, port = _compat.rendezvous_store_server()
-    # The ranks' keepers read ``watched``; only this process holds ``watching``, so they read
-    # end-of-file when it is gone, however it went (the ranks never get the write end: spawn
-    # passes a child only the descriptors it names).
-    watched, watching = context.Pipe(duplex=False)
+    watched, watching = _keeper_pipe(context)
     with tempfile.TemporaryDirectory(prefix="cudagraph-ranks-") as directory:
-        specs = [
-            RankSpec(
-                rank=rank,
-                world_size=int(world_size),
-                backend=backend,
-                port=port,
-                timeout_s=timeout_s,
-                directory=directory,
-                body_module=module,
-                body_qualname=qualname,
-                device_index=placed[rank],
-                launcher_pid=os.getpid(),
-                env=rank_environment(env),
-                seed=seed,
-                sizes=tuple(sizes) if sizes else None,
-                rtol=rtol,
-                atol=atol,
-            )
-            for rank in range(int(world_size))
-        ]
+        specs = _rank_specs(placed, backend, port, timeout_s, directory, module, qualname, env, seed, sizes, rtol, atol)
         watch = _Watch(specs, timeout_s)
         try:
-            for spec in specs:
-                process = context.Process(
-                    target=rank_main, args=(spec, args, watched), name=f"cudagraph-rank-{spec.rank}"
-                )
-                process.start()
-                watch.processes.append(process)
+            _spawn(context, watch, args, watched)
             watched.close()
             result = watch.run()
         finally:
@@ -295,6 +263,73 @@ def run_ranks(
     if not result.passed:
         raise R.RanksFailed(result)
     return result
+
+
+def _placed(backend: str, world_size: int, devices: Sequence[int] | None) -> list[int | None]:
+    """The device of each rank (None for gloo), once the backend is known to be there."""
+    __tracebackhide__ = True
+    from .. import _compat
+
+    if backend == "gloo" and not _compat.backend_available(backend):
+        raise MisuseError(
+            f"this torch has no torch.distributed {backend} backend; use a build with it "
+            f"(the Linux wheels have gloo, and NCCL with CUDA)"
+        )
+    return _devices(backend, world_size, devices)
+
+
+def _rank_specs(
+    placed: list[int | None],
+    backend: str,
+    port: int,
+    timeout_s: float,
+    directory: str,
+    module: str,
+    qualname: str,
+    env: Mapping[str, str] | None,
+    seed: int,
+    sizes: Sequence[int] | None,
+    rtol: float | None,
+    atol: float | None,
+) -> list[RankSpec]:
+    """One RankSpec per rank, rank ``r`` on ``placed[r]``."""
+    return [
+        RankSpec(
+            rank=rank,
+            world_size=len(placed),
+            backend=backend,
+            port=port,
+            timeout_s=timeout_s,
+            directory=directory,
+            body_module=module,
+            body_qualname=qualname,
+            device_index=placed[rank],
+            launcher_pid=os.getpid(),
+            env=rank_environment(env),
+            seed=seed,
+            sizes=tuple(sizes) if sizes else None,
+            rtol=rtol,
+            atol=atol,
+        )
+        for rank in range(len(placed))
+    ]
+
+
+def _keeper_pipe(context: Any) -> tuple[Any, Any]:
+    """``(watched, watching)``: the read end every rank's keeper gets, and the write end only this process holds.
+
+    The keepers read end-of-file when this process is gone, however it went (the ranks
+    never get the write end: spawn passes a child only the descriptors it names).
+    """
+    return context.Pipe(duplex=False)
+
+
+def _spawn(context: Any, watch: _Watch, args: tuple[Any, ...], watched: Any) -> None:
+    """Start one process per spec of ``watch``, each added to ``watch.processes`` once started."""
+    for spec in watch.specs:
+        process = context.Process(target=rank_main, args=(spec, args, watched), name=f"cudagraph-rank-{spec.rank}")
+        process.start()
+        watch.processes.append(process)
 
 
 class _Watch:

@@ -27,15 +27,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..text import clip, clip_middle
+from .json_values import mapping_of
 
 __all__ = [
-    "LAYERS",
+    "KEYED_LAYERS",
     "ComponentChange",
     "Lookup",
     "LookupPair",
     "ReportKeyDiff",
     "RunWideChange",
     "TestKeyDiff",
+    "call_focus",
+    "call_parts",
     "diff_reports",
     "diff_test",
     "has_cache_keys",
@@ -45,7 +48,8 @@ __all__ = [
     "shared_components",
 ]
 
-LAYERS = ("fxgraph", "aot_autograd")
+# the cache layers whose lookups carry a key and its components (Triton's kernels have none)
+KEYED_LAYERS = ("fxgraph", "aot_autograd")
 # what a lookup's components are when the torch version recorded none for it
 Components = Mapping[str, tuple[str | None, str | None]]
 # a value longer than this is shown around its difference in compare's lines
@@ -57,10 +61,6 @@ _FIRST = ("torch_version", "system_info", "cuda_matmul_settings", "deterministic
 # ----------------------------------------------------------------------------
 # reading a report
 # ----------------------------------------------------------------------------
-
-
-def mapping_of(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 def _text(value: Any) -> str | None:
@@ -281,7 +281,7 @@ def _run_wide_changes(
     lookups hold each their own value of is not, and shows per lookup.
     """
     per_layer: dict[tuple[Any, Any, Any], tuple[ComponentChange, list[str]]] = {}
-    for layer in LAYERS:
+    for layer in KEYED_LAYERS:
         base, new = base_shared.get(layer, {}), new_shared.get(layer, {})
         if not base_names.get(layer) or not new_names.get(layer):
             continue  # a layer one run never looked up (with components) cannot differ run-wide
@@ -380,7 +380,7 @@ class TestKeyDiff:
 
 def _counters(record: Mapping[str, Any]) -> tuple[Any, Any]:
     caches = mapping_of(record.get("caches"))
-    return tuple(dict(mapping_of(caches.get(layer))) for layer in LAYERS)  # type: ignore[return-value]
+    return tuple(dict(mapping_of(caches.get(layer))) for layer in KEYED_LAYERS)  # type: ignore[return-value]
 
 
 def _pair(base: list[Lookup], new: list[Lookup]) -> tuple[list[tuple[Lookup, Lookup, str]], list[Lookup], list[Lookup]]:
@@ -576,16 +576,16 @@ def _focus(a: str, b: str, width: int) -> tuple[str, str]:
         prefix = f"line {index + 1}: "
         shown_a, shown_b = _focus(line_a, line_b, max(width - len(prefix), 12))
         return prefix + shown_a, prefix + shown_b
-    called = _call_focus(a, b)
+    called = call_focus(a, b)
     if called is not None:
         return clip_middle(called[0], width, 0.6), clip_middle(called[1], width, 0.6)
-    prefix = 0
-    while prefix < min(len(a), len(b)) and a[prefix] == b[prefix]:
-        prefix += 1
+    same_head = 0
+    while same_head < min(len(a), len(b)) and a[same_head] == b[same_head]:
+        same_head += 1
     suffix = 0
-    while suffix < min(len(a), len(b)) - prefix and a[-1 - suffix] == b[-1 - suffix]:
+    while suffix < min(len(a), len(b)) - same_head and a[-1 - suffix] == b[-1 - suffix]:
         suffix += 1
-    start = _item_start(a, prefix)
+    start = _item_start(a, same_head)
     shown_a = _item_text(a, start, len(a) - suffix)
     shown_b = _item_text(b, start, len(b) - suffix)
     return clip_middle(shown_a, width, 0.6), clip_middle(shown_b, width, 0.6)
@@ -594,7 +594,7 @@ def _focus(a: str, b: str, width: int) -> tuple[str, str]:
 _CALL = re.compile(r"([A-Za-z_][\w.]*)\((.*)\)\Z", re.S)
 
 
-def _call_parts(value: str) -> tuple[str | None, list[str]]:
+def call_parts(value: str) -> tuple[str | None, list[str]]:
     """``"Name(a, b=(1, 2))"`` -> ``("Name", ["a", "b=(1, 2)"])``, split at top-level commas; (None, []) otherwise."""
     match = _CALL.match(value)
     if match is None:
@@ -606,10 +606,10 @@ def _call_parts(value: str) -> tuple[str | None, list[str]]:
     return match.group(1), [body[start + 1 : end].strip() for start, end in bounds]
 
 
-def _call_focus(a: str, b: str) -> tuple[str, str] | None:
+def call_focus(a: str, b: str) -> tuple[str, str] | None:
     """``T(x=1, y=2)`` vs ``T(x=1, y=5)`` -> ``T(y=2, ...)``, ``T(y=5, ...)`` (as the failure messages show it)."""
-    head_a, parts_a = _call_parts(a)
-    head_b, parts_b = _call_parts(b)
+    head_a, parts_a = call_parts(a)
+    head_b, parts_b = call_parts(b)
     if head_a is None or head_a != head_b or len(parts_a) != len(parts_b):
         return None
     differing = [(x, y) for x, y in zip(parts_a, parts_b) if x != y]

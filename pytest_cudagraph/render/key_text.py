@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..records.key_diff import (
-    LAYERS,
+    KEYED_LAYERS,
     ComponentChange,
     Lookup,
     LookupPair,
@@ -87,7 +87,7 @@ def run_wide_lines(run_wide: Sequence[RunWideChange], command: str, limit: int =
     """
     if not run_wide:
         return []
-    layers = [layer for layer in LAYERS if any(layer in c.layers for c in run_wide)]
+    layers = [layer for layer in KEYED_LAYERS if any(layer in c.layers for c in run_wide)]
     lines = [f"cache keys: every {_layers_text(layers)} lookup's key differs between the runs in:"]
     for change in run_wide[:limit]:
         only = f" ({_layers_text(change.layers)})" if len(change.layers) < len(layers) else ""

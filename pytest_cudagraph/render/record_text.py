@@ -14,8 +14,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..records.json_values import list_of, mapping_of
 from ..records.report import as_int
-from ..text import clip, clip_nodeid, count_noun, format_bytes, format_table, number, short_seconds, signed_bytes
+from ..text import (
+    MIB,
+    bytes_pair,
+    clip,
+    clip_nodeid,
+    count_noun,
+    format_bytes,
+    format_table,
+    number,
+    short_seconds,
+    signed_bytes,
+)
 
 __all__ = [
     "MAX_GUARD_ROWS",
@@ -35,6 +47,7 @@ __all__ = [
     "reduce_overhead_lines",
     "region_rows",
     "regions_text",
+    "section",
     "skip_text",
 ]
 
@@ -45,12 +58,9 @@ REGION_HEADER = ("region", "replayed", "recorded", "warm-up", "without graph")
 RANK_HEADER = ("rank", "device", "outcome", "graphs", "pool / largest", "max error", "waiting at / error")
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
+def section(record: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    """``record[name]`` when it is a mapping, else an empty one (a report may hold anything)."""
+    return mapping_of(record.get(name))
 
 
 def _text(value: Any) -> str:
@@ -67,7 +77,7 @@ def call_site_text(site: Any, code_width: int = 80) -> str:
 
     A long line is clipped inside its backticks, so the place stays whole and the quote closed.
     """
-    site = _mapping(site)
+    site = mapping_of(site)
     if not site.get("file"):
         return ""
     label = f"{site['file']}:{site.get('line', '?')}"
@@ -76,7 +86,7 @@ def call_site_text(site: Any, code_width: int = 80) -> str:
 
 def recompile_events(recompiles: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The section's ``events`` (recompiles and limit hits, in order); empty for a report older than them."""
-    return [event for event in _list(recompiles.get("events")) if isinstance(event, Mapping)]
+    return [event for event in list_of(recompiles.get("events")) if isinstance(event, Mapping)]
 
 
 def event_head(number_: int, total: int, event: Mapping[str, Any]) -> str:
@@ -118,13 +128,13 @@ def recompile_table(
     unprinted = False
     recompiles = [event for event in events if event.get("limit_hit") is None]
     for index, event in enumerate(recompiles, 1):
-        guards = [g for g in _list(event.get("guards")) if isinstance(g, Mapping)]
+        guards = [g for g in list_of(event.get("guards")) if isinstance(g, Mapping)]
         if shown >= MAX_GUARD_ROWS:
             hidden += max(1, len(guards))
             continue
         lines.append(f"{indent}{event_head(index, len(recompiles), event)}")
         if not guards:
-            reasons = [clip(r, 140) for r in _list(event.get("reasons"))]
+            reasons = [clip(r, 140) for r in list_of(event.get("reasons"))]
             lines += [f"{indent}  - {r}" for r in reasons] or [f"{indent}  (no reason recorded)"]
             continue
         rows = [GUARD_HEADER]
@@ -163,9 +173,9 @@ def _recompile_lines(recompiles: Mapping[str, Any]) -> list[str]:
     if hits:
         lines += ["recompile limit hits (Dynamo ran those frames eagerly):"]
         lines += [f"  - {limit_hit_text(event)}" for event in hits]
-    sites = [s for s in _list(_mapping(recompiles.get("graph_breaks")).get("sites")) if isinstance(s, Mapping)]
+    sites = [s for s in list_of(mapping_of(recompiles.get("graph_breaks")).get("sites")) if isinstance(s, Mapping)]
     if sites:
-        count = as_int(_mapping(recompiles.get("graph_breaks")).get("count"))
+        count = as_int(mapping_of(recompiles.get("graph_breaks")).get("count"))
         lines += [f"graph breaks (not recompiles): {count}", *[f"  - {break_site_text(s)}" for s in sites]]
     return lines
 
@@ -178,7 +188,7 @@ def _recompile_lines(recompiles: Mapping[str, Any]) -> list[str]:
 def skip_text(skip: Mapping[str, Any]) -> str:
     """``mutated inputs (1 instances), argument 'x', in step, at model.py:30 `x.add_(1)```: one skip."""
     parts = [_text(skip.get("reason")) or "?"]
-    arguments = [str(a) for a in _list(skip.get("arguments"))]
+    arguments = [str(a) for a in list_of(skip.get("arguments"))]
     if arguments:
         parts.append(f"{'argument' if len(arguments) == 1 else 'arguments'} {', '.join(map(repr, arguments))}")
     if skip.get("function"):
@@ -194,7 +204,7 @@ def regions_text(trees: Mapping[str, Any]) -> str:
     if not isinstance(total, int) or isinstance(total, bool):
         return ""
     text = f"{as_int(trees.get('regions_cudagraphed'))}/{total} regions ran as CUDA graphs"
-    calls = _mapping(trees.get("calls"))
+    calls = mapping_of(trees.get("calls"))
     share = number(trees.get("fraction_of_calls"), finite=True)
     if share is not None:
         graphs = as_int(calls.get("replayed")) + as_int(calls.get("recorded"))
@@ -206,8 +216,8 @@ def regions_text(trees: Mapping[str, Any]) -> str:
 def region_rows(trees: Mapping[str, Any]) -> list[tuple[str, str, str, str, str]]:
     """One row per region: its name, then its calls replayed, recorded, warm-up and without a graph."""
     rows = []
-    for name, calls in _mapping(trees.get("regions")).items():
-        calls = _mapping(calls)
+    for name, calls in mapping_of(trees.get("regions")).items():
+        calls = mapping_of(calls)
         kinds = ("replayed", "recorded", "warmup", "without_graph")
         rows.append((str(name), *(str(as_int(calls.get(kind))) for kind in kinds)))
     return rows  # type: ignore[return-value]
@@ -222,7 +232,7 @@ def reduce_overhead_lines(trees: Mapping[str, Any]) -> list[str]:
         rows = region_rows(trees)
         if rows:
             lines += format_table([REGION_HEADER, *rows], align="<>>>>", indent="  ")
-    skipped = [skip for skip in _list(trees.get("skipped")) if isinstance(skip, Mapping)]
+    skipped = [skip for skip in list_of(trees.get("skipped")) if isinstance(skip, Mapping)]
     if skipped:
         lines += ["reduce-overhead skipped CUDA graphs:", *[f"  - {skip_text(skip)}" for skip in skipped]]
     return lines
@@ -235,8 +245,8 @@ def reduce_overhead_lines(trees: Mapping[str, Any]) -> list[str]:
 
 def pieces_lines(piecewise: Mapping[str, Any]) -> list[str]:
     """Every piece that runs without a graph and why, then the calls that replayed none, by reason."""
-    pieces = [p for p in _list(piecewise.get("uncaptured")) if isinstance(p, Mapping)]
-    calls = {str(k): as_int(v) for k, v in _mapping(piecewise.get("uncaptured_calls")).items()}
+    pieces = [p for p in list_of(piecewise.get("uncaptured")) if isinstance(p, Mapping)]
+    calls = {str(k): as_int(v) for k, v in mapping_of(piecewise.get("uncaptured_calls")).items()}
     lines = []
     if pieces:
         lines.append(f"piecewise: {count_noun(len(pieces), 'piece')} ran without a graph:")
@@ -253,12 +263,12 @@ def pieces_lines(piecewise: Mapping[str, Any]) -> list[str]:
 
 COST_HEADER = ("#", "size", "warm-up", "capture", "pool", "allocator", "first use", "behind allocator")
 # a figure behind the allocator this large is worth a line of its own (one driver page is rounding)
-NOTABLE_OUTSIDE_BYTES = 2 * 2**20
+NOTABLE_OUTSIDE_BYTES = 2 * MIB
 
 
 def cost_rows(section: Mapping[str, Any]) -> list[tuple[str, ...]]:
     """A ``graphs`` or ``piecewise`` section's ``per_size`` as table rows, in capture order."""
-    rows = [row for row in _list(section.get("per_size")) if isinstance(row, Mapping)]
+    rows = [row for row in list_of(section.get("per_size")) if isinstance(row, Mapping)]
     return [
         (
             str(as_int(row.get("order")) + 1),
@@ -276,7 +286,7 @@ def cost_rows(section: Mapping[str, Any]) -> list[tuple[str, ...]]:
 
 def cost_head(section: Mapping[str, Any]) -> str:
     """``51 sizes captured in 1.23 s (warm-up 0.80 s); outside the pool: 4.0 MiB behind the allocator, ...``."""
-    sizes = len(_list(section.get("per_size")))
+    sizes = len(list_of(section.get("per_size")))
     capture, warmup = number(section.get("capture_s"), finite=True), number(section.get("warmup_s"), finite=True)
     text = f"{count_noun(sizes, 'size')} captured"
     if capture is not None:
@@ -300,10 +310,10 @@ def cost_head(section: Mapping[str, Any]) -> str:
 
 def cost_sections(section: Mapping[str, Any], name: str) -> list[tuple[str, Mapping[str, Any]]]:
     """``(label, section)`` per capture run: the section itself, or each of its ``sets``."""
-    sets = [one for one in _list(section.get("sets")) if isinstance(one, Mapping)]
+    sets = [one for one in list_of(section.get("sets")) if isinstance(one, Mapping)]
     if not sets:
-        return [(name, section)] if _list(section.get("per_size")) else []
-    return [(f"{name} set {i + 1} of {len(sets)}", one) for i, one in enumerate(sets) if _list(one.get("per_size"))]
+        return [(name, section)] if list_of(section.get("per_size")) else []
+    return [(f"{name} set {i + 1} of {len(sets)}", one) for i, one in enumerate(sets) if list_of(one.get("per_size"))]
 
 
 def cost_lines(section: Mapping[str, Any], name: str) -> list[str]:
@@ -311,7 +321,7 @@ def cost_lines(section: Mapping[str, Any], name: str) -> list[str]:
     lines = []
     for label, run in cost_sections(section, name):
         lines.append(f"{label}: {cost_head(run)}")
-        for row in _list(run.get("per_size")):
+        for row in list_of(run.get("per_size")):
             if not isinstance(row, Mapping) or run.get("outside_unreliable"):
                 continue
             for key, what in (("first_use_bytes", "first use"), ("behind_allocator_bytes", "behind the allocator")):
@@ -344,7 +354,7 @@ def ranks_head(ranks: Mapping[str, Any]) -> str:
 
 
 def _rank_where(rank: Mapping[str, Any]) -> str:
-    error = _mapping(rank.get("error"))
+    error = mapping_of(rank.get("error"))
     if error:
         text = f"{error.get('type') or 'error'}: {error.get('message') or ''}".rstrip(": ")
         return text + (f" (at {error['where']})" if error.get("where") else "")
@@ -359,18 +369,14 @@ def _rank_where(rank: Mapping[str, Any]) -> str:
 
 def rank_row(rank: Mapping[str, Any], width: int | None = 100) -> tuple[str, ...]:
     """One rank: rank, device, outcome, graphs captured, pool / largest, max error, where it waited or failed."""
-    graphs = _mapping(rank.get("graphs"))
+    graphs = mapping_of(rank.get("graphs"))
     captured = str(as_int(graphs.get("captured"))) if graphs else "-"
-    sizes = [str(s) for s in _list(graphs.get("sizes"))]
+    sizes = [str(s) for s in list_of(graphs.get("sizes"))]
     if graphs and sizes:
         captured += f" ({', '.join(sizes)})"
     pool = number(graphs.get("pool_bytes"), finite=True)
     largest = number(graphs.get("largest_graph_bytes"), finite=True)
-    memory = (
-        f"{format_bytes(pool, compact=True)} / {format_bytes(largest, compact=True)}"
-        if pool is not None or largest is not None
-        else "-"
-    )
+    memory = bytes_pair(pool, largest) if pool is not None or largest is not None else "-"
     error = number(graphs.get("max_abs_err"), finite=True)
     where = _rank_where(rank)
     return (
@@ -385,7 +391,7 @@ def rank_row(rank: Mapping[str, Any], width: int | None = 100) -> tuple[str, ...
 
 
 def _ranks_run_lines(ranks: Mapping[str, Any], indent: str) -> list[str]:
-    per_rank = [rank for rank in _list(ranks.get("per_rank")) if isinstance(rank, Mapping)]
+    per_rank = [rank for rank in list_of(ranks.get("per_rank")) if isinstance(rank, Mapping)]
     lines = [f"{indent}{ranks_head(ranks)}"]
     if per_rank:
         lines += format_table([RANK_HEADER, *map(rank_row, per_rank)], align=">", indent=indent + "  ")
@@ -394,7 +400,7 @@ def _ranks_run_lines(ranks: Mapping[str, Any], indent: str) -> list[str]:
 
 def ranks_lines(ranks: Mapping[str, Any]) -> list[str]:
     """A multi-rank test: the world size and outcome, a row per rank; each run of a test that ran several."""
-    runs = [run for run in _list(ranks.get("runs")) if isinstance(run, Mapping)]
+    runs = [run for run in list_of(ranks.get("runs")) if isinstance(run, Mapping)]
     if not runs:
         return ["ranks: " + ranks_head(ranks), *_ranks_run_lines(ranks, "")[1:]]
     lines = [f"ranks: {count_noun(len(runs), 'run')}; all told {ranks_head(ranks)}"]
@@ -410,12 +416,12 @@ def ranks_lines(ranks: Mapping[str, Any]) -> list[str]:
 
 
 def _record_lines(record: Mapping[str, Any]) -> list[str]:
-    lines = _recompile_lines(_mapping(record.get("recompiles")))
-    lines += reduce_overhead_lines(_mapping(record.get("reduce_overhead")))
-    lines += pieces_lines(_mapping(record.get("piecewise")))
+    lines = _recompile_lines(mapping_of(record.get("recompiles")))
+    lines += reduce_overhead_lines(mapping_of(record.get("reduce_overhead")))
+    lines += pieces_lines(mapping_of(record.get("piecewise")))
     for name in ("graphs", "piecewise"):
-        lines += cost_lines(_mapping(record.get(name)), name)
-    ranks = _mapping(record.get("ranks"))
+        lines += cost_lines(mapping_of(record.get(name)), name)
+    ranks = mapping_of(record.get("ranks"))
     if ranks:
         lines += ranks_lines(ranks)
     return lines
@@ -424,7 +430,7 @@ def _record_lines(record: Mapping[str, Any]) -> list[str]:
 def detail_lines(report: Mapping[str, Any]) -> list[str]:
     """``pytest-cudagraph show``'s section of where and why, per test that records any; empty when none does."""
     lines: list[str] = []
-    for nodeid, record in _mapping(report.get("tests")).items():
+    for nodeid, record in mapping_of(report.get("tests")).items():
         if not isinstance(record, Mapping):
             continue
         own = _record_lines(record)

@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..text import count_noun
+
 # groups, ranges of them, or shard files named in one message at most; the rest are counted
 NAMED_LIMIT = 6
 
@@ -60,7 +62,7 @@ def describe_shard(shard: Mapping[str, Any]) -> str:
         which = f"shard {shard.get('group')} of {shard.get('splits')}"
     counts = []
     if isinstance(shard.get("selected"), int):
-        counts.append(f"{shard['selected']} test{'s' if shard['selected'] != 1 else ''} selected")
+        counts.append(f"{count_noun(shard['selected'], 'test')} selected")
     if isinstance(shard.get("deselected"), int):
         counts.append(f"{shard['deselected']} deselected for the other shards")
     return f"{which} ({how})" + (f": {', '.join(counts)}" if counts else "")

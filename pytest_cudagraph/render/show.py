@@ -20,7 +20,8 @@ graph (``graphs.largest_graph_bytes``).  Graphs that share a pool well have a po
 line close to the largest-graph line; a pool line far to the right of every bar is
 the smell (separate pools, outputs kept alive, smallest-first capture).
 
-The parts of the page (style sheet, tables, a test's sections) live in ``html_page``.
+The page's style sheet lives in ``html_page``, its parts in ``html_parts``, ``html_run``,
+``html_test`` and ``html_caches``.
 
 Example::
 
@@ -35,24 +36,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..text import clip_nodeid, format_bytes, number
-from .html_page import (
-    CSS,
-    badge,
-    cache_keys_html,
-    caches_html,
-    capture_cost_html,
-    env_html,
-    escape,
-    extra_html,
-    failure_html,
-    kv_table,
-    nodeid_html,
-    overview_html,
-    recompiles_html,
-    section,
-    section_html,
-    summary_html,
-)
+from .html_caches import cache_keys_html, caches_html, extra_html
+from .html_page import CSS
+from .html_parts import badge, escape, kv_table, nodeid_html, section
+from .html_run import env_html, overview_html, summary_html
+from .html_test import capture_cost_html, failure_html, recompiles_html, section_html
 from .summary import (
     disabled_layer_lines,
     first_use_lines,
@@ -138,50 +126,61 @@ def pool_chart_svg(graphs: Mapping[str, Any], title: str = "") -> str:
             f'height="{_ROW_H - 5}"><title>size {size}: {shown} ({int(value)} bytes)</title></rect>'
         )
         parts.append(f'<text x="{_LABEL_W + bar_w + 6:.1f}" y="{y + 12}">{shown}</text>')
-    for value, css, label in (
+    for mark, css, label in (
         (largest, "largest-line", "largest"),
         (bound, "bound-line", "largest + cuBLAS workspace"),
         (pool, "pool-line", "pool"),
     ):
-        if value is None:
+        if mark is None:
             continue
-        x = x_of(value)
+        x = x_of(mark)
         parts.append(
             f'<line class="{css}" x1="{x:.1f}" y1="{_TOP - 4}" x2="{x:.1f}" y2="{height - _BOTTOM}">'
-            f"<title>{label}: {escape(format_bytes(value, compact=True))} ({int(value)} bytes)</title></line>"
+            f"<title>{label}: {escape(format_bytes(mark, compact=True))} ({int(mark)} bytes)</title></line>"
         )
-    # labels of the lines sit above the bars; when the lines are close, keep the labels apart:
-    # each pushed right past the one before it, then, where that runs past the chart's right
-    # edge, the row pushed back left from the edge
     named = ((largest, "largest"), (bound, "+cuBLAS"), (pool, "pool"))
-    labels = sorted(
-        ((value, f"{name} {format_bytes(value, compact=True)}") for value, name in named if value is not None),
-        key=lambda item: item[0],
+    lines = sorted(((value, name) for value, name in named if value is not None), key=lambda item: item[0])
+    parts += _line_labels(
+        [(x_of(value), f"{name} {format_bytes(value, compact=True)}") for value, name in lines], width
     )
+    parts.append("</svg>")
+    return "".join(parts) + _chart_legend(bound is not None)
+
+
+def _line_labels(labels: list[tuple[float, str]], width: int) -> list[str]:
+    """The labels of the chart's lines, (x of the line, text) each from left to right, above the bars, kept apart.
+
+    When the lines are close, each label is pushed right past the one before it,
+    then, where that runs past the chart's right edge, the row pushed back left from the edge.
+    """
     starts: list[float] = []
     previous_end = -1e9
-    for value, label in labels:
-        starts.append(max(x_of(value), previous_end + 4))
+    for x, label in labels:
+        starts.append(max(x, previous_end + 4))
         previous_end = starts[-1] + _CHAR_W * len(label)
     right_edge = float(width)
     for index in reversed(range(len(labels))):
         starts[index] = max(min(starts[index], right_edge - _CHAR_W * len(labels[index][1])), 0.0)
         right_edge = starts[index] - 4
-    for x, (_, label) in zip(starts, labels):
-        parts.append(f'<text x="{x:.1f}" y="{_TOP - 8}" text-anchor="start">{escape(label)}</text>')
-    parts.append("</svg>")
-    legend = (
+    return [
+        f'<text x="{x:.1f}" y="{_TOP - 8}" text-anchor="start">{escape(label)}</text>'
+        for x, (_, label) in zip(starts, labels)
+    ]
+
+
+def _chart_legend(with_bound: bool) -> str:
+    """What the bars and lines are; the dotted line of largest + cuBLAS workspace only where the chart draws it."""
+    return (
         '<div class="legend"><span><i class="swatch" style="background:#4f7cac"></i>per-size high-water mark</span>'
         '<span><i class="swatch" style="background:#c62828"></i>shared pool</span>'
         '<span><i class="swatch" style="background:#1d232a"></i>largest graph (dashed)</span>'
         + (
             '<span><i class="swatch" style="background:#7a7a7a"></i>largest graph + cuBLAS workspace (dotted)</span>'
-            if bound is not None
+            if with_bound
             else ""
         )
         + "</div>"
     )
-    return "".join(parts) + legend
 
 
 # ----------------------------------------------------------------------------

@@ -30,9 +30,9 @@ from typing import Any
 
 from ..records.cold_warm import LETTER_MEANING, cold_to_warm_text, disabled_layers, letters_in, pass_pairs
 from ..records.report import as_int, limit_hit_count, summarize
-from ..text import clip_nodeid, count_noun, format_bytes, format_table, number
+from ..text import bytes_pair, clip_nodeid, count_noun, format_bytes, format_table, number
 from .compile_time_text import compile_time_cell
-from .record_text import NOTABLE_OUTSIDE_BYTES
+from .record_text import NOTABLE_OUTSIDE_BYTES, section
 
 HEADER = ["test", "outcome", "graphs", "pool / largest", "recompiles", "compile", "fxgraph", "aot", "triton"]
 
@@ -47,16 +47,11 @@ LEGEND_WIDTH = 120
 CACHE_COLUMNS = {"fxgraph": "fxgraph", "aot_autograd": "aot", "triton": "triton"}
 
 
-def _section(record: Mapping[str, Any], name: str) -> Mapping[str, Any]:
-    value = record.get(name)
-    return value if isinstance(value, Mapping) else {}
-
-
 def _layer_cell(record: Mapping[str, Any], layer: str) -> str:
     pairs = pass_pairs(record)
     if pairs:  # cold and warm added up read like a failure: show each pass
         return cold_to_warm_text(layer, pairs)
-    counts = _section(record, "caches").get(layer)
+    counts = section(record, "caches").get(layer)
     if not isinstance(counts, Mapping) or not counts:
         return "-"
     if layer == "triton":
@@ -106,10 +101,11 @@ def pool_figures(graphs: Mapping[str, Any]) -> PoolFigures:
     merged record's pool, largest graph and workspace are maxima that may come from
     three different sets, and no ratio of them is one the pool check ever saw.
     """
-    sets = graphs.get("sets") if isinstance(graphs.get("sets"), list) else []
+    given = graphs.get("sets")
+    sets: list[Any] = given if isinstance(given, list) else []
     rated = [(index, figures) for index, figures in enumerate(map(_own_figures, sets)) if figures.ratio is not None]
     if rated:
-        index, worst = max(rated, key=lambda item: item[1].ratio)
+        index, worst = max(rated, key=lambda item: item[1].ratio or 0.0)  # every ratio here is a number
         return replace(worst, set_index=index, set_count=len(sets))
     merged = _own_figures(graphs)
     if sets:  # maxima of several sets: show them, but no ratio of them
@@ -120,7 +116,8 @@ def pool_figures(graphs: Mapping[str, Any]) -> PoolFigures:
 def _own_figures(source: Any) -> PoolFigures:
     if not isinstance(source, Mapping):
         return PoolFigures(None, None, None, None)
-    pool, largest = source.get("pool_bytes"), source.get("largest_graph_bytes")
+    pool: Any = source.get("pool_bytes")
+    largest: Any = source.get("largest_graph_bytes")
     # The first capture puts the cuBLAS workspace (32 MiB on an H200) into the pool;
     # the largest graph's own mark does not hold it, so leave it out of the ratio.
     workspace = source.get("cublas_workspace_bytes") or 0
@@ -159,17 +156,17 @@ def _ranks_cells(ranks: Mapping[str, Any]) -> tuple[str, str]:
     text = f"{captured} ({count_noun(as_int(ranks.get('world_size')), 'rank')})"
     figures = [pool_figures(graphs) for graphs in rank_graphs]
     rated = [f for f in figures if f.ratio is not None]
-    worst = max(rated, key=lambda f: f.ratio) if rated else (figures[0] if figures else None)
+    worst = max(rated, key=lambda f: f.ratio or 0.0) if rated else (figures[0] if figures else None)
     return text, pool_text(worst) if worst is not None else "-"
 
 
 def _graphs_cells(record: Mapping[str, Any]) -> tuple[str, str]:
-    graphs = _section(record, "graphs")
-    piecewise = _section(record, "piecewise")
-    ranks = _section(record, "ranks")
+    graphs = section(record, "graphs")
+    piecewise = section(record, "piecewise")
+    ranks = section(record, "ranks")
     if not graphs and not piecewise and ranks:
         return _ranks_cells(ranks)
-    trees = _section(record, "reduce_overhead")
+    trees = section(record, "reduce_overhead")
     if not graphs and not piecewise and trees:
         return _trees_cell(trees), pool_text(PoolFigures(trees.get("pool_bytes"), None, None, None))
     if not graphs and not piecewise:
@@ -187,7 +184,7 @@ def pool_text(figures: PoolFigures) -> str:
     """``60.0M / 42.0M  1.43x``: pool / largest graph, the cuBLAS workspace, the ratio, and which set."""
     if figures.pool is None and figures.largest is None:
         return "-"
-    text = f"{format_bytes(figures.pool, compact=True)} / {format_bytes(figures.largest, compact=True)}"
+    text = bytes_pair(figures.pool, figures.largest)
     if figures.ratio is None:
         return text + _outside_text(figures)
     # a shared pool should cost about the largest graph alone: a ratio well above 1 is the smell
@@ -206,7 +203,7 @@ def _outside_text(figures: PoolFigures) -> str:
 
 
 def _recompiles_cell(record: Mapping[str, Any]) -> str:
-    rec = _section(record, "recompiles")
+    rec = section(record, "recompiles")
     if not rec:
         return "-"
     text = str(as_int(rec.get("count")))
@@ -319,10 +316,10 @@ def first_use_lines(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
     total, largest, where = 0.0, 0.0, ""
     for nodeid, record in records.items():
         for name in ("graphs", "piecewise"):
-            section = record.get(name)
-            if not isinstance(section, Mapping) or section.get("outside_unreliable"):
+            run = record.get(name)
+            if not isinstance(run, Mapping) or run.get("outside_unreliable"):
                 continue
-            figure = number(section.get("first_use_bytes"), finite=True)
+            figure = number(run.get("first_use_bytes"), finite=True)
             if figure is None or figure <= 0:
                 continue
             total += figure
@@ -381,4 +378,4 @@ def legend_lines(rows: list[list[str]]) -> list[str]:
 
 def needs_attention(record: Mapping[str, Any]) -> bool:
     """A failed, errored or crashed test, or one that hit the recompile limit: listed first wherever tests are."""
-    return record.get("outcome") in ATTENTION_OUTCOMES or bool(limit_hit_count(_section(record, "recompiles")))
+    return record.get("outcome") in ATTENTION_OUTCOMES or bool(limit_hit_count(section(record, "recompiles")))

@@ -31,7 +31,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from ..errors import ReportError
 from ..records.report import collector_paused, load_report, write_text_atomically
@@ -90,13 +90,25 @@ def _amount(text: str, suffix: str, unit: str, example: str) -> float:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The command line: one subcommand per job, each with a parser of its own (``_add_*_parser``)."""
     parser = argparse.ArgumentParser(
         prog="pytest-cudagraph",
         description="Compare or show pytest-cudagraph run reports (written with --cudagraph-report).",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
+    _add_compare_parser(commands)
+    _add_explain_parser(commands)
+    _add_show_parser(commands)
+    _add_merge_parser(commands)
+    _add_durations_parser(commands)
+    _add_startup_parser(commands)
+    _add_schema_parser(commands)
+    return parser
 
+
+def _add_compare_parser(commands: argparse._SubParsersAction) -> None:
+    """``compare BASE.json NEW.json``: the rules, their limits, what the text shows."""
     compare = commands.add_parser(
         "compare",
         help="compare two reports; exit 1 on a regression",
@@ -113,6 +125,20 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"comma-separated regression rules, repeatable: {', '.join(ALL_RULES)}, 'all', 'default' or 'none' "
         f"(default: {','.join(DEFAULT_RULES)})",
     )
+    _add_compare_limits(compare)
+    compare.add_argument("--timings", action="store_true", help="also show duration_s and capture_s changes")
+    compare.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also list differences within noise (replay errors within tolerance, timing ratios, memory that "
+        "depends on the test order)",
+    )
+    compare.add_argument("--json", action="store_true", help="print the comparison as JSON instead of tables")
+
+
+def _add_compare_limits(compare: argparse.ArgumentParser) -> None:
+    """compare's limits: the pool, numerics, time, memory and instruction thresholds and floors."""
     compare.add_argument(
         "--pool-threshold",
         type=_percent,
@@ -172,16 +198,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="compile-instructions, and an expected-values BASE.csv without margins of its own: growth in percent "
         f"of a cold or warm compile's instructions that counts (default {DEFAULT_INSTRUCTIONS_THRESHOLD * 100:g})",
     )
-    compare.add_argument("--timings", action="store_true", help="also show duration_s and capture_s changes")
-    compare.add_argument(
-        "-v",
-        "--verbose",
-        action="store_true",
-        help="also list differences within noise (replay errors within tolerance, timing ratios, memory that "
-        "depends on the test order)",
-    )
-    compare.add_argument("--json", action="store_true", help="print the comparison as JSON instead of tables")
 
+
+def _add_explain_parser(commands: argparse._SubParsersAction) -> None:
+    """``explain BASE.json [NEW.json] [TEST]``: why cache keys differ."""
     explain = commands.add_parser(
         "explain",
         help="why cache keys differ: every component in which two runs' keys differ (or one run's misses)",
@@ -199,6 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="two reports and, optionally, a test; or one report and, optionally, a test",
     )
 
+
+def _add_show_parser(commands: argparse._SubParsersAction) -> None:
+    """``show REPORT.json [--html OUT.html]``."""
     show = commands.add_parser(
         "show",
         help="print a report's summary table, or render it as one HTML page",
@@ -208,6 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("report", metavar="REPORT.json")
     show.add_argument("--html", metavar="OUT.html", help="write the HTML page here")
 
+
+def _add_merge_parser(commands: argparse._SubParsersAction) -> None:
+    """``merge SHARD.json... -o ALL.json``: the shards of one pytest-split run."""
     merge = commands.add_parser(
         "merge",
         help="merge the reports of a run split by pytest-split into one report",
@@ -218,6 +244,20 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument("shards", metavar="SHARD.json", nargs="+", help="the report of each shard, in any order")
     merge.add_argument("-o", "--output", required=True, metavar="ALL.json", help="write the merged report here")
 
+
+def _add_schema_parser(commands: argparse._SubParsersAction) -> None:
+    """``schema [-o FILE]``: the report's JSON Schema."""
+    schema = commands.add_parser(
+        "schema",
+        help="print the JSON Schema of a report",
+        description="Print the JSON Schema (draft 2020-12) of the reports this plugin writes, generated from the "
+        "report's types, so that a CI job can validate a report with any JSON Schema validator.",
+    )
+    schema.add_argument("-o", "--output", metavar="FILE", help="write the schema to FILE instead of printing it")
+
+
+def _add_durations_parser(commands: argparse._SubParsersAction) -> None:
+    """``durations REPORT.json... [-o FILE]``: pytest-split's durations file."""
     durations = commands.add_parser(
         "durations",
         help="write pytest-split's durations file from reports",
@@ -233,6 +273,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="the durations file to write (default: .test_durations, pytest-split's default --durations-path)",
     )
+
+
+def _add_startup_parser(commands: argparse._SubParsersAction) -> None:
+    """``startup NODEID... --runs N --report OUT.json [-- PYTEST_ARGS]``: the startup benchmark."""
     startup = commands.add_parser(
         "startup",
         help="measure a test's cold and warm start, each run in a fresh interpreter; write medians and spreads",
@@ -276,7 +320,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="the noise margin --write-expected writes for each count "
         f"(default {DEFAULT_INSTRUCTIONS_THRESHOLD * 100:g})",
     )
-    return parser
 
 
 def _fail(message: str, stderr: TextIO) -> int:
@@ -354,7 +397,8 @@ def _compare_expected(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) 
     except ReportError as exc:
         return _fail(str(exc), stderr)
     lines, failed = check_expected(rows, new)
-    summary = new.get("summary") if isinstance(new.get("summary"), dict) else {}
+    recorded = new.get("summary")
+    summary: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
     if summary.get("complete") is False:
         lines.append(f"INCOMPLETE: {args.new} is the record of a run that did not run to its end")
         failed = True
@@ -364,94 +408,17 @@ def _compare_expected(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) 
     return EXIT_REGRESSION if failed else EXIT_OK
 
 
-class _BadTest(Exception):
-    """``explain``'s TEST names no test or several, or its arguments are too many: one line, exit 2."""
-
-
-def _explain_arguments(given: Sequence[str]) -> tuple[list[str], str | None]:
-    """(the reports, the test or None): the second of two arguments is a report if it is a file or ends in .json."""
-    if len(given) > 3:
-        raise _BadTest(
-            f"explain takes at most three arguments (BASE.json NEW.json TEST), got {len(given)}; "
-            "quote a node id that holds spaces"
-        )
-    if len(given) == 3:
-        return list(given[:2]), given[2]
-    if len(given) == 2 and not _is_report_argument(given[1]):
-        return [given[0]], given[1]
-    return list(given), None
-
-
-def _is_report_argument(given: str) -> bool:
-    """A report: a name ending in .json, or another file but a test file (``test_x.py``, ``test_x.py::t``: a TEST)."""
-    if given.endswith(".json"):
-        return True
-    if "::" in given or given.endswith(".py"):
-        return False
-    return Path(given).is_file()
-
-
-def _pick_test(wanted: str, candidates: Sequence[str], where: str) -> str:
-    """The node id ``wanted`` names: itself, or the only id holding it; _BadTest otherwise."""
-    if wanted in candidates:
-        return wanted
-    matches = [nodeid for nodeid in candidates if wanted in nodeid]
-    if len(matches) == 1:
-        return matches[0]
-    if not matches:
-        raise _BadTest(f"no test in {where} matches {wanted!r}; give its node id or a part of it that only it holds")
-    listed = ", ".join(clip(m, 100) for m in matches[:3]) + (", ..." if len(matches) > 3 else "")
-    raise _BadTest(f"{wanted!r} matches {len(matches)} tests in {where} ({listed}); give more of the node id")
-
-
 def _explain(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from .explain import BadTest, explain_arguments, explain_report_lines
+
     try:
-        lines = _explain_lines(args)
-    except _BadTest as exc:
+        paths, wanted = explain_arguments(args.explain_args)
+        args.reports = paths  # named in the line of an unexpected error
+        lines = explain_report_lines(paths, wanted)
+    except BadTest as exc:
         return _fail(str(exc), stderr)
     _write(stdout, "\n".join(lines) + "\n")
     return EXIT_OK
-
-
-def _explain_lines(args: argparse.Namespace) -> list[str]:
-    from ..records.key_diff import diff_reports, has_cache_keys, records_cache_keys
-    from ..render.key_text import explain_lines, one_run_lines
-
-    paths, wanted = _explain_arguments(args.explain_args)
-    args.reports = paths  # named in the line of an unexpected error
-    reports = [load_report(path) for path in paths]
-    labels = [Path(path).name for path in paths]
-    tests = [report["tests"] for report in reports]
-    where = " and ".join(paths)
-    if len(reports) == 1:
-        nodeid = _pick_test(wanted, list(tests[0]), where) if wanted is not None else None
-        return one_run_lines(reports[0], labels[0], nodeid)
-    in_both = [nodeid for nodeid in tests[0] if nodeid in tests[1]]
-    nodeid = None
-    if wanted is not None:
-        if wanted not in in_both:
-            for index, other in ((0, 1), (1, 0)):
-                if wanted in tests[index] and wanted not in tests[other]:
-                    raise _BadTest(
-                        f"test {wanted} is in {paths[index]} only, so there is nothing to pair its lookups with; "
-                        f"explain it alone with pytest-cudagraph explain {paths[index]} TEST"
-                    )
-        nodeid = _pick_test(wanted, in_both, where)
-    diff = diff_reports(reports[0], reports[1])
-    if nodeid is not None and nodeid not in diff.tests:
-        lines = [f"{nodeid}: no cache lookups recorded (no cache_keys) in {labels[0]} or {labels[1]}"]
-    elif not any(has_cache_keys(record) for table in tests for record in table.values() if isinstance(record, dict)):
-        lines = [f"no test in {labels[0]} or {labels[1]} recorded a cache lookup (cache_keys): nothing to explain"]
-    else:
-        lines = explain_lines(diff, (labels[0], labels[1]), nodeid)
-        for index in (0, 1):
-            if not records_cache_keys(reports[index]):
-                lines.insert(
-                    1,
-                    f"note: {labels[index]} records no cache lookups (an earlier plugin version wrote it, or nothing "
-                    f"compiled with Inductor), so every lookup of {labels[1 - index]} shows as unpaired",
-                )
-    return lines
 
 
 def _show(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
@@ -577,12 +544,14 @@ def _durations(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
 def _startup(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from ..records.report import check_report_path_writable, write_report
+    from ..render.startup_text import startup_table_lines
     from .startup_cost import check_timeout, run_startup
 
     if args.runs < 1:
         return _fail(f"--runs {args.runs}: give at least 1 (3 or more, for a spread)", stderr)
-    if check_timeout(args.timeout) is not None:  # 0, -1, nan, inf: no limit a run could be held to
-        return _fail(check_timeout(args.timeout), stderr)
+    bad_timeout = check_timeout(args.timeout)
+    if bad_timeout is not None:  # 0, -1, nan, inf: no limit a run could be held to
+        return _fail(bad_timeout, stderr)
     if args.keep and not Path(args.keep).is_dir():
         what = "is not a directory" if Path(args.keep).exists() else "does not exist"
         return _fail(f"--keep {args.keep} {what}; give an existing directory to keep the runs in", stderr)
@@ -593,8 +562,9 @@ def _startup(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     if args.instructions:
         from .instructions import valgrind_missing
 
-        if valgrind_missing() is not None:
-            return _fail(valgrind_missing(), stderr)
+        missing = valgrind_missing()
+        if missing is not None:
+            return _fail(missing, stderr)
     problem = check_report_path_writable(args.report)
     if problem is not None:  # worded for the plugin's option
         return _fail(problem.replace(f"--cudagraph-report={args.report}", f"--report {args.report}"), stderr)
@@ -621,10 +591,23 @@ def _startup(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             )
     except OSError as exc:
         return _fail(_cannot_write(Path(args.write_expected or out), exc), stderr)
-    _write(stdout, "\n".join([*result.table_lines(), f"wrote {out}"]) + "\n")
+    _write(stdout, "\n".join([*startup_table_lines(result), f"wrote {out}"]) + "\n")
     for error in result.errors:
         _write(stderr, f"pytest-cudagraph: {error}\n")
     return EXIT_OK if result.complete else EXIT_REGRESSION
+
+
+def _schema(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from ..records.report import write_text_atomically
+    from ..records.schema import report_json_schema
+
+    text = json.dumps(report_json_schema(), indent=2) + "\n"
+    if args.output is None:
+        stdout.write(text)
+        return 0
+    write_text_atomically(Path(args.output), text)
+    stdout.write(f"wrote {args.output}: the JSON Schema of pytest-cudagraph/1 reports\n")
+    return 0
 
 
 _COMMANDS = {
@@ -634,6 +617,7 @@ _COMMANDS = {
     "merge": _merge,
     "durations": _durations,
     "startup": _startup,
+    "schema": _schema,
 }
 
 

@@ -14,8 +14,9 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
+from ..records.comparison import list_of, mapping_of  # importable from here too: compare's readers use them
 from ..records.report import as_int
-from ..text import number
+from ..text import MIB, number
 
 __all__ = [
     "CAPTURE_PAGES_BYTES",
@@ -25,17 +26,11 @@ __all__ = [
     "graph_set_key",
     "graph_sets",
     "keyed_sets",
+    "list_of",
+    "mapping_of",
     "unpaired_set_notes",
     "within_noise",
 ]
-
-
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 # Figures that depend on what ran before in the process, not on the graphs: the warm-ups'
@@ -45,12 +40,12 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 # ORDER_DEPENDENT_NOISE_BYTES is noise (a process's first use on an H200 is about 160 MiB,
 # 480 MiB with CUDA_MODULE_LOADING=EAGER); a larger one is still a change to look at.
 ORDER_DEPENDENT_FIGURES = frozenset({"first_use_bytes", "outside_pool_bytes", "allocator_outside_pool_bytes"})
-ORDER_DEPENDENT_NOISE_BYTES = 512 * 2**20
+ORDER_DEPENDENT_NOISE_BYTES = 512 * MIB
 # The first graphs of a process take a few 2 MiB driver pages behind the allocator that
 # the release does not give back (later graphs reuse them): 8 MiB for 51 sizes on an H200.
 # Where both runs read what the release gave back, the captures' own figure may move by
 # this much with the test order.
-CAPTURE_PAGES_BYTES = 16 * 2**20
+CAPTURE_PAGES_BYTES = 16 * MIB
 
 
 def both_released(base: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
@@ -100,7 +95,7 @@ def within_noise(
 
 
 def graph_sets(record: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return [one for one in _list(_mapping(record.get("graphs")).get("sets")) if isinstance(one, Mapping)]
+    return [one for one in list_of(mapping_of(record.get("graphs")).get("sets")) if isinstance(one, Mapping)]
 
 
 def graph_set_key(one: Mapping[str, Any]) -> str:
@@ -110,7 +105,7 @@ def graph_set_key(one: Mapping[str, Any]) -> str:
     are the same set, wherever it came in the test.  Long size lists are named by
     their ends, count and a digest.
     """
-    sizes = [str(as_int(size)) for size in _list(one.get("sizes"))]
+    sizes = [str(as_int(size)) for size in list_of(one.get("sizes"))]
     order = str(one.get("order") or "?")
     # negative controls of the same sizes (pool="separate", keep_outputs=True) are sets of their own
     if one.get("pool") not in (None, "shared"):

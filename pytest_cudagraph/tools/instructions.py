@@ -137,13 +137,15 @@ def _median(stats: Any) -> float | None:
 def _counts(report: Mapping[str, Any]) -> dict[tuple[str, str], int]:
     """(node id, pass) -> the median of its runs' compile instructions, for every record that has one."""
     out = {}
-    tests = report.get("tests") if isinstance(report.get("tests"), Mapping) else {}
+    found = report.get("tests")
+    tests: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     for nodeid, record in tests.items():
         startup = record.get("startup") if isinstance(record, Mapping) else None
         if not isinstance(startup, Mapping):
             continue
         for kind in ("cold", "warm"):
-            part = startup.get(kind) if isinstance(startup.get(kind), Mapping) else {}
+            found = startup.get(kind)
+            part: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
             median = _median(part.get("compile_instructions"))
             if median is not None:
                 out[(str(nodeid), kind)] = int(round(median))

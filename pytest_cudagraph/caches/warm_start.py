@@ -1,0 +1,299 @@
+"""The warm-start invariant: ``ColdWarm``, its problems and the failure message that explains them.
+
+The invariant::
+
+    warm pass: at least one hit, no miss, no save, no bypass, no Triton compile,
+    and outputs equal to the cold pass's (bitwise unless rtol/atol are given)
+
+``warm_pass_problems`` lists what falls short, each warm miss explained by the
+components that differ from the cold pass's same graph (``keys``);
+``format_failure`` adds the counter table, the bypass reasons and hints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from .. import _compat as compat
+from ..compile.compile_time import warm_cold_ratio
+from ..errors import InvariantViolation
+from ..text import count_noun, format_table
+from . import keys as cache_keys
+from .keys import KEYED_LAYERS, MissExplanation
+from .outputs import cold_warm_differences, compare_recorded
+from .results import CACHE_LAYERS, PassResult
+
+
+@dataclass(frozen=True)
+class ColdWarm:
+    """The two passes of ``cold_warm()``: unpacks as ``cold, warm = result``."""
+
+    cold: PassResult
+    warm: PassResult
+    mode: str
+    cache_dir: str
+
+    def __iter__(self) -> Iterator[PassResult]:
+        return iter((self.cold, self.warm))
+
+    def problems(self, rtol: float | None = None, atol: float | None = None) -> list[str]:
+        """Every way the warm pass falls short of a pure cache hit (empty: none)."""
+        return warm_pass_problems(self.cold, self.warm, rtol=rtol, atol=atol)
+
+    def explanations(self) -> list[MissExplanation]:
+        """Why each lookup of the warm pass that missed did (``cache_keys.explain_misses`` against the cold pass)."""
+        return cache_keys.explain_misses(self.cold.lookups, self.warm.lookups, "the cold pass")
+
+    def check(
+        self,
+        rtol: float | None = None,
+        atol: float | None = None,
+        context: str | None = None,
+        across_runs: tuple[MissExplanation, ...] = (),
+    ) -> None:
+        """Raise InvariantViolation naming layer, counters, the components that changed, bypass reasons and a hint.
+
+        The invariant: the warm pass has at least one FX-graph hit (and AOTAutograd
+        hit), no miss, no save, no bypass, no Triton kernel compiled, and its outputs
+        equal the cold pass's (bitwise, or within rtol/atol when given).  Each warm
+        miss is explained by the components that differ from the cold pass's same
+        graph; ``across_runs`` adds what differs from an earlier run.
+        """
+        __tracebackhide__ = True
+        problems = self.problems(rtol=rtol, atol=atol)
+        if problems:
+            raise InvariantViolation(
+                format_failure(self, problems, rtol=rtol, atol=atol, context=context, across_runs=across_runs)
+            )
+
+    @property
+    def compile_time_ratio(self) -> float | None:
+        """Warm compile time over cold (0.03: the warm start took 3% of the cold one); None when not measured."""
+        if self.cold.compile_time is None or self.warm.compile_time is None:
+            return None
+        return warm_cold_ratio(self.cold.compile_time.total_s, self.warm.compile_time.total_s)
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"mode": self.mode, "cold": self.cold.to_json(), "warm": self.warm.to_json()}
+        if self.compile_time_ratio is not None:
+            out["compile_time_ratio"] = self.compile_time_ratio
+        return out
+
+
+# ----------------------------------------------------------------------------
+# the invariant and its message
+# ----------------------------------------------------------------------------
+
+
+def refuse_if_caches_disabled(what: str) -> None:
+    """Fail before compiling anything when no warm pass could hit: every disk cache layer is off.
+
+    A single layer turned off (AOTAutograd's, as some projects do on some torch
+    versions) leaves the others to check: the passes report it as ``disabled``.
+    AOTAutograd's cache stores its entries through the FX-graph cache, so with that
+    one off (or ``force_disable_caches``) nothing is left.
+    """
+    __tracebackhide__ = True
+    off = compat.cache_layers_off_by_user()
+    reasons = [reason for reason in compat.cache_disabled_reasons() if reason not in off.values()]
+    if "fxgraph" in off:
+        reasons.append(off["fxgraph"])
+    if reasons:
+        raise InvariantViolation(
+            f"compile_cache: {what} cannot show a warm start because the compile caches are disabled: "
+            f"{'; '.join(reasons)}; unset that variable (or config) for this test"
+        )
+
+
+def warm_pass_problems(
+    cold: PassResult, warm: PassResult, rtol: float | None = None, atol: float | None = None
+) -> list[str]:
+    """The violated parts of the warm-start invariant, one short line each.
+
+    A layer the user turned off during a pass (before it, or inside the body, as
+    torch's compile records show) cannot hit on the warm pass whatever the cache
+    holds: it is ``disabled``, its counters are not read as misses (which would point
+    at cache keys), and the other layers are checked.  AOTAutograd's cache stores its
+    entries through the FX-graph cache, so with that one off nothing is left: that
+    fails, naming the setting.
+    """
+    problems = []
+    off = {**cold.stats.disabled, **warm.stats.disabled}
+    if "fxgraph" in off:  # AOTAutograd's entries live in the FX-graph cache: nothing is left to check
+        problems.append(
+            f"every compile cache layer was off during the passes ({off['fxgraph']}), so the warm pass "
+            f"cannot hit any; a layer that is off alone is reported as disabled and the others are checked"
+        )
+    checked = [layer for layer in ("fxgraph", "aot_autograd") if layer not in off and "fxgraph" not in off]
+    if "fxgraph" in checked and not cold.stats.compiled_anything:
+        problems.append("the cold pass compiled nothing with Inductor (no FX-graph cache lookup at all)")
+    # first, why: one line per warm lookup that missed, naming the components that differ from the
+    # cold pass's same graph (FX-graph lookups before AOTAutograd's, whose key holds the graph's too)
+    explanations = [
+        explanation
+        for explanation in cache_keys.explain_misses(cold.lookups, warm.lookups, "the cold pass")
+        if explanation.lookup.layer in checked
+    ]
+    explanations.sort(key=lambda explanation: KEYED_LAYERS.index(explanation.lookup.layer))
+    problems += [explanation.text() for explanation in explanations]
+    w = warm.stats
+    if "fxgraph" in checked and w.fxgraph.get("hit", 0) < 1:
+        problems.append("fxgraph: no hit on the warm pass")
+    if "aot_autograd" in checked and cold.stats.aot_autograd.get("miss", 0) + cold.stats.aot_autograd.get("hit", 0) > 0:
+        if w.aot_autograd.get("hit", 0) < 1:
+            problems.append("aot_autograd: no hit on the warm pass")
+    for layer in checked:
+        for key in ("miss", "guard_miss", "saved", "bypass"):
+            if getattr(w, layer).get(key, 0):
+                problems.append(f"{layer}: {key} {getattr(w, layer)[key]} on the warm pass")
+    if w.triton.get("compiled", 0):
+        problems.append(f"triton: {count_noun(w.triton['compiled'], 'kernel')} compiled on the warm pass")
+    problems += cold_warm_differences("returned", cold.outputs, warm.outputs, rtol=rtol, atol=atol)
+    problems += compare_recorded(cold.recorded, warm.recorded, rtol=rtol, atol=atol)
+    return problems
+
+
+def _hints(result: ColdWarm) -> list[str]:
+    cold, warm = result.cold.stats, result.warm.stats
+    reasons = warm.reasons() or cold.reasons()
+    hints = []
+    off = {**result.cold.stats.disabled, **result.warm.stats.disabled}
+    if off:
+        hints.append(
+            "a cache layer you turn off cannot show a warm start: unset its environment variable, or drop "
+            "the config change that turns it off (in the test, a fixture or a conftest), for this test; "
+            "the plugin turns on only layers this torch leaves off by default"
+        )
+    disabled = [reason for reason in compat.cache_disabled_reasons() if reason not in off.values()]
+    if disabled:
+        hints.append(f"the compile caches are disabled now: {'; '.join(disabled)}; unset that variable or config")
+    if any("custom" in r.lower() for r in reasons):
+        hints.append(
+            "a custom Inductor pass (post_grad_custom_*_pass, joint_custom_*_pass, pre_grad_custom_pass) is not a "
+            f"{compat.CUSTOM_GRAPH_PASS_CLASS} with a stable uuid(), so no graph using it can be "
+            "cached; subclass CustomGraphPass and return a uuid() that changes only when the pass changes"
+        )
+    elif reasons:
+        hints.append(
+            "the bypass reason above names what makes the graph uncacheable (freezing, an unpicklable "
+            "constant, a non-cacheable higher-order op, a custom pass without uuid())"
+        )
+    if not cold.compiled_anything and "fxgraph" not in off:
+        hints.append(
+            "compile with the Inductor backend inside the test body; backend='eager'/'aot_eager' do not use "
+            "the FX-graph cache, and a function compiled before the cold pass is not compiled again; "
+            "a body that sets force_disable_caches=True or fx_graph_cache=False turns the caches off too"
+        )
+    missed = [
+        layer
+        for layer in ("fxgraph", "aot_autograd")
+        if layer not in off and (getattr(warm, layer).get("miss", 0) or getattr(warm, layer).get("guard_miss", 0))
+    ]
+    if missed and not reasons and "fxgraph" not in off:
+        hint = (
+            "the warm pass computed other cache keys than the cold pass: a config that differs between passes "
+            f"({' / '.join(compat.CACHE_KEY_CONFIG_MODULES)} patched in one pass only, or an environment variable), "
+            "or inputs of another shape, dtype or device"
+        )
+        if result.mode == "subprocess":
+            hint += "; in subprocess mode also config set outside the test body or the test module (a conftest hook)"
+        hints.append(hint)
+    if (warm.fxgraph.get("saved", 0) or warm.aot_autograd.get("saved", 0)) and not (
+        warm.fxgraph.get("miss", 0) or warm.aot_autograd.get("miss", 0)
+    ):
+        hints.append(
+            "the warm pass saved entries although nothing missed: something re-saves what it loaded "
+            "(vLLM PR #35921 was this bug)"
+        )
+    if warm.triton.get("compiled", 0):
+        hints.append(
+            "Triton compiled kernels on the warm pass: the FX-graph cache missed, TRITON_ALWAYS_COMPILE "
+            "(knobs.compilation.always_compile) is set, or Triton's cache directory was not shared"
+        )
+    if cold.compiled_anything and not warm.compiled_anything:
+        hints.append(
+            "nothing reached the FX-graph cache on the warm pass: the body did not call the compiled "
+            "function again, or it was compiled outside the body (a fixture) and answered from memory"
+        )
+    return hints
+
+
+def _counter_rows(result: ColdWarm) -> list[list[str]]:
+    """Each layer's counters in the cold and the warm pass: this test's own counts, never the process's totals."""
+    rows = [["layer", "counter", "cold", "warm", "expected on warm"]]
+    expected = {
+        "hit": ">= 1",
+        "miss": "0",
+        "guard_miss": "0",
+        "saved": "0",
+        "bypass": "0",
+        "compiled": "0",
+        "loaded": "any",
+    }
+    off = {**result.cold.stats.disabled, **result.warm.stats.disabled}
+    for layer in CACHE_LAYERS:
+        cold_layer = getattr(result.cold.stats, layer)
+        warm_layer = getattr(result.warm.stats, layer)
+        for key in ("hit", "miss", "guard_miss", "bypass", "saved", "compiled", "loaded"):
+            if key not in warm_layer and key not in cold_layer:
+                continue
+            rows.append(
+                [
+                    layer,
+                    key,
+                    str(cold_layer.get(key, 0)),
+                    str(warm_layer.get(key, 0)),
+                    "- (disabled)" if layer in off else expected[key],
+                ]
+            )
+    return rows
+
+
+def format_failure(
+    result: ColdWarm,
+    problems: list[str],
+    rtol: float | None = None,
+    atol: float | None = None,
+    context: str | None = None,
+    across_runs: tuple[MissExplanation, ...] = (),
+) -> str:
+    """The failure report: what failed, the counter table, the bypass reasons, earlier runs' differences, hints.
+
+    Each warm miss is one of the problems, naming the components that changed;
+    ``across_runs`` adds what differs from an earlier run of the same test.
+    """
+    head = context or f"compile_cache.cold_warm(mode={result.mode!r})"
+    lines = [
+        f"{head}: the warm pass was not a pure cache hit ({count_noun(len(problems), 'problem')}); cache dir {result.cache_dir}"
+    ]
+    lines += [f"  - {p}" for p in problems]
+    lines.append("")
+    lines += format_table(_counter_rows(result), indent="  ")
+    for name, stats in (("cold", result.cold.stats), ("warm", result.warm.stats)):
+        for layer in ("fxgraph", "aot_autograd"):
+            for reason in stats.reasons(layer):
+                lines.append(f"  bypass reason ({layer}, {name} pass): {reason}")
+            if getattr(stats, layer).get("bypass", 0) and not stats.reasons(layer):
+                # a torch may count a bypass without logging why (compat.cache_bypass_loggers): say so, not nothing
+                lines.append(
+                    f"  bypass reason ({layer}, {name} pass): not logged by this torch "
+                    f"(its counter moved; the {'other layer' if layer == 'aot_autograd' else 'log'} "
+                    f"may name it)"
+                )
+    for explanation in across_runs:
+        lines.append(f"  compared with {explanation.compared_with}: {explanation.text()}")
+    lines.append(
+        f"  warm pass ran in {result.warm.process}; outputs compared "
+        f"{'bitwise' if rtol is None and atol is None else f'with rtol={rtol}, atol={atol}'}"
+    )
+    if any(p.startswith(("returned", "recorded")) for p in problems):
+        lines.append(
+            "  hint: a hit that loads the wrong artifact gives other outputs; so does a body that is not "
+            "deterministic (inputs not drawn from the seeded Python/torch/CUDA RNGs, nondeterministic "
+            "kernels: give rtol/atol to the marker)"
+        )
+    for hint in _hints(result):
+        lines.append(f"  hint: {hint}")
+    return "\n".join(lines)

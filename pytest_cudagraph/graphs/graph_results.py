@@ -1,0 +1,100 @@
+"""What a GraphSet gives back: the outcome of a replay check, and the report's ``graphs`` entry."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .capture_cost import CaptureCost, cost_json
+
+if TYPE_CHECKING:
+    from .graph_set import GraphSet
+
+
+@dataclass(frozen=True)
+class GraphReplayCheck:
+    """Outcome of ``GraphSet.check_replay``: every size and trial agreed with the reference."""
+
+    sizes: tuple[int, ...]
+    trials: int
+    max_abs_err: float | None
+    reference: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "sizes": list(self.sizes),
+            "trials": self.trials,
+            "max_abs_err": self.max_abs_err,
+            "reference": self.reference,
+        }
+
+
+@dataclass(frozen=True)
+class GraphSetResult:
+    """The report's ``graphs`` entry for one GraphSet."""
+
+    sizes: tuple[int, ...]
+    captured: int
+    pool_bytes: int | None
+    largest_graph_bytes: int | None
+    max_abs_err: float | None
+    capture_s: float
+    order: str
+    pool: str
+    keep_outputs: bool
+    cublas_workspace_bytes: int | None
+    graph_bytes: Mapping[int, int] | None = None
+    pool_check_passed: bool | None = None
+    replay_checks: int = 0
+    cost: CaptureCost | None = None  # per size: warm-up and capture seconds, memory outside the pool
+    static_input_bytes: int | None = None  # the graphs' input buffers, outside the pool
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "sizes": list(self.sizes),
+            "captured": self.captured,
+            "pool_bytes": self.pool_bytes,
+            "largest_graph_bytes": self.largest_graph_bytes,
+            # NaN stays NaN: the report writer stores it as "nan", and compare flags it
+            "max_abs_err": self.max_abs_err,
+            "capture_s": round(self.capture_s, 6),
+            "order": self.order,
+            "pool": self.pool,
+            "keep_outputs": self.keep_outputs,
+            "cublas_workspace_bytes": self.cublas_workspace_bytes,
+            "replay_checks": self.replay_checks,
+        }
+        if self.graph_bytes:
+            out["graph_bytes"] = {str(size): n for size, n in sorted(self.graph_bytes.items())}
+        if self.pool_check_passed is not None:
+            out["pool_check_passed"] = self.pool_check_passed
+        if self.static_input_bytes is not None:
+            out["static_input_bytes"] = self.static_input_bytes
+        out.update(cost_json(self.cost))
+        return out
+
+
+def graph_set_result(graph_set: GraphSet) -> GraphSetResult:
+    """The report entry of ``graph_set`` from the figures measured so far (``GraphSet.result``)."""
+    return GraphSetResult(
+        sizes=graph_set.sizes,
+        captured=len(graph_set.graphs),
+        pool_bytes=graph_set.pool_bytes if graph_set.graphs else None,
+        largest_graph_bytes=max(graph_set.meter.graph_bytes.values()) if graph_set.meter.graph_bytes else None,
+        max_abs_err=graph_set._max_abs_err,
+        capture_s=graph_set.capture_s,
+        order=graph_set.order,
+        pool=graph_set.pool_mode,
+        keep_outputs=graph_set.keep_outputs,
+        cublas_workspace_bytes=graph_set.cublas_workspace_bytes,
+        graph_bytes=dict(graph_set.meter.graph_bytes) or None,
+        pool_check_passed=None if graph_set._pool_check is None else graph_set._pool_check.passed,
+        replay_checks=graph_set._replay_checks,
+        cost=graph_set.cost,
+        static_input_bytes=sum(
+            t.untyped_storage().nbytes() for g in graph_set.graphs.values() for t in g.static_inputs if t.is_cuda
+        )
+        if graph_set.graphs
+        else None,
+    )

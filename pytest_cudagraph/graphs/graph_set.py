@@ -1,0 +1,499 @@
+"""``GraphSet``: CUDA graphs of one function, one per batch size, in one shared pool, and the checks on them."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import torch
+
+from .. import _compat
+from ..errors import InvariantViolation, MisuseError
+from ..records.record import TestRecord, current_record
+from . import open_objects
+from .capture_cost import (
+    CaptureCost,
+    CaptureCostMeter,
+    collection_paused,
+    outside_limit,
+    release_reading,
+    with_device_bounds,
+)
+from .captured import CapturedGraph, _as_tuple, _clone_out, _fn_name, capture_callable
+from .graph_results import GraphReplayCheck, GraphSetResult, graph_set_result
+from .guarded import new_pool
+from .memory import PoolCheck, PoolId, PoolMeter
+from .numerics import DeferredComparisons, TensorComparison, max_abs_error, replay_mismatch_message
+from .sizes import capture_sizes_in_order
+
+POOL_MODES = ("shared", "separate")
+ORDERS = ("largest_first", "as_given")
+
+
+def _check_options(pool: str, order: str, warmup_iters: int, size_warmup_iters: int) -> None:
+    __tracebackhide__ = True
+    if pool not in POOL_MODES:
+        raise MisuseError(f"pool={pool!r} is not a pool mode; use pool='shared' or pool='separate'")
+    if order not in ORDERS:
+        raise MisuseError(f"order={order!r} is not a capture order; use 'largest_first' or 'as_given'")
+    if not isinstance(warmup_iters, int) or warmup_iters < 1:
+        raise MisuseError(f"warmup_iters={warmup_iters!r}: give at least 1 warm-up iteration")
+    if isinstance(size_warmup_iters, bool) or not isinstance(size_warmup_iters, int) or size_warmup_iters < 1:
+        raise MisuseError(
+            f"size_warmup_iters={size_warmup_iters!r}: give at least 1 (each shape runs once eagerly before "
+            f"its capture, so what loads on a shape's first call does not load inside the capture)"
+        )
+
+
+def _batch_inputs(make_inputs: Callable[[int], Any], size: int) -> tuple[torch.Tensor, ...]:
+    """``make_inputs(size)`` as a tuple of CUDA tensors; anything else is a MisuseError."""
+    __tracebackhide__ = True
+    inputs = _as_tuple(make_inputs(size))
+    for i, tensor in enumerate(inputs):
+        if not isinstance(tensor, torch.Tensor):
+            raise MisuseError(
+                f"make_inputs({size}) returned a {type(tensor).__name__} as input {i}; return a CUDA tensor "
+                f"or a tuple of CUDA tensors (bind other arguments into fn with functools.partial)"
+            )
+        if not tensor.is_cuda:
+            raise MisuseError(
+                f"make_inputs({size}) returned input {i} on {tensor.device}; create inputs on the GPU "
+                f"(device='cuda') so they can be captured"
+            )
+    return inputs
+
+
+def _check_not_all_zero(inputs: Sequence[torch.Tensor], size: int) -> None:
+    __tracebackhide__ = True
+    floats = [t for t in inputs if t.is_floating_point() and t.numel()]
+    if floats and all(not bool(t.any()) for t in floats):
+        raise MisuseError(
+            f"make_inputs({size}) returned only all-zero tensors; a replay check on zeros cannot tell a "
+            f"right graph from a wrong one: return fresh random inputs (e.g. torch.randn)"
+        )
+
+
+def _capture_in_fresh_pool(
+    fn: Callable[..., Any], static_inputs: Sequence[torch.Tensor], stream: torch.cuda.Stream, label: str
+) -> tuple[PoolId, CapturedGraph]:
+    """Capture ``fn`` alone into a new pool, to measure its own high-water mark: ``(pool, graph)``."""
+    pool = new_pool()
+    probe = capture_callable(
+        fn,
+        static_inputs,
+        pool=pool,
+        stream=stream,
+        warmup_iters=1,
+        label=f"{label} (measured alone)",
+        keep_outputs=True,
+    )
+    return pool, probe
+
+
+def _worse_error(current: float | None, err: float | None) -> float | None:
+    """The larger replay error of the two; NaN is the worst, None is no error seen."""
+    if err is None:
+        return current
+    if current is None or math.isnan(err) or err > current:
+        return err
+    return current
+
+
+class GraphSet:
+    """CUDA graphs of one function, one per batch size, and the checks on them.
+
+    Built by ``capture_graphs`` or the ``cudagraphs`` fixture.  Invariants checked:
+
+    - ``replay`` / ``check_replay``: a replay equals eager (or ``reference``) on fresh
+      random inputs; the failure names the size, the trial, the worst element.
+    - ``check_pool``: the pool stays within the largest graph's high-water mark plus
+      the cuBLAS workspace and the allocator's rounding slack; the failure shows
+      the per-size table.
+    - every replay: inputs and module parameters are where they were at capture
+      (StaleGraphError otherwise).
+
+    The pool figures come from ``meter`` (a ``memory.PoolMeter``).  Release it with
+    ``close()`` or a ``with`` block; the fixture releases its own.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        make_inputs: Callable[[int], Any],
+        sizes: Sequence[int],
+        *,
+        rtol: float | None = None,
+        atol: float | None = None,
+        pool: str = "shared",
+        order: str = "largest_first",
+        keep_outputs: bool = False,
+        warmup_iters: int = 3,
+        size_warmup_iters: int = 1,
+        capture_error_mode: str = "global",
+        record: TestRecord | None = None,
+    ):
+        _check_options(pool, order, warmup_iters, size_warmup_iters)
+        self.fn = fn
+        self.make_inputs = make_inputs
+        given = capture_sizes_in_order(sizes, "sizes", caller="capture_graphs")
+        self.capture_order: tuple[int, ...] = tuple(sorted(given, reverse=True) if order == "largest_first" else given)
+        self.sizes: tuple[int, ...] = tuple(sorted(given))
+        self.rtol = rtol
+        self.atol = atol
+        self.pool_mode = pool
+        self.order = order
+        self.keep_outputs = keep_outputs
+        self.warmup_iters = warmup_iters
+        self.size_warmup_iters = size_warmup_iters
+        self.capture_error_mode = capture_error_mode
+        self.record = record if record is not None else current_record()
+        self.name = _fn_name(fn)
+        self.graphs: dict[int, CapturedGraph] = {}
+        self.capture_s = 0.0
+        # per size: warm-up and capture seconds, memory outside the pool (set once capture ends)
+        self.cost: CaptureCost | None = None
+        self._max_abs_err: float | None = None
+        self._replay_checks = 0
+        self._pool_check: PoolCheck | None = None
+        self._final_pool_bytes: int | None = None
+        self._result: GraphSetResult | None = None
+        self.closed = False
+        self.device = torch.cuda.current_device()
+        self.stream = torch.cuda.Stream(self.device)
+        self.meter = PoolMeter(self.device)
+        self.pool_ids: list[PoolId] = self.meter.pool_ids  # the meter's list: one pool, or one per size
+        self.cublas_workspace_bytes: int | None = None
+        # closed and recorded by the plugin at the test's end if the test never closes it
+        open_objects.track(self)
+
+    # -- replay -----------------------------------------------------------
+    def graph(self, size: int) -> CapturedGraph:
+        """The CapturedGraph of one size (its ``static_inputs``, ``outputs``, ``graph``)."""
+        __tracebackhide__ = True
+        self._require_open()
+        if size not in self.graphs:
+            raise MisuseError(f"batch size {size} was not captured; captured sizes are {list(self.sizes)}")
+        return self.graphs[size]
+
+    def replay(self, size: int, *inputs: torch.Tensor, copy: bool = True) -> Any:
+        """Replay the graph of ``size`` on ``inputs``; returns the outputs copied out of the pool.
+
+        With ``copy=True`` the inputs are copied into the static buffers.  With
+        ``copy=False`` they must be the static buffers (``graph(size).static_inputs``):
+        an input at another address raises StaleGraphError naming it.  Module
+        parameters replaced since capture raise StaleGraphError naming the parameter.
+
+        .. warning::
+            **Static input addresses.** The graph reads the captured buffers, never
+            the tensors passed: with ``copy=False``, write new values into
+            ``graph(size).static_inputs`` in place (``static.copy_(new)``); update
+            a module's weights in place too.
+
+        .. warning::
+            **Outputs alias across sizes in a shared pool.** The graph writes its
+            outputs into pool memory that other sizes' graphs reuse; this method
+            returns copies for that reason.  ``graph(size).replay()`` returns the
+            graph's own tensors: copy them out before replaying another size.
+        """
+        __tracebackhide__ = True
+        captured = self.graph(size)
+        if copy:
+            captured._copy_in(inputs)
+            out = captured.replay(verify=True)
+        else:
+            out = captured.replay_from(*inputs)
+            captured.verify()
+        return _clone_out(out)
+
+    def check_replay(
+        self,
+        reference: Callable[..., Any] | None = None,
+        trials: int = 3,
+        rtol: float | None = None,
+        atol: float | None = None,
+        sizes: Sequence[int] | None = None,
+    ) -> GraphReplayCheck:
+        """Replay every size on fresh random inputs and compare with eager (or ``reference``).
+
+        ``make_inputs(size)`` is called again for every trial.  Tolerances: the
+        arguments, else the GraphSet's, else the output dtype's default; NaN never
+        passes.  Failure (InvariantViolation): the size, the trial, the output, the
+        worst element's index, both values and the error, and the static control
+        flow hint (a Python branch taken at capture stays taken on every replay).
+
+        .. warning::
+            **Static control flow.** A replay re-launches the kernels recorded at
+            capture, whatever the inputs: a Python branch, or a Python number,
+            that depends on the batch is frozen at its capture-time value.  Fresh
+            random inputs per trial are what catch it; inputs that make every
+            branch agree (all zeros, one fixed tensor) hide it.
+
+        Example::
+
+            gs.check_replay(trials=3)            # against fn itself, eagerly
+            gs.check_replay(reference=ref_fn)    # against a reference implementation
+        """
+        __tracebackhide__ = True
+        return _check_replay(self, reference, trials, rtol, atol, sizes)
+
+    @property
+    def max_abs_err(self) -> float | None:
+        """Largest absolute replay-vs-reference error seen by ``check_replay`` so far."""
+        return self._max_abs_err
+
+    # -- memory -----------------------------------------------------------
+    @property
+    def pool_bytes(self) -> int:
+        """Bytes reserved by the set's pool(s) now, from the allocator snapshot."""
+        if self.closed:
+            return self._final_pool_bytes or 0
+        return self.meter.reserved_bytes()
+
+    def measure_graph_bytes(self, sizes: Sequence[int] | None = None) -> dict[int, int]:
+        """Each size's own high-water mark: that size captured alone in a fresh pool.
+
+        The figure excludes the cuBLAS workspace (it already exists outside the
+        measuring pool) and is rounded to whole segments, like ``pool_bytes``.
+        Costs one warm-up and one capture per size; measured sizes are remembered.
+        The measuring graphs are dropped at once and their pools freed.
+        """
+        self._require_open()
+        wanted = self.capture_order if sizes is None else capture_sizes_in_order(sizes, "sizes")
+        return self.meter.measure_alone(wanted, self._capture_alone)
+
+    def _capture_alone(self, size: int) -> tuple[PoolId, CapturedGraph]:
+        return _capture_in_fresh_pool(self.fn, self.graph(size).static_inputs, self.stream, f"batch size {size}")
+
+    @property
+    def graph_bytes(self) -> dict[int, int]:
+        """Per-size high-water marks (measured on first access; see ``measure_graph_bytes``)."""
+        return self.measure_graph_bytes()
+
+    @property
+    def largest_graph_bytes(self) -> int:
+        """The largest high-water mark measured; measures the largest size if none was."""
+        return self.meter.largest_alone_bytes(max(self.sizes), self._capture_alone)
+
+    def pool_check(
+        self, slack: int | None = None, *, outside: int | None = None, first_use: int | None = None
+    ) -> PoolCheck:
+        """The pool check's figures without raising (see ``check_pool``)."""
+        __tracebackhide__ = True
+        self._require_open()
+        # before any measuring capture
+        outside_bytes = None if outside is None else outside_limit(outside)
+        first_use_bytes = None if first_use is None else outside_limit(first_use, "first_use")
+        check = self.meter.check_against_alone(
+            slack,
+            self._capture_alone,
+            capture_order=self.capture_order,
+            pool_mode=self.pool_mode,
+            order=self.order,
+            keep_outputs=self.keep_outputs,
+        )
+        check = with_device_bounds(check, self.cost, outside_bytes, first_use_bytes)
+        self._pool_check = check
+        return check
+
+    def check_pool(
+        self, slack: int | None = None, *, outside: int | None = None, first_use: int | None = None
+    ) -> PoolCheck:
+        """Assert the shared pool costs about what the largest graph costs alone.
+
+        Invariant: ``pool_bytes <= largest graph's high-water mark + cuBLAS workspace
+        + slack``, the slack derived from the allocator's rounding (one more 2 MiB
+        small segment and one more 20 MiB large segment where the largest graph
+        uses those kinds; see ``memory.derive_slack``) unless given in bytes.
+
+        With ``outside=BYTES``, also: the device memory the captures took behind
+        PyTorch's allocator (the instantiated graphs, a library's own cudaMalloc while
+        capturing; see ``capture_cost``) is at most BYTES.  With ``first_use=BYTES``:
+        the device memory the warm-ups took behind the allocator (kernels loaded on
+        first use, library handles, a library's buffer set up on its first call) is
+        at most BYTES.  First use is a cost of the process: it depends on what ran
+        before in it.
+
+        Failure (InvariantViolation): both figures, the bound's parts, what to try,
+        and the per-size table (pool growth in capture order, each size's own mark);
+        for ``outside`` and ``first_use``, the figure and the per-size cost table.
+        MisuseError when a device bound can get no verdict (the GPU is shared with
+        other processes).
+
+        Example::
+
+            gs = cudagraphs.capture(model, make_inputs, sizes=[1, 2, 4, 8])
+            gs.check_pool()
+            gs.check_pool(outside=64 * 2**20)   # the graphs: at most 64 MiB behind the allocator
+            gs.check_pool(first_use=256 * 2**20)   # the warm-ups: at most 256 MiB
+        """
+        __tracebackhide__ = True
+        check = self.pool_check(slack, outside=outside, first_use=first_use)
+        check.raise_if_failed()
+        return check
+
+    def size_table(self) -> str:
+        """The per-size table (capture order, pool after each capture, growth, own mark)."""
+        return self.meter.size_table(self.capture_order)
+
+    # -- results and release ------------------------------------------------
+    def result(self) -> GraphSetResult:
+        """The report entry of this set (figures measured so far; nothing new is measured)."""
+        if self._result is not None:
+            return self._result
+        return graph_set_result(self)
+
+    def close(self) -> None:
+        """Free the graphs and their pool(s), and add the result to the test's record once."""
+        if self.closed:
+            return
+        result = self.result()
+        self._final_pool_bytes = result.pool_bytes
+        self.closed = True
+        self._result = result
+        # What comes back is what the set held: read the device before and after the
+        # graphs go, each time with the allocator's cached blocks given back first.
+        # A reading that fails (a sticky CUDA error) costs the figure, never the release
+        # or the record.
+        before = self._settled_reading()
+        try:
+            for captured in self.graphs.values():
+                captured.release()
+            self.graphs.clear()
+        finally:
+            # released pools are only "freeable": give their segments back to the device
+            after = self._settled_reading() if before is not None else None
+            if self.cost is not None and after is not None:
+                self.cost = self.cost.released(release_reading(self.device, before, after))
+                result = self._result = replace(result, cost=self.cost)
+            if self.record is not None and result.captured:
+                self.record.add_graph_set(result)
+
+    def _settled_reading(self) -> tuple[int, int] | None:
+        """``(free, reserved)`` once the device is idle and the allocator's cached blocks are given back.
+
+        None when the device cannot be read (an earlier CUDA error the synchronize reports).
+        """
+        try:
+            torch.cuda.synchronize(self.device)
+            torch.cuda.empty_cache()
+            return _compat.device_memory_reading(self.device)
+        except RuntimeError:
+            return None
+
+    def _require_open(self) -> None:
+        __tracebackhide__ = True
+        if self.closed:
+            raise MisuseError(f"the GraphSet of {self.name} was closed; its graphs were released")
+
+    def __enter__(self) -> GraphSet:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"{len(self.graphs)} graph{'s' if len(self.graphs) != 1 else ''}"
+        return f"<GraphSet {self.name} sizes={list(self.sizes)} pool={self.pool_mode} {state}>"
+
+
+def capture_all(graph_set: GraphSet) -> None:
+    """Capture every size of ``graph_set`` in its capture order (what ``capture_graphs`` runs)."""
+    __tracebackhide__ = True
+    shared = graph_set.meter.add_pool(new_pool()) if graph_set.pool_mode == "shared" else None
+    start = time.perf_counter()
+    cost = CaptureCostMeter(graph_set.device)
+    # an earlier graph collected between two readings would free device memory behind the allocator
+    with collection_paused():
+        cost.start(pool_bytes=0)  # a new pool holds nothing
+        try:
+            for position, size in enumerate(graph_set.capture_order):
+                inputs = _batch_inputs(graph_set.make_inputs, size)
+                if position == 0:
+                    _check_not_all_zero(inputs, size)
+                static = tuple(t.clone() for t in inputs)
+                pool = shared if shared is not None else graph_set.meter.add_pool(new_pool())
+                captured = capture_callable(
+                    graph_set.fn,
+                    static,
+                    pool=pool,
+                    stream=graph_set.stream,
+                    # What warms up once (cuBLAS handles, lazily loaded kernels, a compile)
+                    # is warm after the first size; a later size runs its own shape once.
+                    warmup_iters=graph_set.warmup_iters if position == 0 else graph_set.size_warmup_iters,
+                    label=f"batch size {size}",
+                    keep_outputs=graph_set.keep_outputs,
+                    capture_error_mode=graph_set.capture_error_mode,
+                    workspace_in_pool=position == 0,
+                    after_warmup=cost.after_warmup,
+                )
+                graph_set.graphs[size] = captured
+                pool_now = graph_set.meter.after_size(size, position).reserved_bytes
+                cost.after_capture(size, position, pool_now, captured.warmup_s, captured.capture_s)
+            graph_set.cost = cost.finish(pool_bytes=graph_set.meter.reserved_bytes())
+        finally:
+            graph_set.capture_s = time.perf_counter() - start
+            # The workspace the first capture put in the pool is the live block that a
+            # clear frees; leaving it registered would let a later capture elsewhere reuse it.
+            graph_set.cublas_workspace_bytes = graph_set.meter.release_cublas_workspace()
+
+
+def _check_replay(
+    graph_set: GraphSet,
+    reference: Callable[..., Any] | None,
+    trials: int,
+    rtol: float | None,
+    atol: float | None,
+    sizes: Sequence[int] | None,
+) -> GraphReplayCheck:
+    """``GraphSet.check_replay``: replay the sizes ``trials`` times each, compare, count the check."""
+    __tracebackhide__ = True
+    graph_set._require_open()
+    if not isinstance(trials, int) or trials < 1:
+        raise MisuseError(f"trials={trials!r}: give at least one trial")
+    reference_fn = reference if reference is not None else graph_set.fn
+    reference_name = "eager" if reference is None else "the reference"
+    rtol = graph_set.rtol if rtol is None else rtol
+    atol = graph_set.atol if atol is None else atol
+    chosen = graph_set.capture_order if sizes is None else capture_sizes_in_order(sizes, "sizes")
+    # Compared on the device and read back once: the host never waits for a replay,
+    # so it queues the next size's work while the device runs this one.
+    pending = DeferredComparisons()
+    try:
+        for trial in range(trials):
+            for size in chosen:
+                inputs = _batch_inputs(graph_set.make_inputs, size)
+                actual = graph_set.replay(size, *inputs)
+                with torch.no_grad():
+                    expected = reference_fn(*inputs)
+                pending.add((trial, size), actual, expected, rtol, atol)
+                del actual, expected
+    except Exception:
+        _, mismatch = _first_mismatch(graph_set, pending.results(), trials, reference_name)
+        if mismatch is None:
+            raise
+        # a mismatch on an earlier size or trial is the first thing that went wrong
+        raise InvariantViolation(mismatch) from None
+    worst, mismatch = _first_mismatch(graph_set, pending.results(), trials, reference_name)
+    if mismatch is not None:
+        raise InvariantViolation(mismatch)
+    err = max_abs_error(worst)
+    graph_set._max_abs_err = _worse_error(graph_set._max_abs_err, err)
+    graph_set._replay_checks += 1
+    return GraphReplayCheck(tuple(sorted(chosen)), trials, err, reference_name)
+
+
+def _first_mismatch(
+    graph_set: GraphSet, results: list[tuple[tuple[int, int], list[TensorComparison]]], trials: int, reference_name: str
+) -> tuple[list[TensorComparison], str | None]:
+    """The comparisons in the order they ran, up to the first that failed, and that failure's message."""
+    seen: list[TensorComparison] = []
+    for (trial, size), comparisons in results:
+        seen.extend(comparisons)
+        failed = next((c for c in comparisons if not c.passed), None)
+        if failed is not None:
+            graph_set._max_abs_err = _worse_error(graph_set._max_abs_err, max_abs_error(comparisons))
+            return seen, replay_mismatch_message(failed, size, trial, trials, reference_name)
+    return seen, None

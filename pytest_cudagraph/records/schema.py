@@ -1,0 +1,519 @@
+"""The report's one definition: typed sections, from which validation and the published JSON Schema derive.
+
+Every section of a report (``pytest-cudagraph/1``) is a ``msgspec.Struct`` here.
+``validate.py`` checks a loaded report against these types, and
+``pytest-cudagraph schema`` prints the JSON Schema generated from them, so a CI
+dashboard validates reports with any standard validator.
+
+How the types read a report:
+
+- every field is optional (``UNSET`` when absent): a record holds the sections
+  its test produced, and a field an older plugin did not write is simply absent;
+- a field this module does not name is allowed and kept (a newer plugin's
+  section, ``extra``): ``additionalProperties`` stays open in the schema;
+- a figure is a ``Measure``: a number, ``"nan"``, ``"inf"`` or ``"-inf"`` (how
+  ``json_safe`` writes what is not finite), or ``null`` when it was not measured;
+- a field an older plugin wrote in another shape is a union of both shapes
+  (``limit_hits``: a list of strings, or a count).
+
+Each alias carries the words a validation error uses (``description``), which is
+also the field's description in the schema.  msgspec is imported here only:
+loading and validating a report imports it, writing one does not.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import UNSET, Meta, Struct, UnsetType
+
+SCHEMA_ID = "https://pytest-cudagraph.readthedocs.io/schema/report-1.json"
+
+Count = Annotated[int, Meta(description="an integer")]
+Measure = Annotated[
+    int | float | Literal["nan", "inf", "-inf"] | None, Meta(description='a number, "nan", "inf" or null')
+]
+Text = Annotated[str, Meta(description="a string")]
+Flag = Annotated[bool, Meta(description="true or false")]
+Texts = Annotated[list[str], Meta(description="a list of strings")]
+Sizes = Annotated[list[int], Meta(description="a list of integers")]
+Counts = Annotated[dict[str, int], Meta(description="a mapping of integers")]
+Scalar = Annotated[str | int | float | bool | None, Meta(description="a string, number, boolean or null")]
+Seconds = Annotated[int | float, Meta(description="a number of seconds")]
+TextOrNull = Annotated[str | None, Meta(description="a string or null")]
+Null = Annotated[None, Meta(description="null")]
+Scalars = dict[str, Scalar]
+Measures = dict[str, Measure]
+# a cache-key component: [hash12, the readable value or null]
+Component = Annotated[list[str | None], Meta(description="a [hash, value] pair of strings or nulls")]
+Components = dict[str, Component]
+
+
+# gc=False: a report's sections hold no reference cycles, and untracked structs are four times
+# quicker to build (a 10,000-test report validates in 40 ms instead of 170 ms)
+class Section(Struct, omit_defaults=True, kw_only=True, gc=False):
+    """A mapping of known fields, each optional; fields it does not name are allowed."""
+
+
+# ----------------------------------------------------------------------------
+# recompiles (compile/recompiles.py)
+# ----------------------------------------------------------------------------
+
+
+class FunctionRecompiles(Section):
+    count: Count | UnsetType = UNSET
+    reasons: Texts | UnsetType = UNSET
+    limit_hits: Texts | Count | UnsetType = UNSET
+
+
+class GraphBreaks(Section):
+    count: Count | UnsetType = UNSET
+    reasons: Texts | UnsetType = UNSET
+    sites: list[Any] | UnsetType = UNSET
+
+
+class CallSite(Section):
+    file: Text | UnsetType = UNSET
+    line: Count | UnsetType = UNSET
+    code: Text | UnsetType = UNSET
+    function: Text | UnsetType = UNSET
+
+
+class FailedGuard(Section):
+    entry: TextOrNull | UnsetType = UNSET
+    source: TextOrNull | UnsetType = UNSET
+    expected: TextOrNull | UnsetType = UNSET
+    actual: TextOrNull | UnsetType = UNSET
+    origin: TextOrNull | UnsetType = UNSET
+    kind: Text | UnsetType = UNSET
+    guard: Text | UnsetType = UNSET
+    reported_by_torch: Flag | UnsetType = UNSET
+
+
+class RecompileEvent(Section):
+    """One recompile or limit hit: its call site, the guards that failed, torch's own text."""
+
+    function: Text | UnsetType = UNSET
+    call_site: CallSite | Null | UnsetType = UNSET
+    reasons: Texts | UnsetType = UNSET
+    verbatim: Texts | UnsetType = UNSET
+    guards: list[FailedGuard] | UnsetType = UNSET
+    limit_hit: TextOrNull | UnsetType = UNSET
+
+
+class Recompiles(Section):
+    count: Count | UnsetType = UNSET
+    reasons: Texts | UnsetType = UNSET
+    limit_hits: Texts | Count | UnsetType = UNSET
+    # per function; older records held the reasons list
+    by_function: dict[str, Texts | FunctionRecompiles] | UnsetType = UNSET
+    graph_breaks: GraphBreaks | UnsetType = UNSET
+    events: list[RecompileEvent] | UnsetType = UNSET
+
+
+# ----------------------------------------------------------------------------
+# caches (caches/probe.py) and cache keys (caches/keys.py)
+# ----------------------------------------------------------------------------
+
+
+class CacheLayer(Section):
+    """The counters compare and the summary read; a layer may hold more."""
+
+    hit: Count | UnsetType = UNSET
+    miss: Count | UnsetType = UNSET
+    bypass: Count | UnsetType = UNSET
+    saved: Count | UnsetType = UNSET
+    compiled: Count | UnsetType = UNSET
+    loaded: Count | UnsetType = UNSET
+    bundler_saved_files: Count | UnsetType = UNSET
+    bundler_loaded_files: Count | UnsetType = UNSET
+
+
+class Caches(Section):
+    fxgraph: CacheLayer | UnsetType = UNSET
+    aot_autograd: CacheLayer | UnsetType = UNSET
+    triton: CacheLayer | UnsetType = UNSET
+    bypass_reasons: dict[str, Texts] | UnsetType = UNSET
+
+
+class CacheLookup(Section):
+    """One lookup of a cache layer; its components are null where torch gave none."""
+
+    layer: Text | UnsetType = UNSET
+    outcome: Text | UnsetType = UNSET
+    key: TextOrNull | UnsetType = UNSET
+    # "pass" is a Python keyword: the field is named in the report as "pass"
+    pass_: TextOrNull | UnsetType = msgspec.field(default=UNSET, name="pass")
+    graph: Count | UnsetType = UNSET
+    components: Components | Null | UnsetType = UNSET
+    detail: Text | UnsetType = UNSET
+    bypass_reason: Text | UnsetType = UNSET
+    explained: Texts | UnsetType = UNSET
+    compared_with: Text | UnsetType = UNSET
+
+
+class CacheKeys(Section):
+    lookups: list[CacheLookup] | UnsetType = UNSET
+    note: Text | UnsetType = UNSET
+
+
+# ----------------------------------------------------------------------------
+# graphs (graphs/capture.py, graphs/capture_cost.py) and piecewise graphs
+# ----------------------------------------------------------------------------
+
+
+class SizeCost(Section):
+    """One size's warm-up and capture, and the device memory they took."""
+
+    size: Count | UnsetType = UNSET
+    order: Count | UnsetType = UNSET
+    warmup_s: Measure | UnsetType = UNSET
+    capture_s: Measure | UnsetType = UNSET
+    pool_bytes: Measure | UnsetType = UNSET
+    allocator_outside_pool_bytes: Measure | UnsetType = UNSET
+    first_use_bytes: Measure | UnsetType = UNSET
+    behind_allocator_bytes: Measure | UnsetType = UNSET
+
+
+class Release(Section):
+    """What the device got back when a set's graphs were released."""
+
+    device_bytes: Measure | UnsetType = UNSET
+    allocator_bytes: Measure | UnsetType = UNSET
+    behind_allocator_bytes: Measure | UnsetType = UNSET
+
+
+class CaptureCost(Section):
+    """Each size's warm-up and capture, and the memory outside the pool by where it went."""
+
+    warmup_s: Measure | UnsetType = UNSET
+    per_size: list[SizeCost] | UnsetType = UNSET
+    outside_pool_bytes: Measure | UnsetType = UNSET
+    allocator_outside_pool_bytes: Measure | UnsetType = UNSET
+    first_use_bytes: Measure | UnsetType = UNSET
+    behind_allocator_bytes: Measure | UnsetType = UNSET
+    held_behind_allocator_bytes: Measure | UnsetType = UNSET
+    release: Release | UnsetType = UNSET
+    # set where the GPU was shared: no reader vouches for the device figures then
+    outside_unreliable: Text | UnsetType = UNSET
+
+
+class GraphSet(CaptureCost, kw_only=True):
+    """One ``capture_graphs`` set: its sizes, pool, figures and checks."""
+
+    sizes: Sizes | UnsetType = UNSET
+    captured: Count | UnsetType = UNSET
+    pool_bytes: Measure | UnsetType = UNSET
+    largest_graph_bytes: Measure | UnsetType = UNSET
+    cublas_workspace_bytes: Measure | UnsetType = UNSET
+    static_input_bytes: Measure | UnsetType = UNSET
+    graph_bytes: Measures | UnsetType = UNSET
+    max_abs_err: Measure | UnsetType = UNSET
+    capture_s: Measure | UnsetType = UNSET
+    order: Text | UnsetType = UNSET
+    pool: Text | UnsetType = UNSET
+    keep_outputs: Flag | UnsetType = UNSET
+    pool_check_passed: Flag | UnsetType = UNSET
+    replay_checks: Count | UnsetType = UNSET
+
+
+class Graphs(GraphSet, kw_only=True):
+    """A test's graphs: the sets merged, and each set under ``sets``."""
+
+    sets: list[GraphSet] | UnsetType = UNSET
+
+
+class UncapturedPiece(Section):
+    piece: Text | UnsetType = UNSET
+    reason: Text | UnsetType = UNSET
+
+
+class PiecewiseSet(CaptureCost, kw_only=True):
+    pieces: Count | UnsetType = UNSET
+    capturable_pieces: Count | UnsetType = UNSET
+    graphs_captured: Count | UnsetType = UNSET
+    backend_compilations: Count | UnsetType = UNSET
+    splitting_op_calls_total: Count | UnsetType = UNSET
+    splitting_op_calls: Counts | UnsetType = UNSET
+    sizes: Sizes | UnsetType = UNSET
+    pool_bytes: Measure | UnsetType = UNSET
+    max_abs_err: Measure | UnsetType = UNSET
+    capture_s: Measure | UnsetType = UNSET
+    strategy: Text | UnsetType = UNSET
+    backend: Text | UnsetType = UNSET
+    # every piece that runs without a graph, and why; calls that replayed none, by reason
+    uncaptured: list[UncapturedPiece] | UnsetType = UNSET
+    uncaptured_calls: Counts | UnsetType = UNSET
+
+
+class Piecewise(PiecewiseSet, kw_only=True):
+    sets: list[PiecewiseSet] | UnsetType = UNSET
+
+
+class CudagraphSkip(Section):
+    function: TextOrNull | UnsetType = UNSET
+    location: TextOrNull | UnsetType = UNSET
+    reason: Text | UnsetType = UNSET
+    code: Text | UnsetType = UNSET
+    arguments: Texts | UnsetType = UNSET
+    named_by: Text | UnsetType = UNSET
+
+
+class ReduceOverhead(Section):
+    """``mode="reduce-overhead"`` graphs (graphs/reduce_overhead.py): recordings, skips, regions."""
+
+    recordings: Count | UnsetType = UNSET
+    skips: Count | UnsetType = UNSET
+    recorded_non_static_inputs: Count | UnsetType = UNSET
+    partitions: Count | UnsetType = UNSET
+    tree_nodes: Count | UnsetType = UNSET
+    skip_reasons: Texts | UnsetType = UNSET
+    pool_bytes: Measure | UnsetType = UNSET
+    skipped: list[CudagraphSkip] | UnsetType = UNSET
+    # per region, its calls by what they did
+    regions: dict[str, Counts] | UnsetType = UNSET
+    regions_total: Count | UnsetType = UNSET
+    regions_cudagraphed: Count | UnsetType = UNSET
+    calls: Counts | UnsetType = UNSET
+    fraction_of_calls: Measure | UnsetType = UNSET
+
+
+# ----------------------------------------------------------------------------
+# compile time (compile/compile_time.py)
+# ----------------------------------------------------------------------------
+
+
+class CompiledFrame(Section):
+    compile_id: Text | UnsetType = UNSET
+    function: Text | UnsetType = UNSET
+    total_s: Measure | UnsetType = UNSET
+    phases: Measures | UnsetType = UNSET
+    failed: Text | UnsetType = UNSET
+
+
+class PassTime(Section):
+    label: Text | UnsetType = UNSET
+    cold_s: Measure | UnsetType = UNSET
+    warm_s: Measure | UnsetType = UNSET
+    warm_cold_ratio: Measure | UnsetType = UNSET
+
+
+class CompileTime(Section):
+    """Per phase, per compiled frame; a phase this torch does not record is absent."""
+
+    total_s: Measure | UnsetType = UNSET
+    phases: Measures | UnsetType = UNSET
+    frames: list[CompiledFrame] | UnsetType = UNSET
+    unavailable: Texts | UnsetType = UNSET
+    note: Text | UnsetType = UNSET
+    passes: list[PassTime] | UnsetType = UNSET
+
+
+# ----------------------------------------------------------------------------
+# ranks (ranks/results.py): the run, then each rank with its own graph sets
+# ----------------------------------------------------------------------------
+
+
+class RankError(Section):
+    type: Text | UnsetType = UNSET
+    message: Text | UnsetType = UNSET
+    where: TextOrNull | UnsetType = UNSET
+
+
+class Rank(Section):
+    rank: Count | UnsetType = UNSET
+    device: Text | UnsetType = UNSET
+    outcome: Text | UnsetType = UNSET
+    stage: TextOrNull | UnsetType = UNSET
+    error: RankError | Null | UnsetType = UNSET
+    waiting_at: TextOrNull | UnsetType = UNSET
+    agreement_checks: Count | UnsetType = UNSET
+    placement: Scalars | UnsetType = UNSET
+    duration_s: Measure | UnsetType = UNSET
+    exitcode: Count | Null | UnsetType = UNSET
+    graphs: Graphs | UnsetType = UNSET
+
+
+class RanksRun(Section):
+    world_size: Count | UnsetType = UNSET
+    backend: Text | UnsetType = UNSET
+    timeout_s: Measure | UnsetType = UNSET
+    outcome: Text | UnsetType = UNSET
+    duration_s: Measure | UnsetType = UNSET
+    first_failure: Count | Null | UnsetType = UNSET
+    message: TextOrNull | UnsetType = UNSET
+    per_rank: list[Rank] | UnsetType = UNSET
+
+
+class Ranks(RanksRun, kw_only=True):
+    """A multi-rank run; a test that ran several bodies keeps each run under ``runs``."""
+
+    runs: list[RanksRun] | UnsetType = UNSET
+
+
+# ----------------------------------------------------------------------------
+# pytest-cudagraph startup (tools/startup_cost.py): per kind of run, each figure's statistics
+# ----------------------------------------------------------------------------
+
+
+class StartupStats(Section):
+    median: Measure | UnsetType = UNSET
+    min: Measure | UnsetType = UNSET
+    max: Measure | UnsetType = UNSET
+    spread: Measure | UnsetType = UNSET
+    trimmed_spread: Measure | UnsetType = UNSET
+    n: Count | UnsetType = UNSET
+
+
+class StartupSample(Section):
+    pass_: Text | UnsetType = msgspec.field(default=UNSET, name="pass")
+    index: Count | UnsetType = UNSET
+    exitcode: Count | Null | UnsetType = UNSET
+    outcome: TextOrNull | UnsetType = UNSET
+    wall_s: Measure | UnsetType = UNSET
+    duration_s: Measure | UnsetType = UNSET
+    compile_s: Measure | UnsetType = UNSET
+    capture_s: Measure | UnsetType = UNSET
+    phases: Measures | UnsetType = UNSET
+    error: TextOrNull | UnsetType = UNSET
+
+
+class StartupPass(Section):
+    runs: Count | UnsetType = UNSET
+    wall_s: StartupStats | UnsetType = UNSET
+    duration_s: StartupStats | UnsetType = UNSET
+    compile_s: StartupStats | UnsetType = UNSET
+    capture_s: StartupStats | UnsetType = UNSET
+    phases: dict[str, StartupStats] | UnsetType = UNSET
+    samples: list[StartupSample] | UnsetType = UNSET
+
+
+class Startup(Section):
+    runs: Count | UnsetType = UNSET
+    complete: Flag | UnsetType = UNSET
+    statistic: Text | UnsetType = UNSET
+    spread: Text | UnsetType = UNSET
+    trimmed_spread: Text | UnsetType = UNSET
+    order: Text | UnsetType = UNSET
+    command: Texts | UnsetType = UNSET
+    cold: StartupPass | UnsetType = UNSET
+    warm: StartupPass | UnsetType = UNSET
+    warm_over_cold: Measures | UnsetType = UNSET
+    errors: Texts | UnsetType = UNSET
+    notes: Texts | UnsetType = UNSET
+
+
+# ----------------------------------------------------------------------------
+# a test's record, the run's summary, the report
+# ----------------------------------------------------------------------------
+
+
+class Failure(Section):
+    when: Text | UnsetType = UNSET
+    message: Text | UnsetType = UNSET
+
+
+class TestRecord(Section):
+    """One test's record: its outcome, and the sections its test produced."""
+
+    # not collected by pytest, whose default collects classes named Test*
+    __test__ = False
+
+    outcome: Text
+    duration_s: Measure | UnsetType = UNSET
+    recompiles: Recompiles | UnsetType = UNSET
+    caches: Caches | UnsetType = UNSET
+    cache_keys: CacheKeys | UnsetType = UNSET
+    graphs: Graphs | UnsetType = UNSET
+    piecewise: Piecewise | UnsetType = UNSET
+    reduce_overhead: ReduceOverhead | UnsetType = UNSET
+    compile_time: CompileTime | UnsetType = UNSET
+    ranks: Ranks | UnsetType = UNSET
+    placement: Scalars | UnsetType = UNSET
+    failure: Failure | UnsetType = UNSET
+    skip_reason: Text | UnsetType = UNSET
+    startup: Startup | UnsetType = UNSET
+    # anything a test or a newer plugin adds: any JSON
+    extra: Any = UNSET
+
+
+class ShardSource(Section):
+    group: Count | UnsetType = UNSET
+    exitstatus: Count | UnsetType = UNSET
+    selected: Count | UnsetType = UNSET
+    deselected: Count | UnsetType = UNSET
+    tests: Count | UnsetType = UNSET
+    file: Text | UnsetType = UNSET
+    created: Text | UnsetType = UNSET
+    complete: Flag | UnsetType = UNSET
+    durations_path: Text | UnsetType = UNSET
+    env: Scalars | UnsetType = UNSET
+
+
+class Shard(Section):
+    """pytest-split's shard of a run; a merged report names the shards it was made from instead of a group."""
+
+    group: Count | UnsetType = UNSET
+    splits: Count | UnsetType = UNSET
+    selected: Count | UnsetType = UNSET
+    deselected: Count | UnsetType = UNSET
+    algorithm: Text | UnsetType = UNSET
+    durations_path: Text | UnsetType = UNSET
+    # sha256 of the node ids pytest-split split and the arguments that selected them
+    suite_digest: Text | UnsetType = UNSET
+    merged: Sizes | UnsetType = UNSET
+    sources: list[ShardSource] | UnsetType = UNSET
+
+
+class RunFacts(Section):
+    """How far the run got (records/progress.py)."""
+
+    complete: Flag | UnsetType = UNSET
+    incomplete_reasons: Texts | UnsetType = UNSET
+    not_run: Texts | UnsetType = UNSET
+    not_run_count: Count | UnsetType = UNSET
+    deselected: Count | UnsetType = UNSET
+    selection: dict[str, Text] | UnsetType = UNSET
+    shard: Shard | UnsetType = UNSET
+
+
+class Summary(RunFacts, kw_only=True):
+    tests: Count | UnsetType = UNSET
+    recompiles: Count | UnsetType = UNSET
+    recompile_limit_hits: Count | UnsetType = UNSET
+    graph_breaks: Count | UnsetType = UNSET
+    graphs_captured: Count | UnsetType = UNSET
+    outcomes: Counts | UnsetType = UNSET
+    caches: dict[str, Counts] | UnsetType = UNSET
+    exitstatus: Count | UnsetType = UNSET
+
+
+class Report(Section):
+    """A pytest-cudagraph report (``--cudagraph-report``)."""
+
+    schema: Literal["pytest-cudagraph/1"]
+    tests: dict[str, TestRecord]
+    created: Text | UnsetType = UNSET
+    env: Scalars | UnsetType = UNSET
+    # per layer, the cache-key components every lookup of the run shares (report.factor_cache_components);
+    # a lookup's own components then lack them, and full_components puts them back
+    cache_components: dict[str, Components] | UnsetType = UNSET
+    summary: Summary | UnsetType = UNSET
+    # seconds per node id of every test that finished, for pytest-split
+    durations: dict[str, Seconds] | UnsetType = UNSET
+
+
+def report_json_schema() -> dict[str, Any]:
+    """The report's JSON Schema (draft 2020-12), generated from the types above."""
+    schema = msgspec.json.schema(Report)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        "title": "pytest-cudagraph report",
+        "description": (
+            "A report written by pytest --cudagraph-report (schema pytest-cudagraph/1). "
+            "Every field but schema, tests and a record's outcome is optional; fields not named are allowed."
+        ),
+        **schema,
+    }

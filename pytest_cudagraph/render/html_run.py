@@ -1,0 +1,134 @@
+"""The run's parts of the HTML page: its environment, its summary, and the overview table of its tests.
+
+Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..text import bytes_pair, clip, format_bytes
+from .html_parts import Markup, badge, escape, kv_table, nodeid_html, nonzero_counters, section, value_html
+from .shard_text import describe_shard
+from .summary import HEADER, legend_lines, pool_figures, summary_row
+
+__all__ = ["HEADLINE_WIDTH", "env_html", "failure_headline", "overview_html", "summary_html"]
+
+# A failure's first line in the overview: enough to tell the failures apart, the whole message is below.
+HEADLINE_WIDTH = 140
+
+
+# ----------------------------------------------------------------------------
+# the run: environment and summary
+# ----------------------------------------------------------------------------
+
+
+def env_html(env: Mapping[str, Any]) -> str:
+    if not env:
+        return '<p class="note">The report has no environment block.</p>'
+    return kv_table([(str(k), value_html(str(k), v)) for k, v in env.items()])
+
+
+def summary_html(summary: Mapping[str, Any]) -> str:
+    rows: list[tuple[str, Any]] = []
+    outcomes = summary.get("outcomes")
+    if isinstance(outcomes, Mapping):
+        rows.append(("outcomes", ", ".join(f"{n} {o}" for o, n in outcomes.items()) or "none"))
+    for key in (
+        "tests",
+        "graphs_captured",
+        "recompiles",
+        "recompile_limit_hits",
+        "graph_breaks",
+        "exitstatus",
+        "complete",
+        "not_run_count",
+        "deselected",
+    ):
+        if key in summary:
+            rows.append((key.replace("_", " "), summary[key]))
+    reasons = summary.get("incomplete_reasons")
+    if isinstance(reasons, list) and reasons:
+        rows.append(("incomplete because", "; ".join(map(str, reasons))))
+    selection = summary.get("selection")
+    if isinstance(selection, Mapping) and selection:
+        rows.append(("selection", " ".join(f"{flag} {expression!r}" for flag, expression in selection.items())))
+    shard = summary.get("shard")
+    if isinstance(shard, Mapping) and shard:
+        rows.append(("shard", describe_shard(shard)))
+    caches = summary.get("caches")
+    note = ""
+    if isinstance(caches, Mapping) and caches:
+        for layer, counts in caches.items():
+            if isinstance(counts, Mapping):
+                rows.append((f"cache {layer}", nonzero_counters(counts)))
+        note = '<p class="note small">Cache counters of the whole run: cold and warm passes added up.</p>'
+    return kv_table(rows) + note if rows else '<p class="note">The report has no summary block.</p>'
+
+
+# ----------------------------------------------------------------------------
+# the overview table
+# ----------------------------------------------------------------------------
+
+
+def _pool_cell(record: Mapping[str, Any]) -> Markup:
+    """Pool / largest and the ratio on one line; the cuBLAS workspace and the set on a second, small one."""
+    graphs = section(record, "graphs") or section(record, "piecewise")
+    figures = pool_figures(graphs) if graphs else None
+    if figures is None or (figures.pool is None and figures.largest is None):
+        return Markup("-")
+    first = bytes_pair(figures.pool, figures.largest)
+    second = []
+    if figures.ratio is not None:
+        first += f"  {figures.ratio:.2f}x"
+        if figures.workspace:
+            second.append(f"+{format_bytes(figures.workspace, compact=True)} cuBLAS")
+        if figures.set_count > 1:
+            second.append(f"set {figures.set_index + 1} of {figures.set_count}")
+    cell = f'<span class="nowrap">{escape(first)}</span>'
+    if second:
+        cell += f'<br><span class="nowrap small">{escape(", ".join(second))}</span>'
+    return Markup(cell)
+
+
+def _cache_cell(text: str) -> Markup:
+    """``1m 1s -> 1h`` on one line: a figure split over two lines reads as two figures."""
+    cold, arrow, warm = text.partition(" -> ")
+    if not arrow:
+        return Markup(f'<span class="nowrap">{escape(text)}</span>')
+    return Markup(f'<span class="nowrap">{escape(cold)} <span class="arrow">-&gt;</span> {escape(warm)}</span>')
+
+
+def failure_headline(record: Mapping[str, Any]) -> str:
+    """The first line of the test's failure message, clipped; empty when it has none."""
+    message = section(record, "failure").get("message")
+    return clip(message, HEADLINE_WIDTH, first_line=True) if isinstance(message, str) and message.strip() else ""
+
+
+def overview_html(tests: list[tuple[str, Mapping[str, Any]]], anchors: Mapping[str, str]) -> str:
+    """One row per test (the order given: failures first), a failure's first line under its row, a legend.
+
+    The cells are the terminal summary's (``summary.summary_row``): a test with cold
+    and warm passes shows cold -> warm, not the two added up.
+    """
+    head = "".join(f'<th class="nowrap">{escape(h)}</th>' for h in HEADER)
+    body = []
+    rows = []
+    for nodeid, record in tests:
+        cells = summary_row(nodeid, record)
+        rows.append(cells)
+        # cells[0] is the id clipped to NODEID_WIDTH: a 3000-character id must not widen the table
+        shown = f'title="{escape(nodeid)}">{nodeid_html(cells[0])}'
+        link = f'<a href="#{anchors[nodeid]}" {shown}</a>' if nodeid in anchors else f"<span {shown}</span>"
+        headline = failure_headline(record)
+        row = [link, badge(record.get("outcome", "?")), f'<span class="nowrap">{escape(cells[2])}</span>']
+        row += [_pool_cell(record), f'<span class="nowrap">{escape(cells[4])}</span>']
+        row += [_cache_cell(text) for text in cells[5:]]
+        css = ' class="has-headline"' if headline else ""
+        body.append(f"<tr{css}>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>")
+        if headline:
+            body.append(f'<tr class="headline"><td colspan="{len(HEADER)}"><div>{escape(headline)}</div></td></tr>')
+    table = f'<table class="tests"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    legend = "".join(f'<p class="small legend-line">{escape(line)}</p>' for line in legend_lines(rows))
+    return table + legend

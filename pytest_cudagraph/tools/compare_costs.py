@@ -1,0 +1,240 @@
+"""``compare``'s cost rules: time (noise-aware, on startup runs), compile instructions and graph memory.
+
+- ``compile-time``, ``capture-time``, ``startup-time``: a cold or warm median of
+  ``pytest-cudagraph startup --runs N`` grew past the noise (``noisy_growth``);
+- ``compile-instructions``: a median of callgrind's compile count grew past its threshold;
+- ``graph-memory``: a graph memory figure other than the pool grew past its
+  threshold and floor.
+
+Each rule flags a test through ``flag`` (``compare_rules.Flag``); the notes say why
+a selected rule checked nothing.  Plain data: no torch, no pytest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..records.report import OUTSIDE_DEVICE_FIGURES, as_int
+from ..text import count_noun, format_bytes, number
+from .compare_noise import CAPTURE_PAGES_BYTES, ORDER_DEPENDENT_FIGURES, both_released
+from .compare_noise import mapping_of as _mapping
+from .compare_results import TestComparison
+from .compare_rules import TIME_RULES, Flag, Limits
+
+__all__ = [
+    "NoisyGrowth",
+    "instruction_rule",
+    "instruction_rule_notes",
+    "memory_rule",
+    "memory_rule_notes",
+    "noisy_growth",
+    "time_rule_notes",
+    "time_rules",
+]
+
+# rule -> (the figure of a startup pass, its words, where one run's figure lives in a plain record)
+_TIME_FIGURES: dict[str, tuple[str, str, tuple[tuple[str, str], ...]]] = {
+    "compile-time": ("compile_s", "compile time", (("compile_time", "total_s"),)),
+    "capture-time": ("capture_s", "capture time", (("graphs", "capture_s"), ("piecewise", "capture_s"))),
+    "startup-time": ("wall_s", "startup wall time", ()),
+}
+_STARTUP_PASSES = ("cold", "warm")
+
+
+@dataclass(frozen=True)
+class NoisyGrowth:
+    """``noisy_growth``'s verdict on one figure: its growth, what the noise allows, and whether it regressed."""
+
+    growth: float
+    allowed: float
+    regressed: bool
+
+
+def noisy_growth(base: Mapping[str, Any], new: Mapping[str, Any], threshold: float, floor: float) -> NoisyGrowth | None:
+    """Whether a median grew past the noise: ``{"median", "spread", "n"}`` of two runs; None if either has no spread.
+
+    Regressed when ``new.median - base.median > max(threshold * base.median, floor,
+    base.trimmed_spread + new.trimmed_spread)``: the growth is larger than both
+    runs' ranges together, each without its run farthest from the median (so one
+    slow run cannot hide a tripled median), and than the relative threshold and the
+    absolute floor.  Fewer than two runs on either side give no spread: None (not
+    checked).
+    """
+    b, n = number(base.get("median"), finite=True), number(new.get("median"), finite=True)
+    if b is None or n is None or as_int(base.get("n")) < 2 or as_int(new.get("n")) < 2:
+        return None
+    spreads = _noise_spread(base) + _noise_spread(new)
+    allowed = max(threshold * b, floor, spreads)
+    return NoisyGrowth(n - b, allowed, n - b > allowed)
+
+
+def instruction_rule(
+    base: Mapping[str, Any], new: Mapping[str, Any], limits: Limits, flag: Flag, checks: dict[str, str]
+) -> list[tuple[str, Any, Any]]:
+    """compile-instructions: a cold or warm median of callgrind's compile count grew past the threshold.
+
+    Instructions are deterministic enough that one run per kind is a measurement:
+    no spread is needed, only a margin (PyTorch keeps 1.5-2.5 % for its own).
+    """
+    rows: list[tuple[str, Any, Any]] = []
+    base_startup, new_startup = _mapping(base.get("startup")), _mapping(new.get("startup"))
+    for kind in _STARTUP_PASSES:
+        b = number(_mapping(_mapping(base_startup.get(kind)).get("compile_instructions")).get("median"), finite=True)
+        n = number(_mapping(_mapping(new_startup.get(kind)).get("compile_instructions")).get("median"), finite=True)
+        if b is None or n is None:
+            continue
+        checks["compile-instructions"] = "checked"
+        metric = f"startup.{kind}.compile_instructions.median"
+        rows.append((metric, b, n))
+        if b > 0 and (n - b) / b > limits.instructions_threshold:
+            flag(
+                "compile-instructions",
+                f"{kind} compile {b:,.0f} -> {n:,.0f} instructions ({(n - b) / b:+.2%}, threshold "
+                f"{limits.instructions_threshold:.1%})",
+                metric,
+            )
+    return rows
+
+
+def instruction_rule_notes(selected: tuple[str, ...], tests: Iterable[TestComparison]) -> tuple[str, ...]:
+    """Why compile-instructions checked nothing, where it is selected."""
+    if "compile-instructions" not in selected or any(t.time_checks.get("compile-instructions") for t in tests):
+        return ()
+    return (
+        "compile-instructions: not checked, no test in both reports has instruction counts; measure with "
+        "pytest-cudagraph startup --instructions",
+    )
+
+
+def _noise_spread(stats: Mapping[str, Any]) -> float:
+    """The runs' spread without their outlier (``trimmed_spread``), or their range where a report has only that."""
+    trimmed = number(stats.get("trimmed_spread"), finite=True)
+    return trimmed if trimmed is not None else number(stats.get("spread"), finite=True) or 0.0
+
+
+def time_rules(
+    base: Mapping[str, Any], new: Mapping[str, Any], rules: tuple[str, ...], limits: Limits, flag: Flag
+) -> tuple[list[tuple[str, Any, Any]], dict[str, str]]:
+    """compile-time, capture-time, startup-time: (table rows of the medians, how each selected rule went)."""
+    rows: list[tuple[str, Any, Any]] = []
+    checks: dict[str, str] = {}
+    base_startup, new_startup = _mapping(base.get("startup")), _mapping(new.get("startup"))
+    for rule, (figure, words, single_run) in _TIME_FIGURES.items():
+        if rule not in rules:
+            continue
+        for kind in _STARTUP_PASSES:
+            b = _mapping(_mapping(base_startup.get(kind)).get(figure))
+            n = _mapping(_mapping(new_startup.get(kind)).get(figure))
+            if not b or not n:
+                continue
+            verdict = noisy_growth(b, n, limits.time_threshold, limits.time_floor)
+            if verdict is None:
+                checks.setdefault(rule, "single")
+                continue
+            checks[rule] = "checked"
+            metric = f"startup.{kind}.{figure}.median"
+            rows.append((metric, b.get("median"), n.get("median")))
+            if verdict.regressed:
+                flag(rule, _time_message(kind, words, b, n, verdict, limits), metric)
+        if rule not in checks:
+            for section, key in single_run:
+                if number(_mapping(base.get(section)).get(key)) is not None and (
+                    number(_mapping(new.get(section)).get(key)) is not None
+                ):
+                    checks[rule] = "single"
+    return rows, checks
+
+
+def _time_message(
+    kind: str, words: str, base: Mapping[str, Any], new: Mapping[str, Any], verdict: NoisyGrowth, limits: Limits
+) -> str:
+    b, n = float(base["median"]), float(new["median"])
+    relative = f", {verdict.growth / b:+.0%}" if b > 0 else ""
+    return (
+        f"{kind} {words} median {b:.3f} s -> {n:.3f} s (+{verdict.growth:.3f} s{relative}; "
+        f"{as_int(base.get('n'))} and {as_int(new.get('n'))} runs, spreads without their outlier "
+        f"{_noise_spread(base):.3f} s and {_noise_spread(new):.3f} s); allowed +{verdict.allowed:.3f} s, the largest of "
+        f"{limits.time_threshold:.0%} of the base, the {limits.time_floor:g} s floor and the two spreads"
+    )
+
+
+def time_rule_notes(selected: tuple[str, ...], tests: Iterable[TestComparison]) -> tuple[str, ...]:
+    """Why a selected time rule checked no test, or left some out."""
+    tests = list(tests)
+    notes = []
+    for rule in TIME_RULES:
+        if rule not in selected:
+            continue
+        statuses = [t.time_checks.get(rule) for t in tests]
+        checked, single = statuses.count("checked"), statuses.count("single")
+        how = "measure with pytest-cudagraph startup --runs N"
+        if single and not checked:
+            notes.append(f"{rule}: not checked, the reports hold single runs with no spread; {how}")
+        elif single:
+            notes.append(
+                f"{rule}: not checked for {count_noun(single, 'test')}, their records hold single runs with no spread; {how}"
+            )
+        elif not checked:
+            notes.append(
+                f"{rule}: not checked, no test in both reports has startup runs with a {_TIME_FIGURES[rule][1]}; {how}"
+            )
+    return tuple(notes)
+
+
+def memory_rule_notes(
+    selected: tuple[str, ...], base_tests: Mapping[str, Any], new_tests: Mapping[str, Any], both: list[str]
+) -> tuple[str, ...]:
+    """graph-memory: a note naming the tests whose memory outside the pool it could not vouch for."""
+    if "graph-memory" not in selected:
+        return ()
+    shared = [
+        nodeid
+        for nodeid in both
+        if any(
+            _mapping(_mapping(tests[nodeid]).get(section)).get("outside_unreliable")
+            for tests in (base_tests, new_tests)
+            for section in ("graphs", "piecewise")
+        )
+    ]
+    if not shared:
+        return ()
+    return (
+        f"graph-memory: memory outside the pool not checked for {count_noun(len(shared), 'test')} (first: {shared[0]}): "
+        f"other processes shared the GPU, and the device-wide figures count them; run with one process per GPU",
+    )
+
+
+def memory_rule(base: Mapping[str, Any], new: Mapping[str, Any], limits: Limits, flag: Flag) -> None:
+    """graph-memory: every ``*_bytes`` figure of graphs, piecewise and reduce_overhead but graphs.pool_bytes (pool's).
+
+    Memory is deterministic enough for one run: a relative threshold and a floor, no spread.
+    """
+    for section in ("graphs", "piecewise", "reduce_overhead"):
+        base_section, new_section = _mapping(base.get(section)), _mapping(new.get(section))
+        # cudaMemGetInfo counted other processes on a shared GPU: those figures are nobody's
+        shared = bool(base_section.get("outside_unreliable") or new_section.get("outside_unreliable"))
+        for key in new_section:
+            if not key.endswith("_bytes") or (section == "graphs" and key == "pool_bytes"):
+                continue
+            if (shared and key in OUTSIDE_DEVICE_FIGURES) or key in ORDER_DEPENDENT_FIGURES:
+                continue
+            floor = limits.memory_floor
+            if key == "behind_allocator_bytes" and both_released(base_section, new_section):
+                # what the graphs held is compared on its own (held_behind_allocator_bytes); the captures'
+                # figure still counts past the driver pages the first graphs of a process take
+                floor = max(floor, CAPTURE_PAGES_BYTES)
+            before, after = number(base_section.get(key), finite=True), number(new_section.get(key), finite=True)
+            if before is None or after is None:
+                continue
+            growth = after - before
+            # a figure below zero (memory given back) grows from nothing
+            if growth > max(before, 0) * limits.memory_threshold and growth > floor:
+                relative = f"+{growth / before:.1%}, " if before > 0 else ""
+                flag(
+                    "graph-memory",
+                    f"{section}.{key} {format_bytes(before)} -> {format_bytes(after)} ({relative}threshold "
+                    f"{limits.memory_threshold:.0%} and {format_bytes(floor)})",
+                    f"{section}.{key}",
+                )
