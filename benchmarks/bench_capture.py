@@ -14,12 +14,21 @@ The plugin's optional per-size high-water-mark measurement (``GraphSet.graph_byt
 is timed on its own, and so is the capture-cost meter's own reading of the device
 (one ``cudaMemGetInfo`` and one ``memory_reserved`` per size).
 
+Where the plugin's time goes: one more plugin run under cProfile, its cumulative
+time split into capture (warm-ups, captures, pool snapshots, the cost meter's
+device readings) and the replay check (fresh inputs, replays with their pointer
+checks and output copies, eager references, comparisons queued and read back).
+cProfile slows Python-heavy parts more than device-bound ones, so the shares
+are of the profiled run, beside the unprofiled median.
+
 Run on a GPU: ``python benchmarks/bench_capture.py [--runs 5]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import statistics
 import time
 
@@ -120,6 +129,46 @@ def meter_reading_s(model: torch.nn.Module) -> float:
     return time.perf_counter() - start
 
 
+# (category, module file suffix, function name, only the calls made by this function or None)
+BREAKDOWN = (
+    ("capture, all sizes", "graphs/graph_set.py", "capture_all", None),
+    ("  warm-ups", "graphs/captured.py", "_warm_up", None),
+    ("  captures", "graphs/guarded.py", "guarded_capture", None),
+    ("  pool snapshots", "graphs/memory.py", "pool_usage", None),
+    ("  device readings (cost meter)", "_compat/cuda.py", "device_memory_reading", None),
+    ("replay check, all sizes x trials", "graphs/graph_set.py", "_check_replay", None),
+    ("  fresh inputs", "bench_capture.py", "make_inputs", "_batch_inputs"),
+    ("  replays (pointer checks, output copies)", "graphs/graph_set.py", "replay", None),
+    ("  eager references", "bench_capture.py", "forward", "_check_replay"),
+    ("  comparisons queued", "graphs/numerics.py", "add", None),
+    ("  comparisons read back", "graphs/numerics.py", "results", None),
+)
+
+
+def plugin_breakdown(model: torch.nn.Module) -> tuple[float, list[tuple[str, float]]]:
+    """One plugin run under cProfile: its total, and the cumulative seconds of each BREAKDOWN category."""
+    profile = cProfile.Profile()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    profile.enable()
+    with_plugin(model)
+    profile.disable()
+    total = time.perf_counter() - start
+    stats = pstats.Stats(profile).stats  # pstats keeps its table there
+    rows = []
+    for label, suffix, name, caller in BREAKDOWN:
+        seconds = 0.0
+        for (filename, _, function), (_, _, _, cumulative, callers) in stats.items():
+            if function != name or not filename.replace("\\", "/").endswith(suffix):
+                continue
+            if caller is None:
+                seconds += cumulative
+            else:
+                seconds += sum(c[3] for (_, _, fn), c in callers.items() if fn == caller)
+        rows.append((label, seconds))
+    return total, rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
@@ -170,7 +219,11 @@ def main() -> None:
         f"capture-cost meter readings: {reading_s * 1e3:.3f}ms per capture run "
         f"({reading_s / statistics.median(plugin):.2%} of the plugin's median)"
     )
-    print(f"ratio plugin/hand-written (medians): {ratio:.3f} (target <= 0.80)")
+    profiled_s, rows = plugin_breakdown(model)
+    print(f"where the plugin's time goes (one run under cProfile, {profiled_s:.3f}s in all):")
+    for label, seconds in rows:
+        print(f"  {label:<44} {seconds * 1e3:8.1f} ms  {seconds / profiled_s:6.1%}")
+    print(f"ratio plugin/hand-written (medians): {ratio:.3f} (target <= 0.70)")
 
 
 if __name__ == "__main__":

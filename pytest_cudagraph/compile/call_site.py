@@ -76,7 +76,8 @@ def relative_path(filename: str) -> str:
 
 @lru_cache(maxsize=1)
 def _library_dirs() -> tuple[str, ...]:
-    dirs = [os.path.dirname(os.path.abspath(__file__))]
+    # the package's own directory (this module sits one folder down, in compile/)
+    dirs = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
     spec = importlib.util.find_spec("torch")
     if spec is not None and spec.origin:
         dirs.append(os.path.dirname(os.path.abspath(spec.origin)))
