@@ -31,10 +31,12 @@ __all__ = [
     "clip_middle",
     "clip_nodeid",
     "count_noun",
+    "fit_table",
     "format_bytes",
     "format_table",
     "number",
     "terminal_safe",
+    "wrap_words",
 ]
 
 KIB = 1024
@@ -74,6 +76,73 @@ def format_table(rows: Sequence[Sequence[str]], *, align: str = "", indent: str 
         (indent + "  ".join(cell.rjust(w) if r else cell.ljust(w) for cell, w, r in zip(row, widths, right))).rstrip()
         for row in rows
     ]
+
+
+def fit_table(rows: Sequence[Sequence[str]], width: int, *, wrap: Mapping[int, int] | None = None) -> list[str]:
+    """``format_table``'s table in at most ``width`` columns where the cells allow it.
+
+    A cell of a column in ``wrap`` (column -> the narrowest it may get; never the
+    first column) is broken over lines at its spaces (``wrap_words``), the widest such
+    column first, where the table would not fit otherwise.  A first cell too long for what the other columns leave it (a test id) goes
+    on a line of its own, whole, and the row's other cells on the next line under
+    their headers (every row's, where most rows need it)::
+
+        fit_table([["test", "outcome"], ["t.py::test_a", "passed"], ["t.py::test_" + 20 * "b", "failed"]], 21)
+            -> ["test          outcome", "t.py::test_a  passed", "t.py::test_bbbbbbbbbbbbbbbbbbbb", "              failed"]
+    """
+    if not rows:
+        return []
+    natural = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    # first the ids on their rows, with the first column a third of the width or what it needs where less
+    widths = _narrowed(rows, natural, wrap or {}, min(natural[0], max(len(rows[0][0]), width // 3)), width)
+    room = width - sum(widths[1:]) - 2 * (len(widths) - 1)
+    fitting = [len(row[0]) for row in rows[1:] if len(row[0]) <= room]
+    if 2 * len(fitting) < len(rows) - 1:
+        # most rows need a line of their own for their id: all get one (the table reads alike),
+        # and the other columns are narrowed only as far as the header's first cell needs
+        widths, fitting = _narrowed(rows, natural, wrap or {}, len(rows[0][0]), width), []
+    widths[0] = max([len(rows[0][0]), *fitting])
+    lines: list[str] = []
+    for row in rows:
+        if len(row[0]) > widths[0]:
+            lines.append(row[0].rstrip())
+            row = ["", *row[1:]]
+        pieces = [
+            wrap_words(cell, w) if i and i in (wrap or {}) else [cell] for i, (cell, w) in enumerate(zip(row, widths))
+        ]
+        for line in range(max(map(len, pieces))):
+            cells = [piece[line] if line < len(piece) else "" for piece in pieces]
+            lines.append("  ".join(cell.ljust(w) for cell, w in zip(cells, widths)).rstrip())
+    return lines
+
+
+def _narrowed(
+    rows: Sequence[Sequence[str]], natural: list[int], wrap: Mapping[int, int], first: int, width: int
+) -> list[int]:
+    """The columns' widths with the ``wrap`` columns narrowed, widest first, until ``first`` and the rest fit."""
+    widths = list(natural)
+    for column, narrowest in sorted(wrap.items(), key=lambda item: -natural[item[0]]):
+        excess = first + sum(widths[1:]) + 2 * (len(widths) - 1) - width
+        if excess > 0 and column > 0:
+            narrowest = max(narrowest, len(rows[0][column]))
+            widths[column] = max(widths[column] - excess, min(widths[column], narrowest))
+    return widths
+
+
+def wrap_words(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` characters, broken at spaces (a word longer than ``width`` alone).
+
+    Text that fits is one line, as it is (its double spaces kept).
+    """
+    if len(text) <= width:
+        return [text]
+    lines: list[str] = []
+    for word in text.split():
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines or [""]
 
 
 # ----------------------------------------------------------------------------

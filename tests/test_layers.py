@@ -16,7 +16,8 @@ Bottom to top:
 from __future__ import annotations
 
 import ast
-import importlib
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -187,4 +188,11 @@ def test_documented_import_paths_are_the_modules(name: str, target: str) -> None
     tree = ast.parse((PACKAGE / f"{name}.py").read_text(encoding="utf-8"))
     defines = [node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))]
     assert not defines, f"{name}.py defines {[node.name for node in defines]}: define it in {target}"
-    assert importlib.import_module(f"pytest_cudagraph.{name}") is importlib.import_module(f"pytest_cudagraph.{target}")
+    # in a fresh interpreter: in-process pytester runs of other tests put back sys.modules as they found it
+    check = (
+        "import importlib, sys; "
+        f"a = importlib.import_module('pytest_cudagraph.{name}'); b = importlib.import_module('pytest_cudagraph.{target}'); "
+        "sys.exit(0 if a is b else 1)"
+    )
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, f"pytest_cudagraph.{name} is not pytest_cudagraph.{target}: {done.stderr}"

@@ -7,8 +7,11 @@ and its docstring records which versions differ and how (docs/architecture.md
 states the gateway rule).  Nothing here imports torch, Triton, pytest or xdist at import
 time.
 
-The modules, by subject (every name is re-exported here, so
-``from . import _compat; _compat.name`` and ``from ._compat import name`` both work):
+The modules, by subject.  Every name is re-exported here, so
+``from . import _compat; _compat.name`` and ``from ._compat import name`` both work,
+but a submodule is imported only when one of its names is first asked for
+(``_CAPABILITIES`` maps each name to its submodule): pytest loads the plugin in
+every run, and a run that uses no plugin feature imports none of them.
 
 - ``dynamo``: recompile limits, refusing compiles (``raise_on_recompile``, ``no_compiles()``), guard-failure
   reasons and their logs, Dynamo's counters and reset, tracing (dynamic dims, its
@@ -37,136 +40,265 @@ The modules, by subject (every name is re-exported here, so
 
 from __future__ import annotations
 
-from .cache_layers import (
-    CACHE_KEY_CONFIG_MODULES,
-    CUSTOM_GRAPH_PASS_CLASS,
-    applied_compile_config,
-    cache_bypass_loggers,
-    cache_counter_names,
-    cache_disabled_reasons,
-    cache_layers_off_by_user,
-    changed_compile_config,
-    clear_in_memory_compile_caches,
-    counting_fx_graph_cache_writes,
-    enable_default_off_caches,
-    force_disable_caches_owner,
-    fresh_cache_artifact_recording,
-    has_portable_cache_artifacts,
-    load_cache_artifacts,
-    portable_cache_artifacts_missing,
-    save_cache_artifacts,
-    triton_compilation_knobs,
-    triton_kernel_dirs,
-)
-from .cache_lookups import (
-    cache_lookup_gaps,
-    capturing_cache_lookups,
-    functorch_config_snapshot,
-)
-from .compile_metrics import (
-    COMPILE_METRIC_CAPABILITIES,
-    CompilationMetricsTap,
-    compile_metric_columns_missing,
-)
-from .cuda import (
-    abandon_capture_pool,
-    clear_cublas_workspaces,
-    cuda_available,
-    cuda_device_count,
-    device_memory_reading,
-    memory_snapshot_segments,
-    no_cuda_skip_reason,
-    non_owning_alias,
-)
-from .cudagraph_trees import (
-    TreeCallMeter,
-    cudagraph_skip_context,
-)
-from .distributed import (
-    backend_available,
-    distributed_available,
-    init_rank_process_group,
-    rendezvous_store_client,
-    rendezvous_store_server,
-)
-from .dtypes import (
-    default_tolerance_table,
-)
-from .dynamo import (
-    GRAPH_BREAK_LOG_ARTIFACT,
-    MARK_DYNAMIC_CALL,
-    RECOMPILE_LOG_ARTIFACTS,
-    TORCH_TRACE_LOGGER,
-    backend_compiler_failed_type,
-    counter_value,
-    counter_values,
-    error_on_recompile,
-    fail_on_any_compile,
-    graph_break_counter,
-    graph_break_log_names,
-    guard_failures_table,
-    has_fail_on_recompile_stance,
-    is_recompile_log,
-    is_recompile_refusal,
-    is_shape_specialization_error,
-    log_artifact_enabled,
-    lookup_backend,
-    mark_dynamic,
-    recompile_limit,
-    recompile_limit_logger_names,
-    recompile_limit_name,
-    recompile_limit_setting,
-    recompile_log_names,
-    register_dynamo_loggers,
-    reset_dynamo,
-    set_log_artifact,
-    stance_refusal_names_the_frame,
-    tracing_shape_guards,
-    unsupported_type,
-)
-from .fx import (
-    custom_op_overload,
-    dispatch_mode_base,
-    is_op,
-    op_overload_names,
-    op_qualified_name,
-    tree_flatten,
-    tree_leaves,
-    tree_map,
-    tree_unflatten,
-)
-from .guards import (
-    failing_guards_of_recompile,
-)
-from .inductor import (
-    compiled_graph_of_frame,
-    cudagraph_skip_logger_names,
-    cudagraph_tree_manager,
-    cudagraph_tree_node_count,
-    cudagraph_tree_pool,
-    generated_code_origin,
-    inductor_compiler,
-    inductor_partition_at_ops,
-    inductor_partition_missing,
-    is_generated_code,
-    load_cudagraph_trees,
-    watch_cudagraph_recordings,
-)
-from .instructions import count_compile_instructions
-from .pytest_xdist import (
-    pyfunc_argnames,
-    pytest_log_handlers,
-    run_basetemp,
-    xdist_scope_scheduling,
-)
-from .state import (
-    compile_config_snapshot,
-    compile_stance,
-    default_device_setting,
-    dynamo_cache_entry_counts,
-    restore_compile_config,
-    restore_compile_stance,
-)
+import importlib
+import types
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names as they are defined, for type checkers; at run time they load on first use
+    from .cache_layers import (
+        CACHE_KEY_CONFIG_MODULES,
+        CUSTOM_GRAPH_PASS_CLASS,
+        applied_compile_config,
+        cache_bypass_loggers,
+        cache_counter_names,
+        cache_disabled_reasons,
+        cache_layers_off_by_user,
+        changed_compile_config,
+        clear_in_memory_compile_caches,
+        counting_fx_graph_cache_writes,
+        enable_default_off_caches,
+        force_disable_caches_owner,
+        fresh_cache_artifact_recording,
+        has_portable_cache_artifacts,
+        load_cache_artifacts,
+        portable_cache_artifacts_missing,
+        save_cache_artifacts,
+        triton_compilation_knobs,
+        triton_kernel_dirs,
+    )
+    from .cache_lookups import (
+        cache_lookup_gaps,
+        capturing_cache_lookups,
+        functorch_config_snapshot,
+    )
+    from .compile_metrics import (
+        COMPILE_METRIC_CAPABILITIES,
+        CompilationMetricsTap,
+        compile_metric_columns_missing,
+    )
+    from .cuda import (
+        abandon_capture_pool,
+        clear_cublas_workspaces,
+        cuda_available,
+        cuda_device_count,
+        device_memory_reading,
+        memory_snapshot_segments,
+        no_cuda_skip_reason,
+        non_owning_alias,
+    )
+    from .cudagraph_trees import (
+        TreeCallMeter,
+        cudagraph_skip_context,
+    )
+    from .distributed import (
+        backend_available,
+        distributed_available,
+        init_rank_process_group,
+        rendezvous_store_client,
+        rendezvous_store_server,
+    )
+    from .dtypes import (
+        default_tolerance_table,
+    )
+    from .dynamo import (
+        GRAPH_BREAK_LOG_ARTIFACT,
+        MARK_DYNAMIC_CALL,
+        RECOMPILE_LOG_ARTIFACTS,
+        TORCH_TRACE_LOGGER,
+        backend_compiler_failed_type,
+        counter_value,
+        counter_values,
+        error_on_recompile,
+        fail_on_any_compile,
+        graph_break_counter,
+        graph_break_log_names,
+        guard_failures_table,
+        has_fail_on_recompile_stance,
+        is_recompile_log,
+        is_recompile_refusal,
+        is_shape_specialization_error,
+        log_artifact_enabled,
+        lookup_backend,
+        mark_dynamic,
+        recompile_limit,
+        recompile_limit_logger_names,
+        recompile_limit_name,
+        recompile_limit_setting,
+        recompile_log_names,
+        register_dynamo_loggers,
+        reset_dynamo,
+        set_log_artifact,
+        stance_refusal_names_the_frame,
+        tracing_shape_guards,
+        unsupported_type,
+    )
+    from .fx import (
+        custom_op_overload,
+        dispatch_mode_base,
+        is_op,
+        op_overload_names,
+        op_qualified_name,
+        tree_flatten,
+        tree_leaves,
+        tree_map,
+        tree_unflatten,
+    )
+    from .guards import (
+        failing_guards_of_recompile,
+    )
+    from .inductor import (
+        compiled_graph_of_frame,
+        cudagraph_skip_logger_names,
+        cudagraph_tree_manager,
+        cudagraph_tree_node_count,
+        cudagraph_tree_pool,
+        generated_code_origin,
+        inductor_compiler,
+        inductor_partition_at_ops,
+        inductor_partition_missing,
+        is_generated_code,
+        load_cudagraph_trees,
+        start_compiler,
+        watch_cudagraph_recordings,
+    )
+    from .instructions import count_compile_instructions
+    from .pytest_xdist import (
+        pyfunc_argnames,
+        pytest_log_handlers,
+        run_basetemp,
+        xdist_scope_scheduling,
+    )
+    from .state import (
+        compile_config_snapshot,
+        compile_stance,
+        default_device_setting,
+        dynamo_cache_entry_counts,
+        restore_compile_config,
+        restore_compile_stance,
+    )
+
+# each capability -> the submodule that defines it
+_CAPABILITIES = {
+    # cache_layers
+    "CACHE_KEY_CONFIG_MODULES": "cache_layers",
+    "CUSTOM_GRAPH_PASS_CLASS": "cache_layers",
+    "applied_compile_config": "cache_layers",
+    "cache_bypass_loggers": "cache_layers",
+    "cache_counter_names": "cache_layers",
+    "cache_disabled_reasons": "cache_layers",
+    "cache_layers_off_by_user": "cache_layers",
+    "changed_compile_config": "cache_layers",
+    "clear_in_memory_compile_caches": "cache_layers",
+    "counting_fx_graph_cache_writes": "cache_layers",
+    "enable_default_off_caches": "cache_layers",
+    "force_disable_caches_owner": "cache_layers",
+    "fresh_cache_artifact_recording": "cache_layers",
+    "has_portable_cache_artifacts": "cache_layers",
+    "load_cache_artifacts": "cache_layers",
+    "portable_cache_artifacts_missing": "cache_layers",
+    "save_cache_artifacts": "cache_layers",
+    "triton_compilation_knobs": "cache_layers",
+    "triton_kernel_dirs": "cache_layers",
+    # cache_lookups
+    "cache_lookup_gaps": "cache_lookups",
+    "capturing_cache_lookups": "cache_lookups",
+    "functorch_config_snapshot": "cache_lookups",
+    # compile_metrics
+    "COMPILE_METRIC_CAPABILITIES": "compile_metrics",
+    "CompilationMetricsTap": "compile_metrics",
+    "compile_metric_columns_missing": "compile_metrics",
+    # cuda
+    "abandon_capture_pool": "cuda",
+    "clear_cublas_workspaces": "cuda",
+    "cuda_available": "cuda",
+    "cuda_device_count": "cuda",
+    "device_memory_reading": "cuda",
+    "memory_snapshot_segments": "cuda",
+    "no_cuda_skip_reason": "cuda",
+    "non_owning_alias": "cuda",
+    # cudagraph_trees
+    "TreeCallMeter": "cudagraph_trees",
+    "cudagraph_skip_context": "cudagraph_trees",
+    # distributed
+    "backend_available": "distributed",
+    "distributed_available": "distributed",
+    "init_rank_process_group": "distributed",
+    "rendezvous_store_client": "distributed",
+    "rendezvous_store_server": "distributed",
+    # dtypes
+    "default_tolerance_table": "dtypes",
+    # dynamo
+    "GRAPH_BREAK_LOG_ARTIFACT": "dynamo",
+    "MARK_DYNAMIC_CALL": "dynamo",
+    "RECOMPILE_LOG_ARTIFACTS": "dynamo",
+    "TORCH_TRACE_LOGGER": "dynamo",
+    "backend_compiler_failed_type": "dynamo",
+    "counter_value": "dynamo",
+    "counter_values": "dynamo",
+    "error_on_recompile": "dynamo",
+    "fail_on_any_compile": "dynamo",
+    "graph_break_counter": "dynamo",
+    "graph_break_log_names": "dynamo",
+    "guard_failures_table": "dynamo",
+    "has_fail_on_recompile_stance": "dynamo",
+    "is_recompile_log": "dynamo",
+    "is_recompile_refusal": "dynamo",
+    "is_shape_specialization_error": "dynamo",
+    "log_artifact_enabled": "dynamo",
+    "lookup_backend": "dynamo",
+    "mark_dynamic": "dynamo",
+    "recompile_limit": "dynamo",
+    "recompile_limit_logger_names": "dynamo",
+    "recompile_limit_name": "dynamo",
+    "recompile_limit_setting": "dynamo",
+    "recompile_log_names": "dynamo",
+    "register_dynamo_loggers": "dynamo",
+    "reset_dynamo": "dynamo",
+    "set_log_artifact": "dynamo",
+    "stance_refusal_names_the_frame": "dynamo",
+    "tracing_shape_guards": "dynamo",
+    "unsupported_type": "dynamo",
+    # fx
+    "custom_op_overload": "fx",
+    "dispatch_mode_base": "fx",
+    "is_op": "fx",
+    "op_overload_names": "fx",
+    "op_qualified_name": "fx",
+    "tree_flatten": "fx",
+    "tree_leaves": "fx",
+    "tree_map": "fx",
+    "tree_unflatten": "fx",
+    # guards
+    "failing_guards_of_recompile": "guards",
+    # inductor
+    "compiled_graph_of_frame": "inductor",
+    "cudagraph_skip_logger_names": "inductor",
+    "cudagraph_tree_manager": "inductor",
+    "cudagraph_tree_node_count": "inductor",
+    "cudagraph_tree_pool": "inductor",
+    "generated_code_origin": "inductor",
+    "inductor_compiler": "inductor",
+    "inductor_partition_at_ops": "inductor",
+    "inductor_partition_missing": "inductor",
+    "is_generated_code": "inductor",
+    "load_cudagraph_trees": "inductor",
+    "start_compiler": "inductor",
+    "watch_cudagraph_recordings": "inductor",
+    # instructions
+    "count_compile_instructions": "instructions",
+    # pytest_xdist
+    "pyfunc_argnames": "pytest_xdist",
+    "pytest_log_handlers": "pytest_xdist",
+    "run_basetemp": "pytest_xdist",
+    "xdist_scope_scheduling": "pytest_xdist",
+    # state
+    "compile_config_snapshot": "state",
+    "compile_stance": "state",
+    "default_device_setting": "state",
+    "dynamo_cache_entry_counts": "state",
+    "restore_compile_config": "state",
+    "restore_compile_stance": "state",
+}
 
 __all__ = [
     "COMPILE_METRIC_CAPABILITIES",
@@ -258,6 +390,7 @@ __all__ = [
     "save_cache_artifacts",
     "set_log_artifact",
     "stance_refusal_names_the_frame",
+    "start_compiler",
     "tracing_shape_guards",
     "tree_flatten",
     "tree_leaves",
@@ -274,3 +407,22 @@ __all__ = [
     "rendezvous_store_client",
     "rendezvous_store_server",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The capability ``name``, its submodule imported on first use and the name kept here from then on."""
+    module = _CAPABILITIES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    submodule = globals().get(module)
+    if not isinstance(submodule, types.ModuleType):
+        # (once imported, the submodule stays an attribute of this package, even where an in-process
+        # pytester run dropped it from sys.modules: every name then comes from the one copy)
+        submodule = importlib.import_module(f"{__name__}.{module}")
+    value = getattr(submodule, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_CAPABILITIES})

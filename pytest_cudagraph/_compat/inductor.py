@@ -1,4 +1,4 @@
-"""Inductor: its compiler entry point, graph partition at custom ops, and cudagraph trees.
+"""Inductor: its compiler entry point and start-up, graph partition at custom ops, and cudagraph trees.
 
 Everything imports torch lazily.
 """
@@ -230,3 +230,55 @@ def compiled_graph_of_frame(frame: Any) -> Any:
     """The ``CompiledFxGraph`` a traceback frame runs (``self`` of its ``__call__``), or None."""
     owner = frame.f_locals.get("self")
     return owner if type(owner).__name__ == "CompiledFxGraph" else None
+
+
+# --------------------------------------------------------------------------
+# The compiler's start-up in a process, done and timed apart from a compile
+# --------------------------------------------------------------------------
+
+# imported by the first Inductor compile of a process (read in 2.13's compile_fx path)
+_COMPILER_MODULES = (
+    "torch._dynamo",
+    "torch._inductor.compile_fx",
+    "torch._inductor.codecache",
+    "torch._functorch._aot_autograd.autograd_cache",
+    "torch._functorch._aot_autograd.runtime_wrappers",
+)
+
+
+def start_compiler(timeout_s: float = 300.0) -> dict[str, float]:
+    """Do what the first Inductor compile of a process does once, before any frame; the seconds of each part.
+
+    ``imports_s``: importing Dynamo, Inductor and AOTAutograd's compile modules;
+    ``cpu_isa_s``: Inductor's probe of the CPU's vector instructions
+    (``cpu_vec_isa.pick_vec_isa``, which builds and runs small test programs once per
+    process); ``workers_s``: starting Inductor's compile-worker pool and waiting until
+    it answers, only where torch would start it itself (Triton installed and
+    ``compile_threads`` > 1, ``AsyncCompile.warm_pool``).  A part this torch lacks is
+    skipped; a part that fails is left to the compile, which then meets it as before.
+    """
+    import importlib
+    import time
+
+    parts: dict[str, float] = {}
+    started = time.perf_counter()
+    for name in _COMPILER_MODULES:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+    parts["imports_s"] = time.perf_counter() - started
+    started = time.perf_counter()
+    with contextlib.suppress(Exception):
+        from torch._inductor import cpu_vec_isa
+
+        cpu_vec_isa.pick_vec_isa()
+    parts["cpu_isa_s"] = time.perf_counter() - started
+    started = time.perf_counter()
+    with contextlib.suppress(Exception):
+        from torch._inductor import async_compile
+
+        async_compile.maybe_warm_pool()
+        pool_started = async_compile.AsyncCompile.process_pool.cache_info().currsize > 0
+        if pool_started and hasattr(async_compile.AsyncCompile, "wait_pool_ready"):
+            async_compile.AsyncCompile.wait_pool_ready(timeout=timeout_s)
+    parts["workers_s"] = time.perf_counter() - started
+    return {name: round(seconds, 4) for name, seconds in parts.items()}

@@ -14,6 +14,7 @@ import importlib
 import os
 import subprocess
 import sys
+import time
 import traceback
 from dataclasses import replace
 from pathlib import Path
@@ -123,6 +124,7 @@ def child_pass(cmd: list[str], *, out_path: Path, what: str, env: dict[str, str]
     Raises InvariantViolation with the child's last lines when it wrote no result or an error.
     """
     __tracebackhide__ = True
+    launched_at = time.time()
     proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
     payload = _read_child_output(out_path)
     if payload is None or payload.get("error"):
@@ -147,7 +149,18 @@ def child_pass(cmd: list[str], *, out_path: Path, what: str, env: dict[str, str]
         ),
         label=label,
         compile_time=compile_time_from_json(payload.get("compile_time")),
+        startup=_child_startup(payload, launched_at),
+        started_at=float(payload.get("started_at") or 0.0),
     )
+
+
+def _child_startup(payload: dict[str, Any], launched_at: float) -> dict[str, float]:
+    """The child's start-up parts, its interpreter's start (launch to the pass: Python, imports, pytest) first."""
+    startup = {name: float(value) for name, value in (payload.get("startup") or {}).items()}
+    started_at = payload.get("started_at")
+    if isinstance(started_at, (int, float)) and started_at >= launched_at:
+        startup = {"interpreter_s": round(started_at - launched_at, 4), **startup}
+    return startup
 
 
 def _read_child_output(path: Path) -> dict[str, Any] | None:
@@ -178,6 +191,8 @@ def write_pass_output(path: str | Path, result: PassResult | None, error: str | 
             recorded=to_cpu(dict(result.recorded)),
             lookups=cache_keys.lookups_to_json(result.lookups, full=True),
             compile_time=result.compile_time.to_json() if result.compile_time is not None else None,
+            startup=dict(result.startup),
+            started_at=result.started_at,
         )
         try:
             payload["outputs"] = to_cpu(result.outputs)

@@ -113,6 +113,16 @@ class PassResult:
     label: str = ""
     # compile time per phase and frame in the pass (compile_time.CompileTime)
     compile_time: CompileTime | None = None
+    # seconds spent starting the process's compiler before the pass, kept out of its compile time
+    # (start_compiler's parts; a fresh interpreter adds interpreter_s, its start until the pass)
+    startup: Mapping[str, float] = field(default_factory=dict)
+    # wall clock (time.time()) when the pass began, before its start-up
+    started_at: float = 0.0
+
+    @property
+    def startup_s(self) -> float:
+        """The pass's start-up seconds in all (``startup``'s parts summed)."""
+        return round(sum(self.startup.values()), 4)
 
     @property
     def pass_label(self) -> str:
@@ -127,6 +137,7 @@ class PassResult:
             "process": self.process,
             "cache_dir": self.cache_dir,
             **({"compile_time": self.compile_time.to_json()} if self.compile_time is not None else {}),
+            **({"startup_s": self.startup_s, "startup": dict(self.startup)} if self.startup else {}),
         }
 
 

@@ -107,7 +107,8 @@ class CompileTime:
     ``phases`` holds the phases this torch records (see the module docstring);
     ``unavailable`` the ones it does not; ``notes`` anything that makes the figures
     partial (records torch dropped).  ``passes``: in a test's section, the cold and
-    warm passes it ran (``{"label", "cold_s", "warm_s", "warm_cold_ratio"}``).
+    warm passes it ran (``{"label", "cold_s", "warm_s", "warm_cold_ratio", "cold_startup_s", "warm_startup_s"}``;
+    the start-up seconds, interpreter, imports and compile workers, are not in ``cold_s``/``warm_s``).
     """
 
     total_s: float = 0.0
@@ -293,17 +294,20 @@ def finish_test_compile_time(watch: CompileTimeWatch, record: TestRecord) -> Com
     result = watch.stop()
     pairs = []
     for pair in pass_pairs(record.to_json()):
-        cold = (pair.source.get("cold") or {}).get("compile_time")
-        warm = (pair.source.get("warm") or {}).get("compile_time")
+        cold_pass, warm_pass = pair.source.get("cold") or {}, pair.source.get("warm") or {}
+        cold, warm = cold_pass.get("compile_time"), warm_pass.get("compile_time")
         if isinstance(cold, Mapping) and isinstance(warm, Mapping):
-            pairs.append(
-                {
-                    "label": pair.label,
-                    "cold_s": cold.get("total_s"),
-                    "warm_s": warm.get("total_s"),
-                    "warm_cold_ratio": warm_cold_ratio(cold.get("total_s"), warm.get("total_s")),
-                }
-            )
+            entry = {
+                "label": pair.label,
+                "cold_s": cold.get("total_s"),
+                "warm_s": warm.get("total_s"),
+                "warm_cold_ratio": warm_cold_ratio(cold.get("total_s"), warm.get("total_s")),
+            }
+            # each pass's process start-up (interpreter, imports, compile workers), not in its compile time
+            for name, one in (("cold", cold_pass), ("warm", warm_pass)):
+                if isinstance(one.get("startup_s"), (int, float)):
+                    entry[f"{name}_startup_s"] = one["startup_s"]
+            pairs.append(entry)
     if pairs:
         result = replace(result, passes=tuple(pairs))
     record.set("compile_time", result)

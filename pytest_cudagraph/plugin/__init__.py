@@ -32,10 +32,9 @@ import pytest
 from ..envvars import CHILD_PASS_ENV, INSTRUCTIONS_ENV
 from ..errors import ReportError, UsageProblem
 from . import collection, fixtures, marker_checks, rank_fixture, recording, startup, state_isolation, torch_trace, xdist
-from .devices import GROUP_CHOICES
 from .items import PROGRESS_KEY, STATE_KEY
 from .markers import MARKER_DOCS
-from .session import RunState, read_options
+from .session import GROUP_CHOICES, RunState, read_options
 from .xdist import WORKER_ROOT
 
 

@@ -85,9 +85,24 @@ def _problems_of_classes(children: list) -> list[str]:
     return problems
 
 
+# the registered marks' names, and how many ``markers`` lines they were read from
+_REGISTERED_KEY = pytest.StashKey[tuple]()
+
+
 def _registered_marks(config: pytest.Config) -> set[str]:
-    """The names of the marks pytest knows: its own, the plugins', and the ini file's ``markers``."""
-    return {line.split(":")[0].split("(")[0].strip() for line in config.getini("markers")}
+    """The names of the marks pytest knows: its own, the plugins', and the ini file's ``markers``.
+
+    Read again only when a line was added (a conftest file collected later may register marks), not
+    for every collected function.
+    """
+    lines = config.getini("markers")
+    cached = config.stash.get(_REGISTERED_KEY, None)
+    if cached is None or cached[0] != len(lines):
+        cached = config.stash[_REGISTERED_KEY] = (
+            len(lines),
+            {line.split(":")[0].split("(")[0].strip() for line in lines},
+        )
+    return cached[1]
 
 
 def _record_collection_error(item: pytest.Item, message: str) -> None:

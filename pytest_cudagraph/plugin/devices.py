@@ -40,7 +40,6 @@ from ..errors import UsageProblem
 
 AUTO = "auto"
 VISIBLE_DEVICES_ENV = "CUDA_VISIBLE_DEVICES"
-GROUP_CHOICES = ("none", "module")
 # the prefix of the xdist_group names the plugin gives to GPU tests
 GROUP_PREFIX = "cudagraph:"
 

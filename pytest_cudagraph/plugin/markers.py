@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import CudagraphError
-from ..graphs.sizes import validate_capture_sizes
 
 COMPILE_CACHE_MODES = ("inprocess", "subprocess")
 TREES_POLICIES = ("all",)
@@ -144,6 +143,8 @@ def parse_capture_sizes(value: Any, where: str) -> tuple[int, ...]:
     The one capture-size validator (``sizes.validate_capture_sizes``), raising
     MarkerArgumentError; an int alone is refused here (a marker takes a list).
     """
+    from ..graphs.sizes import validate_capture_sizes  # at the first marker or ini option that gives sizes
+
     return validate_capture_sizes(value, where, error=MarkerArgumentError, one_int=False)
 
 

@@ -24,8 +24,6 @@ suites, and together ran half of each.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -100,6 +98,8 @@ def selecting_args(config: pytest.Config) -> dict[str, Any]:
 
 def nodeids_digest(nodeids: list[str]) -> str:
     """sha256 of the node ids, sorted: the tests one shard collected, whatever order it ran them in."""
+    import hashlib  # here, not at import: only a run pytest-split splits takes digests
+
     digest = hashlib.sha256()
     for nodeid in sorted(nodeids):
         digest.update(nodeid.encode("utf-8", "surrogatepass") + b"\n")
@@ -108,6 +108,9 @@ def nodeids_digest(nodeids: list[str]) -> str:
 
 def suite_digest(nodeids_hex: str, args: dict[str, Any]) -> str:
     """The report's ``summary.shard.suite_digest``: the collected node ids' digest and the selecting arguments."""
+    import hashlib
+    import json
+
     text = json.dumps({"nodeids": nodeids_hex, **args}, sort_keys=True, ensure_ascii=True)
     return hashlib.sha256(text.encode("ascii")).hexdigest()
 

@@ -1,7 +1,10 @@
 """The state of one pytest run, kept on ``config.stash``.
 
 One object holds the validated options, the cache root (created on first use),
-and the per-test records that end up in the report.  Nothing here imports torch.
+and the per-test records that end up in the report.  Nothing here imports torch,
+and what only an option or a test of the plugin needs (the cache root's module,
+``--cudagraph-devices``' parser) is imported when it is needed: pytest loads this
+module in every run.
 """
 
 from __future__ import annotations
@@ -10,14 +13,17 @@ import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..caches.cache_root import CacheRoot, ensure_private_dir
 from ..envvars import EnvironmentPatch
 from ..errors import UsageProblem
-from .devices import parse_device_spec
 from .markers import MarkerArgumentError, parse_capture_sizes
 
+if TYPE_CHECKING:
+    from ..caches.cache_root import CacheRoot
+
+# --cudagraph-group's values
+GROUP_CHOICES = ("none", "module")
 # ini option values are strings: "1 2 4 8" or "1,2,4,8"
 _SIZE_SEPARATORS = re.compile(r"[,\s]+")
 
@@ -98,6 +104,14 @@ def _path_option(config: Any, name: str) -> str | None:
     return value
 
 
+def _devices(raw: str | None) -> str | tuple[int, ...] | None:
+    if raw is None:
+        return None
+    from .devices import parse_device_spec
+
+    return parse_device_spec(raw)
+
+
 def read_options(config: Any) -> Options:
     require_gpu = bool(config.getoption("cudagraph_require_gpu"))
     report = _path_option(config, "cudagraph_report")
@@ -115,7 +129,7 @@ def read_options(config: Any) -> Options:
         atol=_ini_float(config, "cudagraph_atol"),
         baseline_rules=_ini_rules(config),
         devices_raw=devices_raw,
-        devices=parse_device_spec(devices_raw) if devices_raw is not None else None,
+        devices=_devices(devices_raw),
         group=config.getoption("cudagraph_group"),
     )
 
@@ -150,6 +164,8 @@ class RunState:
     def cache_root(self) -> CacheRoot:
         """The run's cache root, created (0700) on first use."""
         if self._cache_root is None:
+            from ..caches.cache_root import CacheRoot, ensure_private_dir
+
             if self.options.cache_dir is not None:
                 path = ensure_private_dir(self.options.cache_dir, "--cudagraph-cache-dir")
                 self._cache_root = CacheRoot(path, persistent=True)
@@ -176,6 +192,8 @@ class RunState:
 
     def apply_run_cache_environment(self) -> None:
         """With --cudagraph-cache-dir, point the whole run's compile caches into the root."""
+        from ..caches.cache_root import ensure_private_dir
+
         root = self.cache_root()
         ensure_private_dir(root.inductor_dir, "Inductor cache directory")
         ensure_private_dir(root.triton_dir, "Triton cache directory")

@@ -99,11 +99,11 @@ def apply_options(config: pytest.Config, state: RunState) -> None:
 
 def _pin_devices(config: pytest.Config, state: RunState) -> None:
     """--cudagraph-devices: pin an xdist worker to its GPU, or a run without workers to the first."""
-    from ..graphs.capture_cost import set_shared_device
-    from .devices import device_for_worker, gpu_sharing_note, pin_process
-
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
+        from ..graphs.capture_cost import set_shared_device
+        from .devices import device_for_worker, gpu_sharing_note, pin_process
+
         devices = workerinput.get(WORKER_DEVICES) or []
         # the device-wide memory figures of a capture count every worker on the GPU
         set_shared_device(
@@ -117,6 +117,7 @@ def _pin_devices(config: pytest.Config, state: RunState) -> None:
     if not state.devices or xdist_workers(config) > 0:
         return
     from .._compat import cuda_device_count
+    from .devices import pin_process
 
     state.pinned_device = state.devices[0]
     pin_process(state.pinned_device, "this pytest process")

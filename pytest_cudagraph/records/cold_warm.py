@@ -2,24 +2,30 @@
 
 A test that ran the ``compile_cache`` marker or ``compile_cache.cold_warm()`` has
 two kinds of cache figures.  Its ``caches`` section counts the probe's whole life,
-cold and warm pass added up, so a perfect warm start reads ``1h/1m``: one hit (the
+cold and warm pass added up, so a perfect warm start reads ``h=1 m=1``: one hit (the
 warm pass) and one miss (the cold pass), which looks like a failure.  Its passes
 are kept under ``extra``: the marker's pair under ``compile_cache``, every
 ``cold_warm()`` and ``portable()`` pair under ``cold_warm``.  The terminal table
 and the HTML page show those: the warm pass, and cold -> warm.
+
+Counters are written ``letter=count`` (``m=1 s=1``, one miss and one save): a
+count before its letter (``1m 1s``, ``1h``) reads as a duration beside the compile
+times.
 
 Nothing here imports torch.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from .report import as_int
 
-# The counters a pass shows, per layer, with their one-letter names, in display order.
+# The counters a pass shows, per layer, with their one-letter names, in display order
+# (written ``h=1``: the letter first, so a count never reads as a duration).
 # Triton's bundler and static-autotuner counters are kept in the report only.
 PASS_COUNTERS: dict[str, tuple[tuple[str, str], ...]] = {
     "fxgraph": (("hit", "h"), ("miss", "m"), ("saved", "s"), ("bypass", "b")),
@@ -142,22 +148,30 @@ def added_up(passes: list[Mapping[str, Mapping[str, Any]]]) -> dict[str, dict[st
     return total
 
 
+# a counter as a cell writes it: its letter, "=", its count
+_COUNTER = re.compile(r"\b([a-z])=\d")
+
+
+def counter_text(letter: str, count: Any) -> str:
+    """One counter for a narrow cell: ``h=1`` (the letter first: ``1h`` would read as an hour)."""
+    return f"{letter}={as_int(count)}"
+
+
 def counts_text(layer: str, counts: Mapping[str, Any] | None) -> str:
-    """A pass's counters of one layer, the non-zero ones only: ``1h``, ``1m 1s``; ``0`` when all are zero."""
+    """A pass's counters of one layer, the non-zero ones only: ``h=1``, ``m=1 s=1``; ``0`` when all are zero."""
     if not isinstance(counts, Mapping):
         return "-"
-    parts = [f"{as_int(counts.get(name))}{letter}" for name, letter in PASS_COUNTERS.get(layer, ())]
-    shown = [part for part in parts if not part.startswith("0")]
-    return " ".join(shown) or "0"
+    shown = [counter_text(letter, counts.get(name)) for name, letter in PASS_COUNTERS.get(layer, ())]
+    return " ".join(part for part in shown if not part.endswith("=0")) or "0"
 
 
 def letters_in(text: str) -> set[str]:
     """The counter letters a cell uses (for a legend that explains only what the table shows)."""
-    return {char for char in text if char in LETTER_MEANING}
+    return {letter for letter in _COUNTER.findall(text) if letter in LETTER_MEANING}
 
 
 def cold_to_warm_text(layer: str, pairs: list[PassPair]) -> str:
-    """``1m 1s -> 1h``: the layer's counters in the cold pass(es), then in the warm pass(es)."""
+    """``m=1 s=1 -> h=1``: the layer's counters in the cold pass(es), then in the warm pass(es)."""
     if not pairs or not any(layer in pair.cold or layer in pair.warm for pair in pairs):
         return "-"
     if all(layer in disabled_layers(pair) for pair in pairs):

@@ -6,6 +6,7 @@ The parts live by job:
 - ``html_run``: the run's environment and summary, the overview table of its tests;
 - ``html_test``: a test's failure, recompiles, reduce-overhead, piecewise, capture cost and ranks;
 - ``html_caches``: a test's cold/warm pairs, cache counters, cache lookups and ``extra``;
+- ``html_compile``: a test's compile time per phase, cold -> warm for its passes;
 - ``show``: the page's frame, its pool chart and graphs section.
 
 Every name the parts module had is still importable from here.
@@ -20,6 +21,7 @@ Nothing here imports torch.
 from __future__ import annotations
 
 from .html_caches import cache_keys_html, caches_html, counters_table, extra_html, pass_pair_html
+from .html_compile import compile_time_html, phase_label
 from .html_parts import (
     Markup,
     badge,
@@ -52,6 +54,7 @@ __all__ = [
     "cache_keys_html",
     "caches_html",
     "capture_cost_html",
+    "compile_time_html",
     "counters_table",
     "env_html",
     "escape",
@@ -63,6 +66,7 @@ __all__ = [
     "nodeid_html",
     "overview_html",
     "pass_pair_html",
+    "phase_label",
     "piecewise_html",
     "ranks_html",
     "reasons_list",
@@ -160,4 +164,20 @@ table.guards td, table.ranks td { font-family: ui-monospace, SFMono-Regular, Men
                                   font-size: 12.5px; }
 table.guards td.unprinted { color: #8d6e00; }
 table.regions tr.off td, table.ranks tr.off td { background: #fdf1f1; }
+.ct-head { margin: 8px 0 2px; overflow-wrap: anywhere; }
+.ct-bars { margin: 4px 0 2px; max-width: 760px; }
+.ct-row { display: flex; align-items: center; gap: 8px; margin: 3px 0; }
+.ct-label { flex: none; width: 8.5em; text-align: right; font: 12px ui-monospace, Menlo, Consolas, monospace; }
+.ct-track { flex: 1 1 auto; min-width: 0; }
+.ct-bar { display: flex; height: 12px; background: #e3e7eb; }
+.ct-bar span { display: block; flex: none; height: 100%; }
+.ph-dynamo { background: #4f7cac; } .ph-aot { background: #d08c00; } .ph-inductor { background: #2e7d32; }
+.legend .swatch.ph-dynamo, .legend .swatch.ph-aot, .legend .swatch.ph-inductor { height: 10px; width: 12px; }
+.ct-meter { display: inline-block; width: 56px; height: 8px; margin-right: 6px; background: #eef1f4;
+            vertical-align: middle; }
+.ct-meter span { display: block; height: 100%; background: #7b97b8; }
+table.phases tr.sub th { padding-left: 14px; font-weight: 400; }
+table.phases tr.unspent th, table.phases tr.unspent td { color: #5b6670; font-style: italic; }
+table.phases tr.total th, table.phases tr.total td { border-top: 2px solid #b8c0c8; font-weight: 600; }
+table.phases td.share { white-space: nowrap; }
 """

@@ -8,7 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..text import bytes_pair, clip, format_bytes
+from ..records.cold_warm import PASS_COUNTERS, added_up, disabled_layers, pass_pairs
+from ..records.report import as_int
+from ..text import bytes_pair, clip, count_noun, format_bytes
 from .html_parts import Markup, badge, escape, kv_table, nodeid_html, nonzero_counters, section, value_html
 from .shard_text import describe_shard
 from .summary import HEADER, legend_lines, pool_figures, summary_row
@@ -30,7 +32,8 @@ def env_html(env: Mapping[str, Any]) -> str:
     return kv_table([(str(k), value_html(str(k), v)) for k, v in env.items()])
 
 
-def summary_html(summary: Mapping[str, Any]) -> str:
+def summary_html(summary: Mapping[str, Any], records: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+    """The run's summary block; its cache counters cold -> warm where tests ran passes (``records`` given)."""
     rows: list[tuple[str, Any]] = []
     outcomes = summary.get("outcomes")
     if isinstance(outcomes, Mapping):
@@ -60,11 +63,64 @@ def summary_html(summary: Mapping[str, Any]) -> str:
     caches = summary.get("caches")
     note = ""
     if isinstance(caches, Mapping) and caches:
-        for layer, counts in caches.items():
-            if isinstance(counts, Mapping):
-                rows.append((f"cache {layer}", nonzero_counters(counts)))
-        note = '<p class="note small">Cache counters of the whole run: cold and warm passes added up.</p>'
+        cache_rows, note = _cache_rows(caches, records or {})
+        rows += cache_rows
     return kv_table(rows) + note if rows else '<p class="note">The report has no summary block.</p>'
+
+
+def _counts_words(layer: str, counts: Mapping[str, Any] | None) -> str:
+    """``miss 1, saved 1``: a pass's counters of one layer that moved, in words; ``0`` when none did."""
+    if not isinstance(counts, Mapping):
+        return "-"
+    shown = [
+        f"{name} {as_int(counts.get(name))}" for name, _ in PASS_COUNTERS.get(layer, ()) if as_int(counts.get(name))
+    ]
+    return ", ".join(shown) or "0"
+
+
+def _cache_rows(
+    caches: Mapping[str, Any], records: Mapping[str, Mapping[str, Any]]
+) -> tuple[list[tuple[str, Any]], str]:
+    """The run's cache counters: cold -> warm over the tests' passes, the other tests' counters added up.
+
+    ``summary.caches`` adds each test's whole-life counters, a passing warm start's
+    cold miss and warm hit included, which reads "hit 1, miss 1" like a failure.
+    Where no test ran passes, the summary's counters are shown as they are.
+    """
+    layers = [str(layer) for layer, counts in caches.items() if isinstance(counts, Mapping)]
+    paired = {nodeid: pass_pairs(record) for nodeid, record in records.items()}
+    pairs = [pair for found in paired.values() for pair in found]
+    rows: list[tuple[str, Any]] = []
+    if not pairs:
+        rows += [(f"cache {layer}", nonzero_counters(caches[layer])) for layer in layers]
+        return rows, '<p class="note small">Cache counters of the whole run: its tests\' counters added up.</p>'
+    others = [section(record, "caches") for nodeid, record in records.items() if not paired[nodeid]]
+    others_counted = False
+    for layer in layers:
+        cold = added_up([pair.cold for pair in pairs if layer in pair.cold]).get(layer)
+        warm = added_up([pair.warm for pair in pairs if layer in pair.warm]).get(layer)
+        if cold is None and warm is None:
+            text = escape("-")
+        elif all(layer in disabled_layers(pair) for pair in pairs):
+            text = escape("off")
+        else:
+            text = (
+                f'<span class="nowrap">{escape(_counts_words(layer, cold))} <span class="arrow">-&gt;</span> '
+                f"{escape(_counts_words(layer, warm))}</span>"
+            )
+        rest = added_up([{layer: counts[layer]} for counts in others if isinstance(counts.get(layer), Mapping)])
+        if rest.get(layer) and any(rest[layer].values()):
+            text += f'<br><span class="small">other tests: {escape(nonzero_counters(rest[layer]))}</span>'
+            others_counted = True
+        rows.append((f"cache {layer}", Markup(text)))
+    tests = sum(1 for found in paired.values() if found)
+    note = (
+        f'<p class="note small">Cache counters: cold pass -&gt; warm pass, added up over the '
+        f"{escape(count_noun(tests, 'test'))} with cold and warm passes (a passing warm start reads miss -&gt; hit)"
+        + ("; the other tests' counters added up under them" if others_counted else "")
+        + ".</p>"
+    )
+    return rows, note
 
 
 # ----------------------------------------------------------------------------
@@ -93,7 +149,7 @@ def _pool_cell(record: Mapping[str, Any]) -> Markup:
 
 
 def _cache_cell(text: str) -> Markup:
-    """``1m 1s -> 1h`` on one line: a figure split over two lines reads as two figures."""
+    """``m=1 s=1 -> h=1`` on one line: a figure split over two lines reads as two figures."""
     cold, arrow, warm = text.partition(" -> ")
     if not arrow:
         return Markup(f'<span class="nowrap">{escape(text)}</span>')

@@ -11,7 +11,10 @@ plugin's own table and hints), then the rest.  A test that ran cold and warm
 passes shows them as a table per pair (``passes.pass_pairs``), not the counters
 added up, which make a perfect warm start read "1 hit, 1 miss".  A test that
 recorded cache lookups (``cache_keys``) gets a table of them, a miss or bypass with
-a known reason (the components that differ from the cold pass) marked.
+a known reason (the components that differ from the cold pass) marked.  A test that
+compiled gets its compile time per phase, a stacked bar and a table of seconds and
+shares (cold -> warm for its passes); one that compiled nothing (a skipped test) none.
+The run's summary shows its cache counters cold -> warm where tests ran passes.
 
 For each test with CUDA graphs the page draws the invariant the plugin checks: one
 bar per capture size showing that size's high-water mark (``graphs.graph_bytes``),
@@ -21,7 +24,7 @@ line close to the largest-graph line; a pool line far to the right of every bar 
 the smell (separate pools, outputs kept alive, smallest-first capture).
 
 The page's style sheet lives in ``html_page``, its parts in ``html_parts``, ``html_run``,
-``html_test`` and ``html_caches``.
+``html_test``, ``html_caches`` and ``html_compile``.
 
 Example::
 
@@ -37,6 +40,7 @@ from typing import Any
 
 from ..text import clip_nodeid, format_bytes, number
 from .html_caches import cache_keys_html, caches_html, extra_html
+from .html_compile import compile_time_html
 from .html_page import CSS
 from .html_parts import badge, escape, kv_table, nodeid_html, section
 from .html_run import env_html, overview_html, summary_html
@@ -228,10 +232,10 @@ def _graphs_html(graphs: Mapping[str, Any]) -> str:
 
 
 # the sections a test's page draws itself; any other key of the record gets a table of its values
-_DRAWN = ("outcome", "duration_s", "failure", "graphs", "recompiles", "caches", "cache_keys", "extra")
+_DRAWN = ("outcome", "duration_s", "failure", "graphs", "recompiles", "caches", "cache_keys", "compile_time", "extra")
 
 
-def _test_html(nodeid: str, anchor: str, record: Mapping[str, Any]) -> str:
+def _test_html(nodeid: str, anchor: str, record: Mapping[str, Any], env: Mapping[str, Any]) -> str:
     outcome = record.get("outcome", "?")
     shown = clip_nodeid(nodeid)
     css = "test attention" if needs_attention(record) else "test"
@@ -254,6 +258,7 @@ def _test_html(nodeid: str, anchor: str, record: Mapping[str, Any]) -> str:
         parts.append(recompiles_html(rec))
     parts.append(caches_html(record))
     parts.append(cache_keys_html(record))
+    parts.append(compile_time_html(record, env))
     for key, value in record.items():
         if key in _DRAWN or value in (None, {}, []) or (key == "skip_reason" and isinstance(value, str)):
             continue
@@ -292,11 +297,11 @@ def render_html(report: Mapping[str, Any], title: str = "pytest-cudagraph report
         '<div class="facts"><div><h2>Environment</h2>',
         env_html(env),
         "</div><div><h2>Summary</h2>",
-        summary_html(summary),
+        summary_html(summary, records),
         "</div></div>",
         "<h2>Tests</h2>",
         overview_html(tests, anchors) if tests else '<p class="note">The report has no tests.</p>',
     ]
-    parts += [_test_html(nodeid, anchors[nodeid], record) for nodeid, record in tests]
+    parts += [_test_html(nodeid, anchors[nodeid], record, env) for nodeid, record in tests]
     parts.append("</body></html>\n")
     return "\n".join(parts)

@@ -2,20 +2,26 @@
 
 Example (``pytest --cudagraph --cudagraph-report=run.json``)::
 
-    test                         outcome  graphs   pool / largest       recompiles  fxgraph      aot          triton
-    tests/test_mlp.py::test_rec  failed   -        -                    9 LIMIT     -            -            -
-    tests/test_mlp.py::test_mlp  passed   4 (1-8)  60.0M / 42.0M  1.43x  0           0h/1m        0h/1m        3c/0l
-    tests/test_mlp.py::test_warm passed   -        -                    0           1m 1s -> 1h  1m 1s -> 1h  3c -> 0
+    test                         outcome  graphs   pool / largest       recompiles  compile      fxgraph         aot             triton
+    tests/test_mlp.py::test_rec  failed   -        -                    9 LIMIT     0.4s         -               -               -
+    tests/test_mlp.py::test_mlp  passed   4 (1-8)  60.0M / 42.0M  1.43x  0           3.1s         h=0 m=1         h=0 m=1         c=3 l=0
+    tests/test_mlp.py::test_warm passed   -        -                    0           16s -> 64ms  m=1 s=1 -> h=1  m=1 s=1 -> h=1  c=3 -> 0
     1 failed, 2 passed; 4 graphs captured; 9 recompiles (1 recompile-limit hit)
     3 GPU tests skipped: no CUDA device (torch 2.13.0+cpu reports torch.cuda.is_available() == False)
-    fxgraph, aot: h hits, m misses, s saves, b bypasses; triton: c kernels compiled, l loaded; ...
+    caches: counts of h hits, m misses, s saves, c Triton kernels compiled, l Triton kernels loaded (m=2: 2 misses); ...
     report written to /ci/run.json
+
+The section fits WIDTH (120) columns: a column empty (``-``) in every row is left
+out, a test id too long for what the other columns leave goes on a line of its own
+with its row's cells on the next line, a pool cell too wide is broken over lines,
+and the lines below the table are wrapped.  Counters are written ``h=1``, the letter
+first: ``1h`` and ``1m 1s`` beside the compile times read as durations.
 
 Failed tests and recompile-limit hits come first.  A test that ran a cold and a
 warm pass (the ``compile_cache`` marker, ``cold_warm()``) shows both, cold -> warm,
 instead of their sum.  The legend explains only what the table shows.  A node id
-longer than text.NODEID_WIDTH is clipped in the middle (the report keeps it
-whole), and a test with several GraphSets shows the set whose pool ratio is
+longer than the width is clipped in the middle (the report keeps it whole; the
+HTML overview, which shares summary_row, clips at text.NODEID_WIDTH), and a test with several GraphSets shows the set whose pool ratio is
 worst.  Nothing here imports torch.
 """
 
@@ -28,9 +34,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..records.cold_warm import LETTER_MEANING, cold_to_warm_text, disabled_layers, letters_in, pass_pairs
+from ..records.cold_warm import (
+    LETTER_MEANING,
+    cold_to_warm_text,
+    counter_text,
+    disabled_layers,
+    letters_in,
+    pass_pairs,
+)
 from ..records.report import as_int, limit_hit_count, summarize
-from ..text import bytes_pair, clip_nodeid, count_noun, format_bytes, format_table, number
+from ..text import bytes_pair, clip_nodeid, count_noun, fit_table, format_bytes, number, wrap_words
 from .compile_time_text import compile_time_cell
 from .record_text import NOTABLE_OUTSIDE_BYTES, section
 
@@ -43,7 +56,13 @@ ATTENTION_OUTCOMES = ("failed", "error", "crashed")
 # The plugin's own reasons for skipping a GPU test (collection.py, handles.py): a run where
 # they skipped GPU tests says so in one line, so a CPU runner is never taken for a GPU pass.
 GPU_SKIP_REASONS = ("needs --cudagraph", "no CUDA device")
-LEGEND_WIDTH = 120
+# the terminal section's width: its table, and the lines under it
+WIDTH = 120
+LEGEND_WIDTH = WIDTH
+# a pool cell wider than this is broken over lines where the table would not fit
+POOL_NARROWEST = 30
+# a cell that says nothing: a column of only these is left out of the terminal table
+EMPTY_CELLS = ("-", "")
 CACHE_COLUMNS = {"fxgraph": "fxgraph", "aot_autograd": "aot", "triton": "triton"}
 
 
@@ -56,13 +75,14 @@ def _layer_cell(record: Mapping[str, Any], layer: str) -> str:
         return "-"
     if layer == "triton":
         if "compiled" in counts or "loaded" in counts:
-            return f"{as_int(counts.get('compiled'))}c/{as_int(counts.get('loaded'))}l"
+            return f"{counter_text('c', counts.get('compiled'))} {counter_text('l', counts.get('loaded'))}"
         if "bundler_saved_files" in counts or "bundler_loaded_files" in counts:
-            return f"{as_int(counts.get('bundler_saved_files'))}s/{as_int(counts.get('bundler_loaded_files'))}l"
+            saved, loaded = counts.get("bundler_saved_files"), counts.get("bundler_loaded_files")
+            return f"{counter_text('s', saved)} {counter_text('l', loaded)}"
         return "-"
-    cell = f"{as_int(counts.get('hit'))}h/{as_int(counts.get('miss'))}m"
+    cell = f"{counter_text('h', counts.get('hit'))} {counter_text('m', counts.get('miss'))}"
     if as_int(counts.get("bypass")):
-        cell += f"/{as_int(counts.get('bypass'))}b"
+        cell += f" {counter_text('b', counts.get('bypass'))}"
     return cell
 
 
@@ -260,24 +280,41 @@ def terminal_summary_lines(
     lines: list[str] = []
     if records:
         ordered = sorted(records.items(), key=lambda item: (not needs_attention(item[1]), item[0]))
-        rows = [summary_row(nodeid, record) for nodeid, record in ordered]
+        # an id too long for its row gets a line of its own: the whole width, not summary_row's clip
+        rows = [[clip_nodeid(nodeid, WIDTH), *summary_row(nodeid, record)[1:]] for nodeid, record in ordered]
         hidden = 0
         if max_rows is not None and len(rows) > max_rows:
             hidden = len(rows) - max_rows
             rows = rows[:max_rows]
-        lines += format_table([HEADER] + rows)
+        lines += table_lines(rows)
         if hidden:
             lines.append(f"... {hidden} more tests (use -v for all of them, or see the report)")
-        lines.append(totals_line(records))
-        lines += gpu_skip_lines(records)
-        lines += first_use_lines(records)
-        lines += disabled_layer_lines(records)
-        lines += legend_lines(rows)
+        below = [totals_line(records), *gpu_skip_lines(records), *first_use_lines(records)]
+        below += disabled_layer_lines(records) + legend_lines(rows)
+        lines += [piece for line in below for piece in wrapped(line)]
     if report_error is not None:
         lines.append(report_error)
     elif report_path is not None:
         lines.append(f"report written to {report_path}")
     return lines
+
+
+def table_lines(rows: list[list[str]]) -> list[str]:
+    """The table of ``rows`` (as summary_row makes them) in WIDTH columns, without the columns empty in every row.
+
+    The test and outcome columns always stay; a test id too long for the room the
+    other columns leave goes on a line of its own (``text.fit_table``).
+    """
+    keep = [i for i in range(len(HEADER)) if i < 2 or any(row[i] not in EMPTY_CELLS for row in rows)]
+    table = [[row[i] for i in keep] for row in [HEADER, *rows]]
+    pool = keep.index(HEADER.index("pool / largest")) if HEADER.index("pool / largest") in keep else None
+    return fit_table(table, WIDTH, wrap={pool: POOL_NARROWEST} if pool is not None else None)
+
+
+def wrapped(line: str) -> list[str]:
+    """A line under the table in WIDTH columns: broken at spaces, the lines after the first indented by two."""
+    first, *rest = wrap_words(line, WIDTH - 2) if len(line) > WIDTH else [line]
+    return [first, *("  " + piece for piece in rest)]
 
 
 def gpu_skip_lines(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -340,9 +377,10 @@ def legend_lines(rows: list[list[str]]) -> list[str]:
     cache_cells = [row[column[name]] for row in rows for name in CACHE_COLUMNS.values()]
     letters = set().union(*map(letters_in, cache_cells)) if cache_cells else set()
     parts = []
-    caches = [f"{letter} {LETTER_MEANING[letter]}" for letter in LETTER_MEANING if letter in letters]
-    if caches:
-        parts.append("caches: " + ", ".join(caches))
+    shown = [letter for letter in LETTER_MEANING if letter in letters]
+    if shown:
+        meanings = ", ".join(f"{letter} {LETTER_MEANING[letter]}" for letter in shown)
+        parts.append(f"caches: counts of {meanings} ({shown[0]}=2: 2 {LETTER_MEANING[shown[0]]})")
     if any("->" in cell for cell in cache_cells):
         parts.append("a -> b: the cold pass, then the warm pass")
     if "off" in cache_cells:

@@ -54,7 +54,9 @@ runs' own ranges is noise, however large; a growth past them but below the relat
 threshold or the floor is too small to act on.  A report of single runs
 (``compile_time.total_s``, ``capture_s`` of one run, or a startup section of one
 run per kind) has no spread, so the rule is not checked there and a note says
-why; so is a rule no test of both reports gives figures for.
+why; so is a rule no test of both reports gives figures for.  Where compile-time
+is off (the default) and tests of both reports have compile times, a note says
+they were not compared, and why.
 
 Where both reports record cache lookups (``cache_keys``), each test whose cache
 behaviour changed (counters, a lookup's outcome, a lookup without a partner) also
@@ -89,7 +91,14 @@ from dataclasses import replace
 from typing import Any
 
 from ..records.key_diff import diff_reports, records_cache_keys
-from .compare_costs import NoisyGrowth, instruction_rule_notes, memory_rule_notes, noisy_growth, time_rule_notes
+from .compare_costs import (
+    NoisyGrowth,
+    compile_time_off_notes,
+    instruction_rule_notes,
+    memory_rule_notes,
+    noisy_growth,
+    time_rule_notes,
+)
 from .compare_noise import mapping_of as _mapping
 from .compare_pairing import env_diff, paired_tests
 from .compare_results import Change, Comparison, Regression, RunCompleteness, TestComparison, run_completeness
@@ -215,6 +224,7 @@ def compare_reports(
         cache_keys=keys,
         sources=sources,
         rule_notes=time_rule_notes(selected, tests)
+        + compile_time_off_notes(selected, base_tests, new_tests, both)
         + memory_rule_notes(selected, base_tests, new_tests, both)
         + instruction_rule_notes(selected, tests),
     )

@@ -25,6 +25,7 @@ from .compare_rules import TIME_RULES, Flag, Limits
 
 __all__ = [
     "NoisyGrowth",
+    "compile_time_off_notes",
     "instruction_rule",
     "instruction_rule_notes",
     "memory_rule",
@@ -181,6 +182,43 @@ def time_rule_notes(selected: tuple[str, ...], tests: Iterable[TestComparison]) 
                 f"{rule}: not checked, no test in both reports has startup runs with a {_TIME_FIGURES[rule][1]}; {how}"
             )
     return tuple(notes)
+
+
+def compile_time_off_notes(
+    selected: tuple[str, ...], base_tests: Mapping[str, Any], new_tests: Mapping[str, Any], both: Iterable[str]
+) -> tuple[str, ...]:
+    """One line where compile-time is off and tests of both reports have compile times: that they went unjudged, why.
+
+    Off by default: one run's compile time has no spread, so no change of it can be
+    told from noise; ``--fail-on compile-time`` judges the medians of startup runs of
+    several samples (``noisy_growth``) and says "not checked" of single runs.
+    """
+    if "compile-time" in selected:
+        return ()
+    figure, _, single_run = _TIME_FIGURES["compile-time"]
+    timed = several = False
+    for nodeid in both:
+        base, new = _mapping(base_tests.get(nodeid)), _mapping(new_tests.get(nodeid))
+        for kind in _STARTUP_PASSES:
+            pair = [_mapping(_mapping(_mapping(r.get("startup")).get(kind)).get(figure)) for r in (base, new)]
+            if all(pair):
+                timed = True
+                several = several or all(as_int(stats.get("n")) >= 2 for stats in pair)
+        timed = timed or any(
+            all(number(_mapping(r.get(section)).get(key)) is not None for r in (base, new))
+            for section, key in single_run
+        )
+    off = "compile-time: off (not in --fail-on), compile times not compared"
+    if several:
+        return (
+            f"{off}; --fail-on compile-time compares these reports' startup runs, their medians against their spread",
+        )
+    if timed:
+        return (
+            f"{off}: single runs have no spread to tell a change from noise; --fail-on compile-time compares "
+            "startup runs of several samples (pytest-cudagraph startup --runs N)",
+        )
+    return ()
 
 
 def memory_rule_notes(
