@@ -325,7 +325,7 @@ class CacheProbe:
             saved_recorded, self._recorded = self._recorded, {}
             try:
                 started_at = time.time()
-                # the process's one-time compiler start-up (imports, CPU probe, compile workers),
+                # the process's one-time compiler start-up (imports, the CPU probe),
                 # timed apart: a fresh interpreter's warm pass would otherwise carry it in its compile
                 startup = compat.start_compiler()
                 before = self._meter.read()

@@ -108,7 +108,7 @@ class CompileTime:
     ``unavailable`` the ones it does not; ``notes`` anything that makes the figures
     partial (records torch dropped).  ``passes``: in a test's section, the cold and
     warm passes it ran (``{"label", "cold_s", "warm_s", "warm_cold_ratio", "cold_startup_s", "warm_startup_s"}``;
-    the start-up seconds, interpreter, imports and compile workers, are not in ``cold_s``/``warm_s``).
+    the start-up seconds, interpreter, imports and the CPU probe, are not in ``cold_s``/``warm_s``).
     """
 
     total_s: float = 0.0
@@ -303,7 +303,7 @@ def finish_test_compile_time(watch: CompileTimeWatch, record: TestRecord) -> Com
                 "warm_s": warm.get("total_s"),
                 "warm_cold_ratio": warm_cold_ratio(cold.get("total_s"), warm.get("total_s")),
             }
-            # each pass's process start-up (interpreter, imports, compile workers), not in its compile time
+            # each pass's process start-up (interpreter, imports, the CPU probe), not in its compile time
             for name, one in (("cold", cold_pass), ("warm", warm_pass)):
                 if isinstance(one.get("startup_s"), (int, float)):
                     entry[f"{name}_startup_s"] = one["startup_s"]
