@@ -103,6 +103,7 @@ def _finish(proc: subprocess.Popen, log: Path, name: str) -> str:
     return log.read_text()
 
 
+@pytest.mark.slow  # a subprocess-heavy run: the README's test command stays under 5 minutes
 def test_a_run_starting_between_another_runs_cold_and_warm_pass_leaves_its_probe_alone(pytester, monkeypatch):
     root = pytester.path / "shared-root"
     run1, run2 = pytester.mkdir("run1"), pytester.mkdir("run2")

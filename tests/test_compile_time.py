@@ -139,6 +139,7 @@ def _run(pytester: pytest.Pytester) -> dict:
     return json.loads((pytester.path / "r.json").read_text())["tests"]
 
 
+@pytest.mark.slow  # a subprocess-heavy run: the README's test command stays under 5 minutes
 def test_report_has_the_section_of_a_watched_block(pytester: pytest.Pytester):
     section = _run(pytester)["test_ct.py::test_watched"]["compile_time"]
     assert section["total_s"] > 0 and section["phases"]["dynamo_s"] > 0

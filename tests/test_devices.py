@@ -118,6 +118,7 @@ def _cuda_visible() -> bool:
     return torch.cuda.is_available()
 
 
+@pytest.mark.slow  # a subprocess-heavy run: the README's test command stays under 5 minutes
 def test_group_module_runs_the_gpu_tests_of_each_module_on_one_worker(pytester: pytest.Pytester) -> None:
     modules = ("test_first", "test_second", "test_third")
     pytester.makepyfile(**dict.fromkeys(modules, GPU_AND_CPU_TESTS))

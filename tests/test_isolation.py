@@ -99,6 +99,7 @@ def test_each_kind_of_state_changed_by_a_plugin_test_is_back_for_the_next_test(p
     result.assert_outcomes(passed=3 * len(CHANGES))
 
 
+@pytest.mark.slow  # a subprocess-heavy run: the README's test command stays under 5 minutes
 def test_every_plugin_feature_restores_all_state_even_when_the_test_fails(pytester: pytest.Pytester) -> None:
     # all kinds at once, in a test that fails after changing them; one module per feature
     body = "\n    ".join(CHANGES[change] for change in ("dynamo_cache", *sorted(set(CHANGES) - {"dynamo_cache"})))

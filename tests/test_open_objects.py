@@ -59,6 +59,7 @@ def test_plain_watch_without_any_plugin_feature():
 """
 
 
+@pytest.mark.slow  # a subprocess-heavy run: the README's test command stays under 5 minutes
 def test_objects_a_test_left_open_are_closed_recorded_and_named(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(toy_attention=Path(__file__).with_name("toy_attention.py").read_text())
     pytester.makepyfile(test_left_open=LEFT_OPEN)

@@ -324,6 +324,7 @@ def test_gpu_only(piecewise):
 """
 
 
+@pytest.mark.slow  # a subprocess-heavy run: the README's test command stays under 5 minutes
 def test_piecewise_fixture_reports_into_the_run_report(pytester):
     from pathlib import Path
 

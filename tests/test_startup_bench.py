@@ -190,6 +190,7 @@ def test_an_unwritable_report_is_refused_before_any_run(tmp_path, monkeypatch):
 # ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a subprocess-heavy run: the README's test command stays under 5 minutes
 def test_a_failing_child_is_named_with_its_exit_status_and_the_runs_before_it_are_kept(tmp_path, monkeypatch):
     suite(tmp_path, FLAKY_TEST)
     nodeid = "test_subject.py::test_second_run_fails"
