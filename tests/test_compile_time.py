@@ -147,6 +147,7 @@ def test_report_has_the_section_of_a_watched_block(pytester: pytest.Pytester):
     assert frame["function"] == "f (test_ct.py:4)"
 
 
+@pytest.mark.slow  # a subprocess-heavy run: the README's test command stays under 5 minutes
 def test_report_has_the_section_of_every_plugin_test(pytester: pytest.Pytester):
     section = _run(pytester)["test_ct.py::test_marked"]["compile_time"]
     assert section["total_s"] > 0 and section["frames"][0]["function"] == "f (test_ct.py:4)"

@@ -92,6 +92,7 @@ def _suite(change: str, feature: str) -> str:
     return STATE_PROBE + f"\n\n{decorator}{signature}\n    {CHANGES[change]}\n" + CHECKS
 
 
+@pytest.mark.slow  # a subprocess-heavy run: the README's test command stays under 5 minutes
 def test_each_kind_of_state_changed_by_a_plugin_test_is_back_for_the_next_test(pytester: pytest.Pytester) -> None:
     # one module per kind, so that a failure names the kind that leaked
     pytester.makepyfile(**{f"test_{change}": _suite(change, "recompiles_fixture") for change in CHANGES})

@@ -274,6 +274,7 @@ def test_a_raising_rank_fails_fast_with_its_own_message():
     assert not any(_alive(r.pid) for r in result.per_rank)
 
 
+@pytest.mark.slow  # a subprocess-heavy run: the README's test command stays under 5 minutes
 def test_a_collective_on_one_rank_only_ends_at_the_timeout_naming_where():
     start = time.monotonic()
     with pytest.raises(RanksFailed) as info:

@@ -225,6 +225,7 @@ def test_every_test_that_ran_has_its_duration_in_the_report_plugin_or_not(suite,
     assert "test_plain.py::test_plain" not in report["tests"]
 
 
+@pytest.mark.slow  # a subprocess-heavy run: the README's test command stays under 5 minutes
 def test_an_interrupted_run_has_the_durations_of_the_tests_that_finished(suite):
     result = run(suite, "--cudagraph-report=new.json", how="ctrl-c")
     assert result.returncode == pytest.ExitCode.INTERRUPTED, result.stdout

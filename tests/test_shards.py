@@ -570,6 +570,7 @@ def test_under_xdist_the_controller_knows_the_shard(suite):
     )
 
 
+@pytest.mark.slow  # a subprocess-heavy run: the README's test command stays under 5 minutes
 def test_a_durations_file_written_from_a_report_splits_the_next_run(suite):
     slow = "test_suite.py::test_marked[0]"
     ids = [f"test_suite.py::test_marked[{i}]" for i in range(5)]
