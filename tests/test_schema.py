@@ -14,7 +14,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -33,6 +32,9 @@ from sample_reports import (
 from pytest_cudagraph.errors import ReportError
 from pytest_cudagraph.records.report import build_report, load_report, validate_report, write_report
 from pytest_cudagraph.records.schema import report_json_schema
+
+# the test extra installs it; a runner that installs the package alone skips these, saying why
+jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is not installed (pip install -e '.[test]')")
 
 # a report the plugin wrote before the report had types (commit 0519093, docs/examples on the CPU)
 REPORT_BEFORE_TYPES = Path(__file__).parent / "data" / "report_before_types.json"
@@ -215,3 +217,17 @@ def test_an_integer_field_refuses_a_float_that_json_schema_calls_an_integer(sche
     assert schema_validator.is_valid(report)
     with pytest.raises(ReportError, match=r"graphs\.captured = 4\.0, which is not an integer"):
         validate_report(report, "report.json")
+
+
+def test_a_report_read_without_msgspec_says_what_to_install(tmp_path):
+    """An install with --no-deps leaves msgspec out: loading a report says so in one sentence."""
+    path = write_report(tmp_path / "r.json", sample_report())
+    code = (
+        "import sys; sys.modules['msgspec'] = None\n"  # what an import of a package that is not there meets
+        "from pytest_cudagraph.errors import ReportError\n"
+        "from pytest_cudagraph.records.report import load_report\n"
+        f"try:\n    load_report({str(path)!r})\nexcept ReportError as exc:\n    print(exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("checking a report needs msgspec, which is not installed: pip install msgspec")

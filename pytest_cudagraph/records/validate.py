@@ -95,9 +95,21 @@ def validate_report(data: Any, name: str = "report", *, text: str | None = None)
 
 
 def _report_type() -> Any:
+    require_msgspec()
     from .schema import Report
 
     return Report
+
+
+def require_msgspec() -> None:
+    """ReportError unless msgspec can be imported (an install with --no-deps leaves it out)."""
+    try:
+        import msgspec  # noqa: F401
+    except ImportError:
+        raise ReportError(
+            "checking a report needs msgspec, which is not installed: pip install msgspec "
+            "(a dependency of pytest-cudagraph that an install with --no-deps leaves out)"
+        ) from None
 
 
 # ----------------------------------------------------------------------------
@@ -107,6 +119,7 @@ def _report_type() -> Any:
 
 def check_types(value: Any, type_: Any, path: tuple[Any, ...] = ()) -> None:
     """Raise Malformed at the first field of ``value`` that does not follow ``type_`` (a schema type)."""
+    require_msgspec()
     import msgspec
 
     try:
