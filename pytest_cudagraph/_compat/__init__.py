@@ -131,6 +131,7 @@ if TYPE_CHECKING:  # the names as they are defined, for type checkers; at run ti
         stance_refusal_names_the_frame,
         tracing_shape_guards,
         unsupported_type,
+        wrapped_target,
     )
     from .fx import (
         custom_op_overload,
@@ -166,6 +167,7 @@ if TYPE_CHECKING:  # the names as they are defined, for type checkers; at run ti
         pyfunc_argnames,
         pytest_log_handlers,
         run_basetemp,
+        torch_non_propagating_loggers,
         xdist_scope_scheduling,
     )
     from .state import (
@@ -258,6 +260,7 @@ _CAPABILITIES = {
     "stance_refusal_names_the_frame": "dynamo",
     "tracing_shape_guards": "dynamo",
     "unsupported_type": "dynamo",
+    "wrapped_target": "dynamo",
     # fx
     "custom_op_overload": "fx",
     "dispatch_mode_base": "fx",
@@ -290,6 +293,7 @@ _CAPABILITIES = {
     "pyfunc_argnames": "pytest_xdist",
     "pytest_log_handlers": "pytest_xdist",
     "run_basetemp": "pytest_xdist",
+    "torch_non_propagating_loggers": "pytest_xdist",
     "xdist_scope_scheduling": "pytest_xdist",
     # state
     "compile_config_snapshot": "state",
@@ -391,6 +395,7 @@ __all__ = [
     "set_log_artifact",
     "stance_refusal_names_the_frame",
     "start_compiler",
+    "torch_non_propagating_loggers",
     "tracing_shape_guards",
     "tree_flatten",
     "tree_leaves",
@@ -400,6 +405,7 @@ __all__ = [
     "triton_kernel_dirs",
     "unsupported_type",
     "watch_cudagraph_recordings",
+    "wrapped_target",
     "xdist_scope_scheduling",
     "backend_available",
     "distributed_available",

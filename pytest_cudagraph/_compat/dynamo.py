@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
+import inspect
+import sys
+import types
+import weakref
 from collections.abc import Iterable
 from typing import Any
 
@@ -33,6 +38,7 @@ def reset_dynamo() -> None:
     """
     import torch._dynamo
 
+    _remember_input_codes()
     torch._dynamo.reset()
 
 
@@ -156,6 +162,78 @@ def guard_failures_table() -> Any:
     from torch._dynamo.utils import guard_failures
 
     return guard_failures
+
+
+# code object -> what wrapped_target() found for it; weak, so a dropped code object takes its entry with it
+_WRAPPED_TARGETS: weakref.WeakKeyDictionary[types.CodeType, tuple[str, str, int] | int | None] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def wrapped_target(name: str, filename: str, line: int) -> tuple[str, str, int] | int | None:
+    """The function a decorator's wrapper stands for, when Dynamo compiled the wrapper.
+
+    ``(name, filename, line)`` names a code object Dynamo was asked to compile
+    (``torch._dynamo.convert_frame.input_codes``, 2.0+, emptied by ``reset()``).  When
+    the live functions whose ``__code__`` it is carry ``__wrapped__`` (a
+    ``functools.wraps`` decorator), ``inspect.unwrap`` of each gives its target:
+
+    - exactly one distinct target: ``(target __qualname__, its file, its first line)``;
+    - several (one decorator applied to many functions, all sharing the wrapper's
+      code): their number, since which of them this compile was for is not known;
+    - otherwise (no such code among Dynamo's, no function with ``__wrapped__``,
+      torch._dynamo never imported): None, and the wrapper's own name stands.
+
+    Only closures are looked at (a ``functools.wraps`` wrapper calls its target
+    through a free variable), and each code object once: ``gc.get_referrers`` walks
+    every tracked object.  Codes seen before a ``reset_dynamo()`` are still found
+    (weakly).  Imports nothing: without ``torch._dynamo`` loaded there is nothing
+    Dynamo compiled.
+    """
+    code = _input_codes().get((name, filename, line)) or _FORMER_INPUT_CODES.get((name, filename, line))
+    if code is None or not code.co_freevars:
+        return None
+    if code not in _WRAPPED_TARGETS:
+        _WRAPPED_TARGETS[code] = _unwrapped_target_of(code)
+    return _WRAPPED_TARGETS[code]
+
+
+# (name, filename, first line) -> a code object Dynamo was asked to compile before the last
+# reset_dynamo(): the plugin resets between tests before it reads the test's compile times
+_FORMER_INPUT_CODES: weakref.WeakValueDictionary[tuple[str, str, int], types.CodeType] = weakref.WeakValueDictionary()
+
+
+def _input_codes() -> dict[tuple[str, str, int], types.CodeType]:
+    convert_frame = sys.modules.get("torch._dynamo.convert_frame")
+    seen = getattr(getattr(convert_frame, "input_codes", None), "seen", None) or ()
+    codes = (ref() for ref in list(seen))
+    return {(code.co_name, code.co_filename, code.co_firstlineno): code for code in codes if code is not None}
+
+
+def _remember_input_codes() -> None:
+    _FORMER_INPUT_CODES.update(_input_codes())
+
+
+def _unwrapped_target_of(code: types.CodeType) -> tuple[str, str, int] | int | None:
+    targets: dict[int, Any] = {}
+    for holder in gc.get_referrers(code):
+        if isinstance(holder, types.FunctionType) and holder.__code__ is code and hasattr(holder, "__wrapped__"):
+            try:
+                target = inspect.unwrap(holder)
+            except ValueError:  # a __wrapped__ cycle
+                continue
+            if target is not holder:
+                targets[id(target)] = target
+    if not targets:
+        return None
+    if len(targets) > 1:
+        return len(targets)
+    (target,) = targets.values()
+    target_code = getattr(target, "__code__", None)
+    if target_code is None:  # a builtin or a callable object: nothing to point at
+        return None
+    qualname = getattr(target, "__qualname__", None) or target_code.co_name
+    return (str(qualname), target_code.co_filename, target_code.co_firstlineno)
 
 
 # --------------------------------------------------------------------------

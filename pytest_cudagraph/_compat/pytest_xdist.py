@@ -1,12 +1,13 @@
 """pytest's and pytest-xdist's internals: the run's base temp directory, a test's arguments, scope scheduling,
-pytest's log-capture handlers.
+pytest's log-capture handlers, and torch's loggers they would be attached to.
 
 Read in pytest 8.0-9.2 and pytest-xdist 3.5-3.8.  Imports neither pytest nor xdist
-at import time (xdist is optional).
+at import time (xdist is optional), nor torch.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,27 @@ def pytest_log_handlers(logger: Any) -> list[Any]:
     ``_LiveLoggingNullHandler``, ``_FileHandler``, ...) with no public base class.
     """
     return [handler for handler in logger.handlers if type(handler).__module__ == "_pytest.logging"]
+
+
+def torch_non_propagating_loggers() -> list[logging.Logger]:
+    """torch's loggers that do not propagate, among those already made (this creates none and imports no torch).
+
+    torch's logging setup (``torch._logging._internal._init_logs``, at torch's import
+    and at every ``set_logs``) makes ``torch`` and each registered logger
+    (``torch._dynamo``, ``torch._inductor``, ...) non-propagating, each with its own
+    stderr handler, and every off-by-default artifact logger
+    (``torch._inductor.graph.__output_code``, ...) non-propagating with none; the
+    structured-trace logger ``torch.__trace`` does not propagate either (torch
+    2.6-2.13).  These are the loggers pytest 9.2's ``catching_logs`` adds its
+    handlers to.
+    """
+    return [
+        logger
+        for name, logger in list(logging.Logger.manager.loggerDict.items())
+        if isinstance(logger, logging.Logger)
+        and (name == "torch" or name.startswith("torch."))
+        and not logger.propagate
+    ]
 
 
 def pyfunc_argnames(item: Any) -> tuple[str, ...]:

@@ -36,7 +36,19 @@ def function_label(name: str, filename: str, line: int | str) -> str:
     """``"name (file:line)"``, the file relative to the working directory when inside it.
 
     Relative paths keep report keys equal between checkouts in different places.
+    When the code object is a decorator's wrapper (``functools.wraps``, so it has
+    ``__wrapped__``), what Dynamo compiled is the wrapper but the user wrote the
+    target: the label names the target, ``"Model.forward (model.py:12)"``.  When the
+    one wrapper's code stands for several functions (a decorator applied to many),
+    which one this compile was for is not known: the wrapper keeps its own label
+    and says so, ``"wrapper (deco.py:5, wrapping one of 3 functions)"``.  See
+    ``compat.wrapped_target``.
     """
+    target = compat.wrapped_target(name, filename, int(line)) if str(line).isdigit() else None
+    if isinstance(target, tuple):
+        name, filename, line = target
+    elif isinstance(target, int):
+        return f"{name} ({relative_path(filename)}:{line}, wrapping one of {target} functions)"
     return f"{name} ({relative_path(filename)}:{line})"
 
 
