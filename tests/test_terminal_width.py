@@ -180,7 +180,7 @@ def _columns(section: list[str]) -> dict[str, list[str]]:
 def test_the_terminal_section_fits_120_columns_and_shows_no_empty_column(pytester):
     pytester.makepyfile(test_long_rows=LONG_ROWS)
     report = pytester.path / "run.json"
-    result = pytester.runpytest(f"--cudagraph-report={report}", "-p", "no:randomly")
+    result = pytester.runpytest_subprocess(f"--cudagraph-report={report}", "-p", "no:randomly")
     result.assert_outcomes(passed=4)
     section = _section(result.stdout.str())
     # these rows were 150 columns and more before

@@ -131,7 +131,7 @@ def test_the_terminal_and_the_report_name_the_decorated_forward(pytester: pytest
     torch.compile(lambda x: x + 1, backend="eager")(torch.ones(1))  # load the lazily imported compile stack
     torch._dynamo.reset()
     pytester.makepyfile(test_deco=DECORATED)
-    result = pytester.runpytest("--cudagraph-report=r.json", "-p", "no:randomly")
+    result = pytester.runpytest_subprocess("--cudagraph-report=r.json", "-p", "no:randomly")
     result.assert_outcomes(failed=1)
     result.stdout.re_match_lines(
         [r".*recompile 1 of 1: Block\.forward \(test_deco\.py:16\), called from test_deco\.py"]
