@@ -19,6 +19,7 @@ def compiled_sin(x: torch.Tensor) -> torch.Tensor:
     return torch.compile(lambda a: torch.sin(a) * 2)(x)
 
 
+@pytest.mark.slow  # a subprocess-heavy run: the README's test command stays under 5 minutes
 def test_a_pass_reports_its_compiler_start_up_apart():
     with cache_probe() as probe:
         one = probe.run_pass("cold", lambda: None, 0, probe.new_pass_directory("t"))

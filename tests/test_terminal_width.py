@@ -177,6 +177,7 @@ def _columns(section: list[str]) -> dict[str, list[str]]:
     return cells
 
 
+@pytest.mark.slow  # a subprocess-heavy run: the README's test command stays under 5 minutes
 def test_the_terminal_section_fits_120_columns_and_shows_no_empty_column(pytester):
     pytester.makepyfile(test_long_rows=LONG_ROWS)
     report = pytester.path / "run.json"

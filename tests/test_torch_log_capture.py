@@ -46,6 +46,7 @@ def test_recompile_limit():
 LIMIT = "hit config.recompile_limit (2)"
 
 
+@pytest.mark.slow  # a subprocess-heavy run: the README's test command stays under 5 minutes
 def test_failures_show_torchs_messages_once_and_no_output_code_lines(pytester: pytest.Pytester, monkeypatch):
     monkeypatch.delenv("TORCH_LOGS", raising=False)
     pytester.makepyfile(test_compiles=FAILING_COMPILES)
@@ -58,6 +59,7 @@ def test_failures_show_torchs_messages_once_and_no_output_code_lines(pytester: p
     assert "Captured log" not in text, text
 
 
+@pytest.mark.slow  # a subprocess-heavy run: the README's test command stays under 5 minutes
 @pytest.mark.skipif(
     not PYTEST_ATTACHES_TO_NON_PROPAGATING_LOGGERS, reason="pytest < 9.2 never captures torch's own loggers"
 )

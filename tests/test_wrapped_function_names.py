@@ -127,6 +127,7 @@ def test_shapes():
 """
 
 
+@pytest.mark.slow  # a subprocess-heavy run: the README's test command stays under 5 minutes
 def test_the_terminal_and_the_report_name_the_decorated_forward(pytester: pytest.Pytester):
     torch.compile(lambda x: x + 1, backend="eager")(torch.ones(1))  # load the lazily imported compile stack
     torch._dynamo.reset()
