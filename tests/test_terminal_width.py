@@ -6,6 +6,7 @@ import io
 import json
 import re
 
+import pytest
 from sample_reports import ENV_2_13, graph_record, modified, sample_report, warm_start_record
 
 from pytest_cudagraph.records.cold_warm import counts_text, letters_in, pass_pairs
