@@ -5,7 +5,7 @@ propagate, and torch's are such loggers.  torch writes a structured-trace record
 (compile events, graphs, guards) whenever ``torch.__trace`` has a handler, so every
 failing test that compiled ended with dozens to hundreds of empty ``DEBUG
 torch.__trace`` lines under "Captured log call", burying the message the test
-failed with.  ``torch``, ``torch._dynamo``, ``torch._inductor``, ... print through
+failed with.  torch's own loggers (``torch`` and the Dynamo and Inductor ones below it) print through
 their own stderr handlers, so a recompile-limit WARNING was shown twice (captured
 stderr and captured log), and torch's off-by-default artifact loggers, which have
 no handler and drop their records, had their INFO records (Inductor's ``Output code
