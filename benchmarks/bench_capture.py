@@ -114,6 +114,28 @@ def with_plugin(model: torch.nn.Module, size_warmup_iters: int = 1) -> tuple[flo
     return elapsed, figures["largest_s"], figures
 
 
+def replays_and_references_alone(model: torch.nn.Module) -> tuple[float, float]:
+    """The check's floor: the same replays and eager references with nothing compared, and the device's time of them.
+
+    Every loop that makes the same checks runs these kernels; what the plugin's check
+    takes beyond this is its own cost (comparisons, pointer checks, read-back).
+    """
+    with capture_graphs(model, make_inputs, SIZES) as gs:
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        began, ended = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        began.record()
+        with torch.no_grad():
+            for _ in range(TRIALS):
+                for size in gs.capture_order:
+                    x = make_inputs(size)
+                    gs.replay(size, x)
+                    model(x)
+        ended.record()
+        torch.cuda.synchronize()
+        return time.perf_counter() - start, began.elapsed_time(ended) / 1e3
+
+
 def measure_all_sizes(model: torch.nn.Module) -> tuple[float, dict[int, int]]:
     with capture_graphs(model, make_inputs, SIZES) as gs:
         start = time.perf_counter()
@@ -188,6 +210,7 @@ def main() -> None:
         elapsed, _, figures = with_plugin(model)
         plugin.append(elapsed)
         plugin_full_warmup.append(with_plugin(model, size_warmup_iters=3)[0])
+    floors = [replays_and_references_alone(model) for _ in range(args.runs)]
     all_sizes_s, per_size = measure_all_sizes(model)
     reading_s = meter_reading_s(model)
     ratio = statistics.median(plugin) / statistics.median(hand)
@@ -226,6 +249,11 @@ def main() -> None:
     print(
         f"the last unprofiled plugin run: capture {figures['capture_phase_s']:.3f}s, "
         f"replay check {figures['check_phase_s']:.3f}s"
+    )
+    floor_s, floor_device_s = statistics.median(f[0] for f in floors), statistics.median(f[1] for f in floors)
+    print(
+        f"the check's floor, the same replays and eager references with nothing compared: median {floor_s:.3f}s "
+        f"(device busy {floor_device_s:.3f}s); the plugin's check adds {figures['check_phase_s'] - floor_s:.3f}s to it"
     )
     profiled_s, rows = plugin_breakdown(model)
     print(f"where the plugin's time goes (one run under cProfile, {profiled_s:.3f}s in all):")
