@@ -33,7 +33,19 @@ def make_suite(root: Path, modules: int = 10, tests_per_module: int = 30) -> Non
 
 
 def collect_only(extra: list[str]) -> list[str]:
-    return [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *extra]
+    # pytest-randomly, where installed, reorders the items with a new seed in every run: not the same run twice
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--collect-only",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+        *extra,
+    ]
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ A second pair times the bare imports, ``import pytest`` against
 ``import pytest, pytest_cudagraph.plugin``: their difference is what the plugin's
 own modules cost a start-up, and the benchmark checks that importing the plugin
 left torch unimported (a plugin that imports torch adds seconds to every run).
-Prints the median of each and the ratios (target for the run: at most 1.05);
+Prints the median of each and the ratios (target for the run: at most 1.02);
 the imports get three times ``--runs``.
 
 Byte-code is cached as on a developer machine or a CI runner after its first
@@ -60,7 +60,8 @@ def time_command(cmd: list[str], cwd: Path, env: dict[str, str]) -> float:
 
 
 def pytest_run(extra: list[str]) -> list[str]:
-    return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra]
+    # pytest-randomly, where installed, reorders the tests with a new seed in every run: not the same run twice
+    return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *extra]
 
 
 def import_only(code: str) -> list[str]:
@@ -119,7 +120,7 @@ def main() -> None:
     print(f"pytest run of {TESTS} trivial tests (start-up, collection, run, exit), {args.runs} runs each")
     print(f"  with plugin       median {med['run_with'] * 1000:.1f} ms")
     print(f"  -p no:cudagraph   median {med['run_without'] * 1000:.1f} ms")
-    print(f"  ratio {med['run_with'] / med['run_without']:.3f} (target <= 1.05)")
+    print(f"  ratio {med['run_with'] / med['run_without']:.3f} (target <= 1.02)")
     print(f"python -c imports, {3 * args.runs} runs each")
     print(f"  import pytest, pytest_cudagraph.plugin  median {med['imp_with'] * 1000:.1f} ms")
     print(f"  import pytest                           median {med['imp_without'] * 1000:.1f} ms")

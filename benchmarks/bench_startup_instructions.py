@@ -2,22 +2,29 @@
 
 Generates the suite of ``bench_collect.py`` (300 test functions, 400 items, no
 plugin marker or fixture) and runs ``python -m pytest --collect-only -q -p
-no:cacheprovider`` once under ``valgrind --tool=callgrind`` with the plugin and
-once with ``-p no:cudagraph``, then prints the total ``Ir`` of each callgrind
-output file (its ``totals:`` line) and their ratio (target: at most 1.02).
+no:cacheprovider -p no:randomly`` once under ``valgrind --tool=callgrind`` with
+the plugin and once with ``-p no:cudagraph``, then prints the total ``Ir`` of each
+callgrind output file (its ``totals:`` line) and their ratio (target: at most 1.02).
 
-Instructions do not move with the machine's load: two runs of one build give the
-same count within a few hundredths of a percent, so one run of each side is
-enough.  The interpreter under valgrind is the real one (``sys.executable``
-resolved), never a pyenv shim, which would be a shell script valgrind follows
-into a second process.  The subprocesses keep the environment's byte-code setting
-(as ``bench_collect.py`` does; here ``PYTHONDONTWRITEBYTECODE=1``, under which
-pytest rewrites each of the plugin's modules it imports, in every run);
-``--pyc-cache`` caches byte-code in a private directory instead, warmed by one run
-of each side outside valgrind.  Each run under callgrind takes about a minute on
-a 2-core machine.
+Both sides run the same code but for the plugin: ``PYTHONHASHSEED=0`` and
+pytest-randomly off (where installed it reorders the items with a new seed in
+every run), so a side gives the same count, to some ten thousand instructions, in
+every run, and one run of each is enough.  The cyclic garbage collector's share is
+printed too: when it runs depends on how many objects were made, so a small change
+can move a whole collection from one side of the end of the run to the other.
+The interpreter under valgrind is the real one (``sys.executable`` resolved), never
+a pyenv shim, which would be a shell script valgrind follows into a second process.
 
-    python benchmarks/bench_startup_instructions.py [--pyc-cache] [--keep DIR]
+Byte-code is cached as a user has it: pip compiles each module of an installed
+package, and pytest writes its rewritten byte-code of the plugin's modules at its
+first run; here into a private directory (PYTHONPYCACHEPREFIX), warmed by one run
+of each side outside valgrind.  ``--no-pyc-cache`` keeps the environment's own
+setting instead (``PYTHONDONTWRITEBYTECODE=1`` on the machine of
+docs/performance.md, under which pytest reads, rewrites and compiles each of the
+plugin's modules it imports, in every run).  Each run under callgrind takes about
+a minute on a 2-core machine.
+
+    python benchmarks/bench_startup_instructions.py [--no-pyc-cache] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -42,7 +49,20 @@ def python_executable() -> str:
 
 
 def collect_only(extra: list[str]) -> list[str]:
-    return [python_executable(), "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *extra]
+    # pytest-randomly, where installed, reorders the items with a new seed in every run: the two sides
+    # would not run the same code
+    return [
+        python_executable(),
+        "-m",
+        "pytest",
+        "--collect-only",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:randomly",
+        *extra,
+    ]
 
 
 def callgrind_total(path: Path) -> int:
@@ -69,30 +89,48 @@ def count(cmd: list[str], cwd: Path, env: dict[str, str], out_file: Path) -> int
     return callgrind_total(out_file)
 
 
+def gc_share(path: Path) -> int | None:
+    """The inclusive ``Ir`` of the cyclic garbage collector (``gc_collect_main``), where callgrind_annotate exists."""
+    annotate = shutil.which("callgrind_annotate")
+    if annotate is None:
+        return None
+    text = subprocess.run([annotate, "--inclusive=yes", str(path)], capture_output=True, text=True).stdout
+    for line in text.splitlines():
+        if ":gc_collect_main " in line and line.split()[0].replace(",", "").isdigit():
+            return int(line.split()[0].replace(",", ""))
+    return None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--pyc-cache", action="store_true", help="cache byte-code in a private directory, warmed outside valgrind"
+        "--no-pyc-cache",
+        action="store_true",
+        help="keep the environment's byte-code setting (PYTHONDONTWRITEBYTECODE) instead of a warmed private cache",
     )
+    parser.add_argument("--pyc-cache", action="store_true", help="the default: kept for older command lines")
     parser.add_argument("--keep", metavar="DIR", help="copy the two callgrind output files into DIR")
     args = parser.parse_args()
+    cached = not args.no_pyc_cache
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "suite"
         root.mkdir()
         make_suite(root)
-        env = subprocess_env(Path(tmp) / "pycache" if args.pyc_cache else None)
+        env = subprocess_env(Path(tmp) / "pycache" if cached else None)
+        env["PYTHONHASHSEED"] = "0"  # the same set and dict orders in every run, so one run of each side is enough
         with_cmd, without_cmd = collect_only([]), collect_only(["-p", "no:cudagraph"])
-        if args.pyc_cache:
+        if cached:
             for cmd in (with_cmd, without_cmd):
                 subprocess.run(cmd, cwd=root, env=env, capture_output=True, check=True)
         outs = {"with": Path(tmp) / "callgrind.with", "without": Path(tmp) / "callgrind.without"}
         with_ir = count(with_cmd, root, env, outs["with"])
         without_ir = count(without_cmd, root, env, outs["without"])
+        gc_with, gc_without = gc_share(outs["with"]), gc_share(outs["without"])
         if args.keep:
             Path(args.keep).mkdir(parents=True, exist_ok=True)
             for path in outs.values():
                 shutil.copy(path, Path(args.keep) / path.name)
-    if args.pyc_cache:
+    if cached:
         bytecode = "cached in a private PYTHONPYCACHEPREFIX (warmed by one run of each side)"
     else:
         bytecode = (
@@ -103,6 +141,8 @@ def main() -> None:
     print(f"  with plugin       {with_ir:,} Ir")
     print(f"  -p no:cudagraph   {without_ir:,} Ir")
     print(f"  ratio {with_ir / without_ir:.3f} (target <= {TARGET}), plugin {with_ir - without_ir:+,} Ir")
+    if gc_with is not None and gc_without is not None:
+        print(f"  of which the cyclic garbage collector: {gc_with:,} Ir with, {gc_without:,} Ir without")
 
 
 if __name__ == "__main__":

@@ -22,6 +22,15 @@ _LAZY = {
     "GraphSetResult": "graphs.capture",
     "CapturedGraph": "graphs.capture",
     "PoolCheck": "graphs.memory",
+    # capture_graphs(..., break_at=...): each size's CapturedGraph holds a GraphChain
+    "GraphChain": "graphs.breakable",
+    # agree_modes -> ModeAgreement (.check(), .comparisons: PairComparison)
+    "agree_modes": "graphs.agree",
+    "ModeAgreement": "graphs.agree",
+    "PairComparison": "graphs.agree",
+    # count_rerecords -> {function: FunctionRerecords}; TreeWatch.result().rerecords is the same
+    "count_rerecords": "graphs.rerecords",
+    "FunctionRerecords": "graphs.rerecords",
     # watch_recompiles -> RecompileWatch; .result() -> RecompileStats (.by_function, .graph_breaks)
     "watch_recompiles": "compile.recompiles",
     "RecompileWatch": "compile.recompiles",

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sample_reports import ENV_2_13, MiB, graph_record, modified, recompile_record, sample_report
 
+from pytest_cudagraph.errors import ReportError
 from pytest_cudagraph.records.report import build_report
 from pytest_cudagraph.tools.compare import ALL_RULES, DEFAULT_RULES, compare_reports, parse_rules
 
@@ -151,15 +152,23 @@ def test_pool_threshold_is_adjustable():
 
 def test_missing_sections_on_either_side_are_compared_as_absent():
     base = build_report(ENV_2_13, {"a::t": {"outcome": "passed"}, "b::t": graph_record()})
-    new = build_report(
-        ENV_2_13,
-        {"a::t": recompile_record(4), "b::t": {"outcome": "passed", "graphs": "garbled", "caches": None}},
-    )
+    new = build_report(ENV_2_13, {"a::t": recompile_record(4), "b::t": {"outcome": "passed"}})
     comparison = compare_reports(base, new)
     assert not comparison.regressed  # nothing to compare a section against
     changed = {t.nodeid: {c.metric for c in t.changes} for t in comparison.tests}
     assert "recompiles.count" in changed["a::t"]
     assert "graphs.pool_bytes" in changed["b::t"]
+
+
+def test_a_report_in_memory_that_breaks_its_types_is_one_sentence_naming_the_field():
+    base = build_report(ENV_2_13, {"b::t": graph_record()})
+    new = build_report(ENV_2_13, {"b::t": {"outcome": "passed", "graphs": "garbled"}})
+    with pytest.raises(ReportError) as caught:
+        compare_reports(base, new, labels=("old.json", "the run"))
+    assert str(caught.value) == (
+        "report the run has tests['b::t'].graphs = 'garbled', which is not a mapping; "
+        "write it again with --cudagraph-report, or correct that field"
+    )
 
 
 def test_unknown_sections_and_keys_appear_in_the_table():
@@ -376,7 +385,9 @@ def test_keys_that_differ_while_every_lookup_behaves_the_same_are_no_change():
     same = copy.deepcopy(new)
     for nodeid, record in same["tests"].items():
         for name in ("caches", "recompiles"):
-            record[name] = copy.deepcopy(base["tests"][nodeid].get(name))
+            record.pop(name, None)
+            if name in base["tests"][nodeid]:
+                record[name] = copy.deepcopy(base["tests"][nodeid][name])
         if "cache_keys" in record:
             before = base["tests"][nodeid]["cache_keys"]["lookups"]
             record["cache_keys"]["lookups"] = record["cache_keys"]["lookups"][: len(before)]

@@ -12,11 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sample_reports import ENV_2_13, cache_key_report_pair, fake_hash
 
+from pytest_cudagraph.errors import ReportError
 from pytest_cudagraph.records import key_diff
 from pytest_cudagraph.records.key_diff import diff_reports, diff_test, lookups_of, shared_components
+from pytest_cudagraph.records.loaded import typed_report
 from pytest_cudagraph.records.report import build_report, full_components
 from pytest_cudagraph.render import key_text
-from pytest_cudagraph.render.key_text import run_wide_lines
+from pytest_cudagraph.render.key_text import component_change_text, run_wide_lines
 from pytest_cudagraph.render.show import render_html
 from pytest_cudagraph.tools.compare import compare_reports
 
@@ -185,7 +187,7 @@ def test_a_difference_every_lookup_shares_is_said_once_and_not_repeated_per_look
     assert [c.name for c in dynamic.pairs[0].changes] == ["example_inputs[0]"]
     # a config entry one warm pass changed is no run-wide difference: it shows on that lookup only
     warm = {p.label: p for p in diff.tests[WARM].pairs}
-    assert [c.text() for c in warm["fxgraph graph 1 (warm)"].changes] == [
+    assert [component_change_text(c) for c in warm["fxgraph graph 1 (warm)"].changes] == [
         "inductor_config[max_autotune]: False -> True"
     ]
     assert warm["fxgraph graph 1 (cold)"].changes == ()
@@ -201,7 +203,7 @@ def test_a_name_the_other_runs_lookups_hold_each_their_own_value_of_is_no_run_wi
     diff = diff_reports(base, new)
     assert diff.run_wide == ()
     assert diff.tests[T].pairs[0].changes == ()
-    assert [c.text() for c in diff.tests["t::other"].pairs[0].changes] == ["inductor_config[x]: 1 -> 2"]
+    assert [component_change_text(c) for c in diff.tests["t::other"].pairs[0].changes] == ["inductor_config[x]: 1 -> 2"]
 
 
 def test_lookups_read_back_the_components_report_full_components_puts_together():
@@ -251,24 +253,27 @@ def test_a_guard_miss_is_said_to_be_one_the_components_cannot_explain():
 
 def test_long_values_are_shown_around_where_they_differ():
     change = key_diff.ComponentChange("example_inputs[0]", ["h1", tensor((4, 64))], ["h2", tensor((8, 64))])
-    assert change.text() == (
+    assert component_change_text(change) == (
         "example_inputs[0]: TensorMetadata(shape=torch.Size([4, 64]), ...) -> TensorMetadata(shape=torch.Size([8, 64]), ...)"
     )
     grad = key_diff.ComponentChange("example_inputs[1]", ["h1", tensor((4, 64))], ["h2", tensor((4, 64), True)])
-    assert grad.text() == (
+    assert component_change_text(grad) == (
         "example_inputs[1]: TensorMetadata(requires_grad=False, ...) -> TensorMetadata(requires_grad=True, ...)"
     )
     # the report clips a value to 160 characters: then the item around the difference
     clipped = key_diff.ComponentChange(
         "example_inputs[0]", ["h1", tensor((4, 64))[:159] + "\u2026"], ["h2", tensor((8, 64))[:159] + "\u2026"]
     )
-    assert clipped.text() == "example_inputs[0]: ...shape=torch.Size([4, 64])... -> ...shape=torch.Size([8, 64])..."
+    assert (
+        component_change_text(clipped)
+        == "example_inputs[0]: ...shape=torch.Size([4, 64])... -> ...shape=torch.Size([8, 64])..."
+    )
     code = key_diff.ComponentChange(
         "gm",
         ["h1", "def forward(self, x):\n    y = x + 1\n    return (y,)"],
         ["h2", "def forward(self, x):\n    y = x * 2\n    return (y,)"],
     )
-    assert code.text() == "gm: line 2: y = x + 1 -> line 2: y = x * 2"
+    assert component_change_text(code) == "gm: line 2: y = x + 1 -> line 2: y = x * 2"
     assert key_text._change_lines(code, "  ") == [
         "  gm: its code differs (5 diff lines):",
         "    @@ -1,3 +1,3 @@",
@@ -280,14 +285,22 @@ def test_long_values_are_shown_around_where_they_differ():
 
 
 def test_absent_unrecorded_and_opaque_values_show_what_is_known():
-    assert key_diff.ComponentChange("x", None, ["abc", "False"]).text() == "x: (absent) -> False"
-    assert key_diff.ComponentChange("gm", ["abc", None], ["def", None]).text() == "gm: (hash abc) -> (hash def)"
+    assert component_change_text(key_diff.ComponentChange("x", None, ["abc", "False"])) == "x: (absent) -> False"
+    assert (
+        component_change_text(key_diff.ComponentChange("gm", ["abc", None], ["def", None]))
+        == "gm: (hash abc) -> (hash def)"
+    )
     pickled = key_diff.ComponentChange("autograd_config", ["abc", "\x80\x04\ufffd"], ["def", "<bytes>"])
-    assert pickled.text() == "autograd_config: (opaque, hash abc) -> (opaque, hash def)"
-    assert key_diff.ComponentChange("cache_key_tag", ["a", ""], ["b", "v2"]).text() == "cache_key_tag: '' -> v2"
+    assert component_change_text(pickled) == "autograd_config: (opaque, hash abc) -> (opaque, hash def)"
+    assert (
+        component_change_text(key_diff.ComponentChange("cache_key_tag", ["a", ""], ["b", "v2"]))
+        == "cache_key_tag: '' -> v2"
+    )
     # a value the report clipped where the two differ: the same text, other hashes
     clipped = "TensorMetadata(dtype=torch.float32, shape=torch.Size([8, 64]), stride=(64, 1), dev\u2026"
-    assert key_diff.ComponentChange("example_inputs[0]", ["aaaa", clipped], ["bbbb", clipped]).text() == (
+    assert component_change_text(
+        key_diff.ComponentChange("example_inputs[0]", ["aaaa", clipped], ["bbbb", clipped])
+    ) == (
         "example_inputs[0]: TensorMetadata(dtype=torch.float32, shape=tor... [aaaa] -> "
         "TensorMetadata(dtype=torch.float32, shape=tor... [bbbb]"
     )
@@ -355,7 +368,7 @@ junk = st.recursive(
     where=st.sampled_from(["section", "lookups", "lookup", "components", "component", "shared", "field"]),
     value=junk,
 )
-def test_any_malformed_cache_keys_section_reads_without_an_error(where, value):
+def test_any_malformed_cache_keys_section_reads_or_is_one_sentence_naming_it(where, value):
     base, new = key_report_pair()
     new = copy.deepcopy(new)
     record = new["tests"][WARM]
@@ -374,6 +387,20 @@ def test_any_malformed_cache_keys_section_reads_without_an_error(where, value):
         new["cache_components"] = value if not isinstance(value, dict) else {"fxgraph": value}
     else:
         lookup[str(value)[:6] or "graph"] = value
+    try:
+        typed_report(new)
+    except ReportError as error:  # the typed readers refuse it in one sentence, naming the field
+        message = str(error)
+        assert message.startswith("report ") and ("cache_keys" in message or "cache_components" in message), message
+        assert "\n" not in message
+        for call in (
+            lambda: diff_reports(base, new),
+            lambda: compare_reports(base, new),
+            lambda: key_text.show_lines(new),
+        ):
+            with pytest.raises(ReportError):
+                call()
+        return
     for one, other in ((base, new), (new, base)):
         diff = diff_reports(one, other)
         key_text.explain_lines(diff, ("a", "b"))

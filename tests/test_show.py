@@ -9,6 +9,7 @@ from html.parser import HTMLParser
 import pytest
 from sample_reports import ENV_2_13, MiB, graph_record, ranks_record, sample_report, where_and_why_report
 
+from pytest_cudagraph.errors import ReportError
 from pytest_cudagraph.records.report import build_report
 from pytest_cudagraph.render.record_text import detail_lines
 from pytest_cudagraph.render.show import render_html
@@ -167,13 +168,22 @@ def test_missing_sections_and_odd_values_still_render():
         {},
         {
             "a::t": {"outcome": "passed", "graphs": {"graph_bytes": {"8": None, "x": 3}}},
-            "b::t": {"outcome": "skipped", "caches": "garbled", "recompiles": {"limit_hits": 2}},
+            "b::t": {"outcome": "skipped", "recompiles": {"limit_hits": 2}},
         },
     )
     checker = parse(render_html(report))
     assert "The report has no environment block." in "".join(checker.text)
     assert checker.charts == []  # no usable (size, bytes) pair
     assert "Recompile limit hit 2 times" in "".join(checker.text)
+
+
+def test_a_report_built_in_memory_that_breaks_the_types_is_one_sentence_naming_the_field():
+    # the page reads the typed view: a section of another shape is refused as show refuses its file
+    report = build_report({}, {"b::t": {"outcome": "skipped", "caches": "garbled"}})
+    with pytest.raises(ReportError, match=r"^report given to render_html has tests\['b::t'\]\.caches = 'garbled'"):
+        render_html(report)
+    with pytest.raises(ReportError, match=r"^report given to detail_lines has tests\['b::t'\]\.caches = 'garbled'"):
+        detail_lines(report)
 
 
 def test_cublas_workspace_draws_the_bound_line_and_leaves_the_ratio():
@@ -203,13 +213,19 @@ def test_cache_lookups_render_well_formed_and_escaped():
         "bypass_reason": evil,
         "compared_with": evil,
     }
-    record = {"outcome": "passed", "cache_keys": {"lookups": [lookup, "garbled", {"layer": 3}], "note": evil}}
+    record = {"outcome": "passed", "cache_keys": {"lookups": [lookup], "note": evil}}
     checker = parse(render_html(build_report(ENV_2_13, {"a::t": record})))
     names = {tag for tag, _ in checker.tags}
     assert "script" not in names
     text = "".join(checker.text)
     assert "Cache lookups" in text and f"inductor_config[{evil}]: False -> True" in text
     assert text.count(evil) >= 5  # layer, pass, bypass reason, explanation, note: shown as text
+    # lookups read through their types: a garbled one is one sentence naming it, not a traceback
+    record["cache_keys"]["lookups"] += ["garbled"]
+    with pytest.raises(
+        ReportError, match=r"^report given to render_html has tests\['a::t'\]\.cache_keys\.lookups\[1\] = 'garbled'"
+    ):
+        render_html(build_report(ENV_2_13, {"a::t": record}))
 
 
 # ----------------------------------------------------------------------------
@@ -295,3 +311,36 @@ def test_the_where_and_why_sections_render_well_formed_and_escaped():
     assert "script" not in {tag for tag, _ in checker.tags}
     assert evil not in page
     assert "".join(checker.text).count(evil) >= 9
+
+
+# ----------------------------------------------------------------------------
+# the typed view: show reads a LoadedReport, and keeps what no type names
+# ----------------------------------------------------------------------------
+
+
+def test_show_reads_the_typed_view_and_still_shows_fields_no_type_names(tmp_path):
+    import json
+
+    from sample_reports import reduce_overhead_record
+
+    from pytest_cudagraph.records.loaded import read_report
+    from pytest_cudagraph.render.shard_text import describe_shard
+
+    record = reduce_overhead_record()
+    record["reduce_overhead"]["newer_figure"] = "kept-ro-7"  # a field of a newer plugin in a typed section
+    record["newer_section"] = {"gauge": "kept-ns-3"}  # a section no type names
+    report = build_report(ENV_2_13, {"a::t": record})
+    report["summary"]["shard"] = {"group": 2, "splits": 3, "selected": 4}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(report), encoding="utf-8")
+    loaded = read_report(path)
+    page = render_html(loaded)
+    text = "".join(parse(page).text)
+    assert "kept-ro-7" in text and "newer_figure" in text  # the reduce-overhead table of its other fields
+    assert "newer_section" in text and "kept-ns-3" in text  # a table of the section's values
+    assert "2/3 regions ran as CUDA graphs" in text
+    assert "shard 2 of 3" in text
+    assert page == render_html(report)  # the same page from the file's view and from the mapping
+    lines = detail_lines(loaded)
+    assert lines == detail_lines(report) and any("reduce-overhead: 2/3 regions" in line for line in lines)
+    assert describe_shard(loaded.report.summary.shard) == describe_shard(report["summary"]["shard"])

@@ -1,11 +1,14 @@
-"""What a run that uses no plugin feature loads of the package: the hook modules, and nothing else.
+"""What a run that uses no plugin feature loads of the package, and which of its hooks it registers.
 
 pytest loads ``pytest_cudagraph.plugin`` in every run, so each module it imports is
 paid by every suite (under ``PYTHONDONTWRITEBYTECODE`` pytest rewrites each of them
-again in every run).  The gateway's submodules, the library, records beyond a
-test's record, render and tools load on first use.  Each check runs in a fresh
-interpreter, and lists the modules exactly: a module added to the start-up path
-fails here until it is either deferred or added on purpose.
+again in every run), and each hook it registers is called by every run.  Until a
+run uses the plugin (``plugin/activation.py`` says what counts), it loads the
+entry point, ``activation`` and the fixture modules; the run's state, the recorder,
+the marker checks, the gateway, the library, records, render and tools load once a
+feature is used.  Each check runs in a fresh interpreter, and lists the modules
+exactly: a module added to the start-up path fails here until it is either
+deferred or added on purpose.
 """
 
 from __future__ import annotations
@@ -17,35 +20,28 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 CHECKOUT = Path(__file__).resolve().parent.parent
 
-# the plugin's hook modules and what they need to register their hooks
+# the plugin's entry point, the hooks every run registers, the fixture modules, and what they import
 HOOK_MODULES = {
     "pytest_cudagraph",
-    "pytest_cudagraph._compat",  # the gateway's package only: its capabilities load on first use
-    "pytest_cudagraph.envvars",
-    "pytest_cudagraph.errors",
-    "pytest_cudagraph.text",
+    "pytest_cudagraph.plugin",
+    "pytest_cudagraph.plugin.activation",
+    "pytest_cudagraph.plugin.fixtures",
+    "pytest_cudagraph.plugin.items",
+    "pytest_cudagraph.plugin.marker_docs",
+    "pytest_cudagraph.plugin.state_isolation",
+}
+# what collecting adds: the hook specifications, registered at start-up
+COLLECT_MODULES = HOOK_MODULES | {"pytest_cudagraph.plugin.hookspecs"}
+# what running tests adds: each test's record, made current for the plain API, and the open objects it tracks
+RUN_MODULES = COLLECT_MODULES | {
     "pytest_cudagraph.graphs",
     "pytest_cudagraph.graphs.open_objects",
     "pytest_cudagraph.records",
-    "pytest_cudagraph.records.progress",
     "pytest_cudagraph.records.record",
-    "pytest_cudagraph.plugin",
-    "pytest_cudagraph.plugin.collection",
-    "pytest_cudagraph.plugin.fixtures",
-    "pytest_cudagraph.plugin.handles",
-    "pytest_cudagraph.plugin.items",
-    "pytest_cudagraph.plugin.marker_checks",
-    "pytest_cudagraph.plugin.markers",
-    "pytest_cudagraph.plugin.pytest_split",
-    "pytest_cudagraph.plugin.rank_fixture",
-    "pytest_cudagraph.plugin.recording",
-    "pytest_cudagraph.plugin.session",
-    "pytest_cudagraph.plugin.startup",
-    "pytest_cudagraph.plugin.state_isolation",
-    "pytest_cudagraph.plugin.torch_trace",
-    "pytest_cudagraph.plugin.xdist",
 }
 
 LOADED = """
@@ -73,24 +69,81 @@ def test_importing_the_plugin_loads_its_hook_modules_only(tmp_path):
     assert loaded_after("import pytest_cudagraph.plugin", tmp_path) == HOOK_MODULES
 
 
-def test_a_run_that_uses_no_plugin_feature_loads_no_gateway_capability_nor_library(tmp_path):
-    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+def _plain_suite(path: Path) -> None:
+    (path / "pytest.ini").write_text("[pytest]\n")
     body = ["import pytest", ""]
     for t in range(4):
         body.append(f"@pytest.mark.parametrize('x', [1, 2])\ndef test_{t}(x):\n    assert x\n")
-    (tmp_path / "test_plain.py").write_text("\n".join(body))
+    (path / "test_plain.py").write_text("\n".join(body))
+
+
+def test_a_run_that_uses_no_plugin_feature_loads_no_gateway_capability_nor_library(tmp_path):
+    _plain_suite(tmp_path)
     code = """
         import pytest
         code = pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:randomly", "test_plain.py"])
         assert code == 0, code
     """
-    # the hook specifications are registered at start-up too, and torch_trace's wrapper of the test loop (run
-    # under --collect-only as well) reads the name of torch's trace logger from the gateway's dynamo module
-    expected = HOOK_MODULES | {"pytest_cudagraph.plugin.hookspecs", "pytest_cudagraph._compat.dynamo"}
-    assert loaded_after(code, tmp_path) == expected
-    # collection only (what bench_startup_instructions.py counts): the same
+    assert loaded_after(code, tmp_path) == RUN_MODULES
+    # collection only (what bench_startup_instructions.py counts)
     code = code.replace('"-q",', '"-q", "--collect-only",')
-    assert loaded_after(code, tmp_path) == expected
+    assert loaded_after(code, tmp_path) == COLLECT_MODULES
+
+
+# a run's hook implementations of the plugin, by plugin name, as pytest holds them at the end of the run
+REGISTERED = """
+    import json, pytest
+
+    class Probe:
+        def pytest_unconfigure(self, config):
+            names = {}
+            for name, plugin in config.pluginmanager.list_name_plugin():
+                if plugin is not None and name.startswith("cudagraph"):
+                    impls = config.pluginmanager.get_hookcallers(plugin) or []
+                    names[name] = sorted(caller.name for caller in impls)
+            print(json.dumps(names))
+
+    pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:randomly", *ARGS], plugins=[Probe()])
+"""
+
+
+def registered_hooks(args: list[str], cwd: Path) -> dict[str, list[str]]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(CHECKOUT), env.get("PYTHONPATH")) if p)
+    code = textwrap.dedent(REGISTERED).replace("ARGS", repr(args))
+    proc = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+# the plugin's hooks in a run that uses no feature: at start-up, once per module or class collected, once after
+# collection, and the test's record around each phase (a test that imports torch in its body still gets one)
+FEATURELESS_HOOKS = {
+    "cudagraph": [
+        "pytest_addhooks",
+        "pytest_addoption",
+        "pytest_configure",
+        "pytest_report_collectionfinish",
+        "pytest_report_header",
+        "pytest_unconfigure",
+    ],
+    "cudagraph-activation": [
+        "pytest_collection_modifyitems",
+        "pytest_make_collect_report",
+        "pytest_runtest_makereport",
+        "pytest_runtest_setup",
+    ],
+    "cudagraph-run-so-far": ["pytest_collectreport", "pytest_deselected", "pytest_runtest_logreport"],
+    "cudagraph-fixtures": [],
+    "cudagraph-state-isolation": ["pytest_fixture_setup", "pytest_runtest_call", "pytest_runtest_teardown"],
+}
+
+
+@pytest.mark.slow
+def test_a_run_that_uses_no_plugin_feature_registers_only_the_hooks_that_look_for_one(tmp_path):
+    _plain_suite(tmp_path)
+    assert registered_hooks(["--collect-only"], tmp_path) == FEATURELESS_HOOKS
+    assert registered_hooks([], tmp_path) == FEATURELESS_HOOKS
 
 
 def test_the_gateway_resolves_a_capability_on_first_use_by_either_import_form(tmp_path):

@@ -33,6 +33,14 @@ def test_the_passes_of_several_cold_warm_calls_add_up_per_pass():
     assert _cells(record)["fxgraph"] == "m=2 s=2 -> h=2"
 
 
+def test_pairs_made_by_portable_and_relocate_are_named_by_their_method():
+    record = warm_start_record()
+    pair = record["extra"].pop("compile_cache")
+    record["extra"]["cold_warm"] = [dict(pair, mode=mode) for mode in ("portable", "relocate", "inprocess")]
+    labels = [p.label for p in pass_pairs(record)]
+    assert labels == ["portable() #1", "relocate() #2", "cold_warm(mode='inprocess') #3"]
+
+
 def test_a_warm_pass_that_missed_shows_the_miss_on_the_warm_side():
     record = warm_start_record()
     record["extra"]["compile_cache"]["warm"]["stats"]["fxgraph"] = {"hit": 0, "miss": 1, "bypass": 1, "saved": 1}

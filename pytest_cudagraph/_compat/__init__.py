@@ -24,6 +24,8 @@ every run, and a run that uses no plugin feature imports none of them.
   to a child interpreter;
 - ``cache_lookups``: every cache lookup's key and components, and what a torch
   version leaves out of them;
+- ``cache_factors``: what a cache sweep varies (Inductor config entries by name,
+  custom graph passes, the config a factor changed, as the key names it);
 - ``compile_metrics``: torch's compilation metrics, one record per compiled frame with
   the time of each phase (Dynamo, AOTAutograd, Inductor, kernel compiles, cache savings);
 - ``instructions``: callgrind's collection toggled around every frame compile
@@ -31,6 +33,8 @@ every run, and a run that uses no plugin feature imports none of them.
 - ``cuda``: device presence and count, allocator snapshots and pools, cuBLAS
   workspaces, non-owning aliases of pool memory;
 - ``fx``: op overload names, custom ops, the dispatch-mode base class, pytree;
+- ``graph_segments``: breakable CUDA graphs, a chain of graphs captured into one pool
+  with eager ops between;
 - ``dtypes``: default comparison tolerances, dtypes this torch has;
 - ``state``: the global torch state a test must leave as it found it (configs,
   compile stance, default device, Dynamo's per-code caches);
@@ -45,6 +49,15 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names as they are defined, for type checkers; at run time they load on first use
+    from .cache_factors import (
+        DEFAULT_SWEEP_CONFIGS,
+        compile_config_values,
+        config_changes_as_key_components,
+        custom_graph_pass_class,
+        custom_graph_pass_missing,
+        has_inductor_config,
+        inductor_config_patch,
+    )
     from .cache_layers import (
         CACHE_KEY_CONFIG_MODULES,
         CUSTOM_GRAPH_PASS_CLASS,
@@ -144,6 +157,11 @@ if TYPE_CHECKING:  # the names as they are defined, for type checkers; at run ti
         tree_map,
         tree_unflatten,
     )
+    from .graph_segments import (
+        begin_graph_segment,
+        end_graph_segment,
+        stream_is_capturing,
+    )
     from .guards import (
         failing_guards_of_recompile,
     )
@@ -201,6 +219,14 @@ _CAPABILITIES = {
     "save_cache_artifacts": "cache_layers",
     "triton_compilation_knobs": "cache_layers",
     "triton_kernel_dirs": "cache_layers",
+    # cache_factors
+    "DEFAULT_SWEEP_CONFIGS": "cache_factors",
+    "compile_config_values": "cache_factors",
+    "config_changes_as_key_components": "cache_factors",
+    "custom_graph_pass_class": "cache_factors",
+    "custom_graph_pass_missing": "cache_factors",
+    "has_inductor_config": "cache_factors",
+    "inductor_config_patch": "cache_factors",
     # cache_lookups
     "cache_lookup_gaps": "cache_lookups",
     "capturing_cache_lookups": "cache_lookups",
@@ -271,6 +297,10 @@ _CAPABILITIES = {
     "tree_leaves": "fx",
     "tree_map": "fx",
     "tree_unflatten": "fx",
+    # graph_segments
+    "begin_graph_segment": "graph_segments",
+    "end_graph_segment": "graph_segments",
+    "stream_is_capturing": "graph_segments",
     # guards
     "failing_guards_of_recompile": "guards",
     # inductor
@@ -313,6 +343,13 @@ __all__ = [
     "pytest_log_handlers",
     "CACHE_KEY_CONFIG_MODULES",
     "CUSTOM_GRAPH_PASS_CLASS",
+    "DEFAULT_SWEEP_CONFIGS",
+    "compile_config_values",
+    "config_changes_as_key_components",
+    "custom_graph_pass_class",
+    "custom_graph_pass_missing",
+    "has_inductor_config",
+    "inductor_config_patch",
     "RECOMPILE_LOG_ARTIFACTS",
     "abandon_capture_pool",
     "applied_compile_config",
@@ -412,6 +449,9 @@ __all__ = [
     "init_rank_process_group",
     "rendezvous_store_client",
     "rendezvous_store_server",
+    "begin_graph_segment",
+    "end_graph_segment",
+    "stream_is_capturing",
 ]
 
 

@@ -11,7 +11,8 @@ cudagraph at compile time (a CPU input without partitioning, dynamic shapes, an
 incompatible op) never reaches the manager: its ``CompiledFxGraph`` runs the plain
 code.  Verified in the source of 2.6, 2.11, 2.13 and 2.14 and on an H200 with 2.11.
 
-* :class:`TreeCallMeter` counts, over a block, what each call did.  It wraps
+* :class:`TreeCallMeter` counts, over a block, what each call did, and keeps each
+  recording's function and input shape (``record_function``'s inputs).  It wraps
   ``_run`` and its three outcomes and ``CompiledFxGraph.__call__`` at class level
   (``add_function`` binds ``self.run`` into a partial, so an instance patch would
   miss calls); meters share one patch, removed when the last one ends.
@@ -136,6 +137,7 @@ class _Patch:
             patch(manager, "execute_node", outcome_wrapper("replayed"))
             patch(manager, "record_function", outcome_wrapper("recorded"))
             patch(manager, "run_eager", outcome_wrapper("warmup"))
+            patch(manager, "record_function", _recording_wrapper(cls._publish))
             patch(CompiledFxGraph, "__call__", graph_call_wrapper)
         except Exception:
             for owner, name, original in reversed(cls.undo):
@@ -153,6 +155,23 @@ class _Patch:
                 pass
 
 
+def _recording_wrapper(publish: Any) -> Any:
+    """The patch of ``record_function`` that publishes each recording's ``(function, shape)``."""
+
+    def make(original: Any) -> Any:
+        def record_function(self: Any, new_inputs: Any, function_id: Any) -> Any:
+            # read before recording: the new node frees the inputs list it is given
+            event = _recording_event(self, function_id, new_inputs)
+            out = original(self, new_inputs, function_id)
+            if event is not None:
+                publish("on_recording", *event)
+            return out
+
+        return record_function
+
+    return make
+
+
 def _function_key(function_id: Any) -> Any:
     return getattr(function_id, "id", function_id)
 
@@ -162,6 +181,63 @@ def _name(manager: Any, function_id: Any) -> str:
         return str(manager.get_func_name(function_id))
     except Exception:
         return f"function {_function_key(function_id)}"
+
+
+def _recording_event(manager: Any, function_id: Any, inputs: Any) -> tuple[str, tuple] | None:
+    """``(function, shape)`` of a recording about to happen, or None where it cannot be read.
+
+    The function is the user's frame that called the compiled code (Dynamo runs a
+    compiled function's transformed code in a frame of the user's file and name),
+    its first line and, for a backward, the mode (``manager.id_to_mode``); a
+    dynamic-shape graph gets a new ``FunctionID`` per size, so the id itself is no
+    key.  The shape is the shapes of the tensor inputs that are not static (a
+    module's parameters and buffers are, ``WrappedFunction.static_input_idxs``), or the
+    int inputs where no tensor varies.  Read in 2.6, 2.11 and 2.13.
+    """
+    try:
+        import torch
+
+        wrapped = manager.ids_to_funcs[function_id]
+        static = set(getattr(wrapped, "static_input_idxs", ()) or ())
+        inputs = list(inputs)
+        shapes = tuple(
+            tuple(int(d) for d in t.shape)
+            for i, t in enumerate(inputs)
+            if isinstance(t, torch.Tensor) and i not in static
+        )
+        if not shapes:
+            shapes = tuple(v for v in inputs if isinstance(v, int) and not isinstance(v, bool))
+        mode = getattr(getattr(manager, "id_to_mode", {}).get(function_id), "name", "")
+        function = _calling_function(sys._getframe(1))
+        if mode == "BACKWARD":
+            function += " (backward)"
+        return function, shapes
+    except Exception:
+        return None
+
+
+def _calling_function(frame: Any) -> str:
+    """``name (file.py:line)`` of the innermost frame outside torch, this package, the standard library and generated code."""
+    import os
+    import sysconfig
+
+    import torch
+
+    from .inductor import is_generated_code
+
+    library = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    stdlib = sysconfig.get_paths()["stdlib"]
+    while frame is not None:
+        code = frame.f_code
+        filename = code.co_filename
+        if not filename.startswith("<") and not is_generated_code(filename):
+            path = os.path.abspath(filename)
+            installed = "site-packages" in path or "dist-packages" in path
+            if not any(path.startswith(d) for d in library) and not (path.startswith(stdlib) and not installed):
+                name = getattr(code, "co_qualname", code.co_name)
+                return f"{name} ({os.path.basename(filename)}:{code.co_firstlineno})"
+        frame = frame.f_back
+    return "a compiled function"
 
 
 def _graph_name(compiled_graph: Any) -> str:
@@ -181,6 +257,8 @@ class TreeCallMeter:
 
     def __init__(self) -> None:
         self.regions: dict[Any, dict[str, Any]] = {}
+        # every recording as (function, shape), in order (graphs/rerecords.py counts them)
+        self.recordings: list[tuple[str, tuple]] = []
         self.available = False
 
     def __enter__(self) -> TreeCallMeter:
@@ -194,6 +272,9 @@ class TreeCallMeter:
     def on_region_call(self, key: Any, name: str, outcome: str) -> None:
         region = self.regions.setdefault(key, {"name": name, "calls": Counter()})
         region["calls"][outcome] += 1
+
+    def on_recording(self, function: str, shape: tuple) -> None:
+        self.recordings.append((function, shape))
 
     def calls(self) -> Counter:
         total: Counter = Counter()

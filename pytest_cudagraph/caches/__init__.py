@@ -5,7 +5,12 @@
   (counters, logs, Triton's listener, seeded RNGs), ``warm_start`` (``ColdWarm``, the
   warm-start invariant and its message), ``outputs`` (the cold/warm comparison of
   outputs), ``child`` (the warm pass in a fresh interpreter, ``python -m
-  pytest_cudagraph.caches SPEC``) and ``portable`` (portable cache artifacts);
+  pytest_cudagraph.caches SPEC``) and ``portable`` (portable cache artifacts, moved
+  in this or a fresh interpreter);
+- ``sweep`` (false hits: does the key change with each factor?), ``sweep_factors``
+  (``Factor`` and the default factors) and ``relocate`` (a warm start after the
+  cache, the working directory, HOME and TMPDIR moved): ``CacheProbe.sweep()`` and
+  ``CacheProbe.relocate()``;
 - ``keys``: every cache lookup's key and its components (``lookups``), the key index
   across runs (``key_index``);
 - ``cache_root``: the private cache root of a run, per worker and per test;

@@ -118,7 +118,9 @@ def child_pass_command(target: str, args: tuple, seed: int, directory: Path) -> 
     return cmd, out_path, env
 
 
-def child_pass(cmd: list[str], *, out_path: Path, what: str, env: dict[str, str], cwd: str, label: str) -> PassResult:
+def child_pass(
+    cmd: list[str], *, out_path: Path, what: str, env: dict[str, str], cwd: str, label: str, name: str = "warm"
+) -> PassResult:
     """Run ``cmd``, a fresh interpreter that writes one warm pass to ``out_path``; that pass, its lookups as ``label``.
 
     Raises InvariantViolation with the child's last lines when it wrote no result or an error.
@@ -134,7 +136,7 @@ def child_pass(cmd: list[str], *, out_path: Path, what: str, env: dict[str, str]
             f"{proc.returncode}); its last lines:\n{_indent(detail)}\nrerun it alone with: {' '.join(cmd)}"
         )
     return PassResult(
-        name="warm",
+        name=name,
         stats=CacheStats.from_json(payload["stats"]),
         outputs=payload.get("outputs"),
         recorded=payload.get("recorded") or {},
@@ -209,17 +211,45 @@ def write_pass_output(path: str | Path, result: PassResult | None, error: str | 
     os.replace(str(path) + ".tmp", path)
 
 
+def _import_from_file(module_name: str, path: str) -> None:
+    """Import ``module_name`` from the file ``path`` (relocate(): the function's module copied elsewhere)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path} cannot be imported as {module_name}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+
+
 def _child_main(argv: list[str]) -> int:
-    """``python -m pytest_cudagraph.caches SPEC``: one warm pass of a callable, results to SPEC's out."""
+    """``python -m pytest_cudagraph.caches SPEC [--module NAME FILE] [--load-artifacts FILE]``: one warm pass.
+
+    ``--module``: the function's module is imported from FILE (before the spec,
+    whose arguments may refer to its classes); ``--load-artifacts``: the Mega-Cache
+    artifacts in FILE are loaded into the cache directory before the pass
+    (``portable(mode="subprocess")``).  The pass's results go to SPEC's out.
+    """
     import torch
 
     from .probe import cache_probe
 
+    options: dict[str, list[str]] = {}
+    rest = argv[1:]
+    while rest:
+        count = 2 if rest[0] == "--module" else 1
+        options[rest[0]], rest = rest[1 : 1 + count], rest[1 + count :]
+    if "--module" in options:
+        _import_from_file(*options["--module"])
     spec = torch.load(argv[0], weights_only=False)  # our own file, in the probe's private directory
     try:
         fn = resolve_importable(spec["target"])
         with compat.applied_compile_config(spec.get("config") or {}):
             with cache_probe(directory=Path(spec["cache_dir"])) as probe:
+                if "--load-artifacts" in options:
+                    compat.clear_in_memory_compile_caches()
+                    compat.load_cache_artifacts(Path(options["--load-artifacts"][0]).read_bytes())
                 result = probe.run_pass("warm", lambda: fn(*spec["args"]), spec["seed"], probe.cache_dir)
     except BaseException:
         write_pass_output(spec["out"], None, error=traceback.format_exc(limit=-8))

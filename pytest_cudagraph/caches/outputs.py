@@ -41,36 +41,30 @@ def cold_warm_differences(
     """
     import torch
 
-    problems: list[str] = []
+    from ..graphs.output_trees import StructureMismatch, paired_leaves
 
-    def walk(where: str, a: Any, b: Any) -> None:
+    # the walk is shared with graphs.numerics (one meaning of "the structure differs"); whether two leaves
+    # are equal is not: here bitwise (NaN equal to NaN), and each subtree that parts says how
+    problems: list[str] = []
+    for item in paired_leaves(cold, warm, label):
+        where, a, b = item.path, item.actual, item.expected
         if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
             if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
                 problems.append(
                     f"{where}: a tensor on one pass, {type(b if isinstance(a, torch.Tensor) else a).__name__} on the other"
                 )
-                return
+                continue
             problem = _compare_tensors(a, b, rtol, atol)
             if problem:
                 problems.append(f"{where}: {problem}")
-        elif isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-            if len(a) != len(b):
-                problems.append(f"{where}: {len(a)} items on the cold pass, {len(b)} on the warm pass")
-                return
-            for i, (x, y) in enumerate(zip(a, b)):
-                walk(f"{where}[{i}]", x, y)
-        elif isinstance(a, Mapping) and isinstance(b, Mapping):
-            if set(a) != set(b):
-                problems.append(
-                    f"{where}: keys {sorted(map(str, a))} on the cold pass, {sorted(map(str, b))} on the warm pass"
-                )
-                return
-            for key in a:
-                walk(f"{where}[{key!r}]", a[key], b[key])
+        elif isinstance(item, StructureMismatch) and item.kind == "length":
+            problems.append(f"{where}: {len(a)} items on the cold pass, {len(b)} on the warm pass")
+        elif isinstance(item, StructureMismatch) and item.kind == "keys":
+            problems.append(
+                f"{where}: keys {sorted(map(str, a))} on the cold pass, {sorted(map(str, b))} on the warm pass"
+            )
         elif a != b and not (a is None and b is None):
             problems.append(f"{where}: {a!r} on the cold pass, {b!r} on the warm pass")
-
-    walk(label, cold, warm)
     return problems
 
 

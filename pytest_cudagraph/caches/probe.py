@@ -47,6 +47,13 @@ Example::
     assert cold.stats.fxgraph["miss"] > 0 and warm.stats.fxgraph["hit"] > 0
     probe.cold_warm(step, x, w).check()   # raises InvariantViolation with a table
 
+Cache soundness: ``.sweep(fn, *args, factors=...)`` asks whether the key changes
+with each factor the compiled code depends on (a hit whose outputs differ from a
+cold compile's is a false hit: ``sweep``); ``.relocate(fn, *args)`` runs the warm
+pass in a fresh interpreter after the cache, the working directory, HOME, TMPDIR and
+``fn``'s module moved (``relocate``); ``.portable(fn, *args, mode="subprocess")``
+loads Mega-Cache artifacts in a fresh interpreter (``portable``).
+
 ``@pytest.mark.compile_cache`` runs a whole test body that way (the plugin's
 ``compile_cache_marker`` module, built on ``new_pass_directory``, ``run_pass`` and
 ``run_child_pass``).
@@ -91,8 +98,9 @@ from .child import (
 )
 from .keys import CacheLookup, MissExplanation
 from .outputs import cold_warm_differences
-from .portable import load_artifacts, portable_pair, refuse_unless_portable, source_pass_and_artifacts
+from .portable import PortablePair, run_portable
 from .readings import DEFAULT_SEED, CacheMeter, Reading, absolute_counters, cache_environment, seeded_rngs
+from .relocate import RelocatedPair, run_relocate
 from .results import (
     CACHE_LAYERS,
     EXPECT_CACHE_FIGURES,
@@ -103,6 +111,8 @@ from .results import (
     detached_copy,
     sum_stats,
 )
+from .sweep import SweepResult, run_sweep
+from .sweep_factors import Factor
 from .warm_start import ColdWarm, format_failure, refuse_if_caches_disabled, warm_pass_problems
 
 __all__ = [
@@ -114,9 +124,13 @@ __all__ = [
     "CacheProbe",
     "CacheStats",
     "ColdWarm",
+    "Factor",
     "MissExplanation",
     "PassResult",
+    "PortablePair",
     "ProbeResult",
+    "RelocatedPair",
+    "SweepResult",
     "cache_environment",
     "cache_figures",
     "cache_probe",
@@ -178,8 +192,9 @@ class CacheProbe:
         self._start: Reading | None = None
         self._recorded: dict[str, Any] = {}
         self._passes: list[PassResult] = []
-        # every cold_warm() and portable() pair, in order, for the report
+        # every cold_warm(), portable() and relocate() pair, and every sweep(), in order, for the report
         self._pairs: list[ColdWarm] = []
+        self._sweeps: list[SweepResult] = []
         self._subdirs = 0
         self._last_pair_dir: Path | None = None
         # how many passes of each name this probe ran (their labels: cold, cold-2, ...)
@@ -396,31 +411,50 @@ class CacheProbe:
         self._pairs.append(pair)
         return pair
 
-    def portable(self, fn: Callable[..., Any], *args: Any, seed: int = DEFAULT_SEED) -> ColdWarm:
+    def portable(
+        self, fn: Callable[..., Any] | str, *args: Any, seed: int = DEFAULT_SEED, mode: str = "inprocess"
+    ) -> PortablePair:
         """Move the probe's cache into an empty directory (mega-cache artifacts) and run warm there.
 
         Runs ``fn(*args)`` against the probe's latest cache (that of the last
         ``cold_warm()``, else the probe's own directory), saves what it used with
         ``torch.compiler.save_cache_artifacts()``, loads that into an empty directory
-        and runs again.  The returned pair (``source, moved``) passes ``.check()`` when
-        the moved cache gives only hits.  Needs torch 2.7+.
+        and runs again: here (``mode="inprocess"``) or in a fresh interpreter
+        (``mode="subprocess"``, ``fn`` importable).  The pair (``source, moved``)
+        passes ``.check()`` when the moved cache gives only hits; ``.triton_note``
+        says how many Triton kernels the moved pass loaded and compiled.  Needs torch 2.7+.
         """
         self._require_active("portable")
-        refuse_unless_portable()
-        source_dir = self._last_pair_dir or self.cache_dir
-        source, blob = source_pass_and_artifacts(
-            lambda: self.run_pass("source", lambda: fn(*args), seed, source_dir), fn
-        )
-        moved_dir = self.new_pass_directory("portable")
-        with self._use_directory(moved_dir):
-            load_artifacts(blob)
-        moved = self.run_pass("moved", lambda: fn(*args), seed, moved_dir)
-        pair = portable_pair(source, moved, moved_dir)
+        pair = run_portable(self, fn, args, seed, mode, self._last_pair_dir or self.cache_dir)
         self._pairs.append(pair)
         return pair
 
+    def relocate(self, fn: Callable[..., Any] | str, *args: Any, seed: int = DEFAULT_SEED) -> RelocatedPair:
+        """Cold here; warm in a fresh interpreter after the cache, cwd, HOME, TMPDIR and ``fn``'s module moved (``relocate``)."""
+        self._require_active("relocate")
+        pair = run_relocate(self, fn, args, seed)
+        self._pairs.append(pair)
+        return pair
+
+    def sweep(self, fn: Callable[..., Any], *args: Any, factors: Any = None, **options: Any) -> SweepResult:
+        """Whether the cache keys on each factor (``sweep``): ``.verdicts``; ``.check()`` raises on a false hit.
+
+        ``factors``: a mapping name -> zero-argument callable returning a context manager,
+        a list of ``Factor``, or None (``default_factors``); ``options``: ``rtol``, ``atol``, ``seed``.
+        """
+        self._require_active("sweep")
+        self._sweeps.append(run_sweep(self, fn, args, factors, **{"seed": DEFAULT_SEED, **options}))
+        return self._sweeps[-1]
+
+    @property
+    def sweeps(self) -> tuple[SweepResult, ...]:
+        """Every ``sweep()`` this probe ran, in order."""
+        return tuple(self._sweeps)
+
     # -- subprocess passes --------------------------------------------------
-    def run_child_pass(self, cmd: list[str], *, out_path: Path, what: str, env: dict[str, str], cwd: str) -> PassResult:
+    def run_child_pass(
+        self, cmd: list[str], *, out_path: Path, what: str, env: dict[str, str], cwd: str, name: str = "warm"
+    ) -> PassResult:
         """Run ``cmd``, a fresh interpreter that runs one warm pass and writes it to ``out_path``; return that pass.
 
         The child writes with ``write_pass_output()``; ``env`` starts from
@@ -428,8 +462,8 @@ class CacheProbe:
         when it wrote no result or an error.
         """
         __tracebackhide__ = True
-        label = self._next_label("warm")
-        result = child_pass(cmd, out_path=out_path, what=what, env=env, cwd=cwd, label=label)
+        label = self._next_label(name)
+        result = child_pass(cmd, out_path=out_path, what=what, env=env, cwd=cwd, label=label, name=name)
         cache_keys.deliver_lookups(result.lookups)
         self._passes.append(result)
         return result

@@ -79,7 +79,9 @@ def capture_graphs(
     size ``size_warmup_iters`` times (its own shape runs eagerly before its capture).
     ``keep_outputs=False`` lets each size's outputs go after capture, so
     smaller sizes reuse the memory.  The options other than the defaults are
-    negative controls for ``check_pool``.
+    negative controls for ``check_pool``.  ``break_at=("ns::op", ...)`` makes the
+    capture breakable (``breakable``): each size is a chain of graphs, ended at every
+    call of those ops, which run eagerly between the graphs, all in the one pool.
 
     Failure: a capture that syncs, copies to the CPU or allocates off-stream raises
     CaptureError naming the cause and the op; the process is restored.  Without a

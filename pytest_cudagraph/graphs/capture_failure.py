@@ -195,3 +195,28 @@ def _clear_traceback_frames(exc: BaseException) -> None:
         if current.__traceback__ is not None:
             traceback.clear_frames(current.__traceback__)
         current = current.__cause__ or current.__context__
+
+
+def break_at_hint(failing_op: str | None, break_at: list[str]) -> str:
+    """For a breakable capture that failed: whether a break op would have covered the op that failed.
+
+    A registered op of its own namespace (a custom op) can be broken at; one of
+    torch's own (``aten::``) called from the captured code cannot be moved out of the
+    graph that way.
+    """
+    given = ", ".join(repr(name) for name in break_at)
+    if failing_op is None:
+        return (
+            f"No dispatched op raised (the failure came from the capture itself), so no break op would "
+            f"cover it; the break ops were ({given})."
+        )
+    if failing_op.startswith(("aten::", "prim::", "prims::")):
+        return (
+            f"The op that failed, {failing_op}, is torch's own and is called from the captured code, so no "
+            f"break_at op covers it: break_at moves only registered ops out of the graphs; move that code "
+            f"out of the function, or into a custom op (torch.library.custom_op) and break at that op."
+        )
+    return (
+        f"The op that failed, {failing_op}, is a registered op that cannot be captured: add "
+        f"break_at=({given + ', ' if given else ''}{failing_op!r},) to end the graph there and run it eagerly."
+    )

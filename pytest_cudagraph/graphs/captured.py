@@ -193,6 +193,7 @@ def capture_callable(
     capture_error_mode: str = "global",
     workspace_in_pool: bool = False,
     after_warmup: Callable[[], None] | None = None,
+    break_at: Sequence[Any] = (),
 ) -> CapturedGraph:
     """Warm ``fn`` up on ``stream``, then capture ``fn(*static_inputs)`` into ``pool``.
 
@@ -203,7 +204,10 @@ def capture_callable(
     workspace inside the pool where no later ``clear`` can give it away (do this
     for the first graph of a pool).  ``after_warmup`` is called between the two
     phases, outside both timings (a meter reads the device there).  Runs under
-    ``torch.no_grad()``.
+    ``torch.no_grad()``.  With ``break_at`` (resolved break ops,
+    ``breakable.resolve_break_at``) the capture is breakable: the graph ends at each
+    call of a break op, which runs eagerly, and the next graph begins in the same
+    pool; the ``CapturedGraph`` then holds a ``breakable.GraphChain``.
 
     Failure: a warm-up error propagates unchanged (the function fails eagerly); a
     capture error is a ``CaptureError`` (see ``guarded_capture``).
@@ -230,20 +234,9 @@ def capture_callable(
         if after_warmup is not None:
             after_warmup()
         capture_start = time.perf_counter()
-        graph = torch.cuda.CUDAGraph()
         if workspace_in_pool:
             _compat.clear_cublas_workspaces()
-        outputs = None
-        try:
-            with guarded_capture(
-                graph, pool=pool, stream=stream, label=label, fn_name=name, capture_error_mode=capture_error_mode
-            ):
-                outputs = fn(*static_inputs)
-        except CaptureError:
-            # A capture can fail after fn returned (unjoined streams): its outputs live
-            # in the abandoned pool, and this frame stays alive in the traceback.
-            outputs = None
-            raise
+        graph, outputs = _capture(fn, static_inputs, pool, stream, label, name, capture_error_mode, break_at)
     captured = time.perf_counter()
     current.wait_stream(stream)
     if not keep_outputs:
@@ -259,6 +252,40 @@ def capture_callable(
         warmup_s=warmed - start,
         capture_s=captured - capture_start,
     )
+
+
+def _capture(
+    fn: Callable[..., Any],
+    static_inputs: tuple[torch.Tensor, ...],
+    pool: PoolId,
+    stream: torch.cuda.Stream,
+    label: str,
+    name: str,
+    capture_error_mode: str,
+    break_at: Sequence[Any],
+) -> tuple[Any, Any]:
+    """Capture ``fn(*static_inputs)``: ``(graph, outputs)``, the graph a chain of graphs where ``break_at`` is given."""
+    __tracebackhide__ = True
+    if break_at:
+        from .breakable import capture_chain
+
+        return capture_chain(
+            fn, static_inputs, pool=pool, stream=stream, break_ops=break_at, label=label, fn_name=name,
+            capture_error_mode=capture_error_mode,
+        )  # fmt: skip
+    graph = torch.cuda.CUDAGraph()
+    outputs = None
+    try:
+        with guarded_capture(
+            graph, pool=pool, stream=stream, label=label, fn_name=name, capture_error_mode=capture_error_mode
+        ):
+            outputs = fn(*static_inputs)
+    except CaptureError:
+        # A capture can fail after fn returned (unjoined streams): its outputs live
+        # in the abandoned pool, and this frame stays alive in the traceback.
+        outputs = None
+        raise
+    return graph, outputs
 
 
 def _warm_up(

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .breakable import chain_result
 from .capture_cost import CaptureCost, cost_json
 
 if TYPE_CHECKING:
@@ -49,6 +50,8 @@ class GraphSetResult:
     replay_checks: int = 0
     cost: CaptureCost | None = None  # per size: warm-up and capture seconds, memory outside the pool
     static_input_bytes: int | None = None  # the graphs' input buffers, outside the pool
+    # a breakable set's break ops, graphs in all, and per size graphs, eager calls, pool (breakable.chain_result)
+    breakable: Mapping[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -72,6 +75,8 @@ class GraphSetResult:
         if self.static_input_bytes is not None:
             out["static_input_bytes"] = self.static_input_bytes
         out.update(cost_json(self.cost))
+        if self.breakable is not None:
+            out.update(self.breakable)
         return out
 
 
@@ -92,6 +97,7 @@ def graph_set_result(graph_set: GraphSet) -> GraphSetResult:
         pool_check_passed=None if graph_set._pool_check is None else graph_set._pool_check.passed,
         replay_checks=graph_set._replay_checks,
         cost=graph_set.cost,
+        breakable=chain_result(graph_set),
         static_input_bytes=sum(
             t.untyped_storage().nbytes() for g in graph_set.graphs.values() for t in g.static_inputs if t.is_cuda
         )

@@ -14,6 +14,7 @@ from .. import _compat
 from ..errors import InvariantViolation, MisuseError
 from ..records.record import TestRecord, current_record
 from . import open_objects
+from .breakable import resolve_break_at
 from .capture_cost import (
     CaptureCost,
     CaptureCostMeter,
@@ -77,7 +78,11 @@ def _check_not_all_zero(inputs: Sequence[torch.Tensor], size: int) -> None:
 
 
 def _capture_in_fresh_pool(
-    fn: Callable[..., Any], static_inputs: Sequence[torch.Tensor], stream: torch.cuda.Stream, label: str
+    fn: Callable[..., Any],
+    static_inputs: Sequence[torch.Tensor],
+    stream: torch.cuda.Stream,
+    label: str,
+    break_at: Sequence[Any] = (),
 ) -> tuple[PoolId, CapturedGraph]:
     """Capture ``fn`` alone into a new pool, to measure its own high-water mark: ``(pool, graph)``."""
     pool = new_pool()
@@ -89,6 +94,7 @@ def _capture_in_fresh_pool(
         warmup_iters=1,
         label=f"{label} (measured alone)",
         keep_outputs=True,
+        break_at=break_at,
     )
     return pool, probe
 
@@ -134,8 +140,10 @@ class GraphSet:
         size_warmup_iters: int = 1,
         capture_error_mode: str = "global",
         record: TestRecord | None = None,
+        break_at: Any = None,
     ):
         _check_options(pool, order, warmup_iters, size_warmup_iters)
+        self.break_at = resolve_break_at(break_at)  # breakable: each size a chain of graphs (graphs/breakable.py)
         self.fn = fn
         self.make_inputs = make_inputs
         given = capture_sizes_in_order(sizes, "sizes", caller="capture_graphs")
@@ -265,7 +273,8 @@ class GraphSet:
         return self.meter.measure_alone(wanted, self._capture_alone)
 
     def _capture_alone(self, size: int) -> tuple[PoolId, CapturedGraph]:
-        return _capture_in_fresh_pool(self.fn, self.graph(size).static_inputs, self.stream, f"batch size {size}")
+        label = f"batch size {size}"
+        return _capture_in_fresh_pool(self.fn, self.graph(size).static_inputs, self.stream, label, self.break_at)
 
     @property
     def graph_bytes(self) -> dict[int, int]:
@@ -357,31 +366,19 @@ class GraphSet:
         # graphs go, each time with the allocator's cached blocks given back first.
         # A reading that fails (a sticky CUDA error) costs the figure, never the release
         # or the record.
-        before = self._settled_reading()
+        before = _settled_reading(self.device)
         try:
             for captured in self.graphs.values():
                 captured.release()
             self.graphs.clear()
         finally:
             # released pools are only "freeable": give their segments back to the device
-            after = self._settled_reading() if before is not None else None
+            after = _settled_reading(self.device) if before is not None else None
             if self.cost is not None and after is not None:
                 self.cost = self.cost.released(release_reading(self.device, before, after))
                 result = self._result = replace(result, cost=self.cost)
             if self.record is not None and result.captured:
                 self.record.add_graph_set(result)
-
-    def _settled_reading(self) -> tuple[int, int] | None:
-        """``(free, reserved)`` once the device is idle and the allocator's cached blocks are given back.
-
-        None when the device cannot be read (an earlier CUDA error the synchronize reports).
-        """
-        try:
-            torch.cuda.synchronize(self.device)
-            torch.cuda.empty_cache()
-            return _compat.device_memory_reading(self.device)
-        except RuntimeError:
-            return None
 
     def _require_open(self) -> None:
         __tracebackhide__ = True
@@ -397,6 +394,19 @@ class GraphSet:
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"{len(self.graphs)} graph{'s' if len(self.graphs) != 1 else ''}"
         return f"<GraphSet {self.name} sizes={list(self.sizes)} pool={self.pool_mode} {state}>"
+
+
+def _settled_reading(device: int) -> tuple[int, int] | None:
+    """``(free, reserved)`` once the device is idle and the allocator's cached blocks are given back.
+
+    None when the device cannot be read (an earlier CUDA error the synchronize reports).
+    """
+    try:
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
+        return _compat.device_memory_reading(device)
+    except RuntimeError:
+        return None
 
 
 def capture_all(graph_set: GraphSet) -> None:
@@ -428,6 +438,7 @@ def capture_all(graph_set: GraphSet) -> None:
                     capture_error_mode=graph_set.capture_error_mode,
                     workspace_in_pool=position == 0,
                     after_warmup=cost.after_warmup,
+                    break_at=graph_set.break_at,
                 )
                 graph_set.graphs[size] = captured
                 pool_now = graph_set.meter.after_size(size, position).reserved_bytes

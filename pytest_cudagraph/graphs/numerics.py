@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from .. import _compat
+from .output_trees import StructureMismatch, paired_leaves
 
 __all__ = [
     "DeferredComparisons",
@@ -350,19 +351,20 @@ def compare_tensor_trees(
 def _compare_leaves(actual: Any, expected: Any, rtol: float | None, atol: float | None, *, deferred: bool) -> list[Any]:
     """Per leaf a TensorComparison, or with ``deferred`` for a tensor pair with elements to compare,
     ``(_Compared, stats on the device)`` for ``DeferredComparisons`` to read back."""
-    a_leaves = flatten_outputs(actual)
-    e_leaves = flatten_outputs(expected)
-    if [p for p, _ in a_leaves] != [p for p, _ in e_leaves]:
+    # the walk is shared with caches.outputs (one meaning of "the structure differs"); the verdict on two
+    # leaves is not: here dtype-aware tolerances under which a NaN never passes, and any difference in
+    # structure is one failed comparison naming every leaf of both
+    pairs = list(paired_leaves(actual, expected))
+    if any(isinstance(item, StructureMismatch) for item in pairs):
+        a_paths = [p for p, _ in flatten_outputs(actual)]
+        e_paths = [p for p, _ in flatten_outputs(expected)]
         return [
             TensorComparison(
-                "output",
-                False,
-                math.inf,
-                problem=(f"the outputs differ in structure: {[p for p, _ in a_leaves]} vs {[p for p, _ in e_leaves]}"),
+                "output", False, math.inf, problem=f"the outputs differ in structure: {a_paths} vs {e_paths}"
             )
         ]
     results: list[Any] = []
-    for (path, a), (_, e) in zip(a_leaves, e_leaves):
+    for path, a, e in ((item.path, item.actual, item.expected) for item in pairs):
         if isinstance(a, torch.Tensor) and isinstance(e, torch.Tensor):
             problem = _structural_problem(a, e, path)
             if not deferred or problem is not None or a.numel() == 0:

@@ -18,7 +18,9 @@ over a block:
   (pytorch#117281: torch names no input of a mutation skip);
 - ``regions`` and ``calls``: how much got cudagraphed (pytorch#124506): every
   compiled region that ran and whether it ran as a graph, every call and what it
-  did (replayed, recorded, warm-up, without a graph).
+  did (replayed, recorded, warm-up, without a graph);
+- ``rerecords``: per function, the shapes it was recorded at in order, and its
+  re-recordings, a new shape recorded while an earlier recording exists (``rerecords``).
 
 ``assert_fully_cudagraphed()`` fails when any region ran without a graph, naming
 each skip; ``@pytest.mark.cudagraph(trees="all")`` applies it to a whole test.
@@ -40,6 +42,7 @@ from ..compile.guard_failures import local_names
 from ..errors import InvariantViolation
 from ..records.record import TestRecord, current_record
 from ..text import count_noun
+from .rerecords import FunctionRerecords, count_rerecords
 
 __all__ = ["CudagraphSkip", "ReduceOverheadResult", "TreeWatch", "watch_trees"]
 
@@ -138,6 +141,8 @@ class ReduceOverheadResult:
     skipped: tuple[CudagraphSkip, ...] = ()
     # region name -> {"replayed", "recorded", "warmup", "without_graph"} calls; None where not metered
     regions: Mapping[str, Mapping[str, int]] | None = None
+    # function -> its recordings and re-recordings at new shapes (rerecords.py); None where not metered
+    rerecords: Mapping[str, FunctionRerecords] | None = None
 
     @property
     def calls(self) -> dict[str, int] | None:
@@ -184,6 +189,8 @@ class ReduceOverheadResult:
             out["regions_cudagraphed"] = self.regions_cudagraphed
             out["calls"] = self.calls
             out["fraction_of_calls"] = self.fraction_of_calls
+        if self.rerecords is not None:
+            out["rerecords"] = {name: counts.to_json() for name, counts in self.rerecords.items()}
         return out
 
 
@@ -413,7 +420,14 @@ class TreeWatch:
             pool_bytes=pool_bytes,
             skipped=tuple(self.skipped),
             regions=self._regions(),
+            rerecords=self._rerecords(),
         )
+
+    def _rerecords(self) -> dict[str, FunctionRerecords] | None:
+        meter = self._meter
+        if meter is None or not meter.available:
+            return None
+        return count_rerecords(meter.recordings)
 
     def _regions(self) -> dict[str, dict[str, int]] | None:
         meter = self._meter

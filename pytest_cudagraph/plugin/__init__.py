@@ -1,13 +1,18 @@
 """The pytest plugin of pytest-cudagraph: options, markers, fixtures, the report and the summary.
 
 pytest loads this package (the ``cudagraph`` entry point) in every run where the
-plugin is installed, so it imports nothing heavy: torch is imported only once a
-test uses a marker or fixture of the plugin, or an option asks for GPU work.  The
-checks live in the library modules; this layer is the only one that imports
-pytest, and it only wires the library to pytest.  Its modules, each registered
-explicitly in ``pytest_configure``:
+plugin is installed, so it imports nothing heavy, and a run that uses none of the
+plugin's features pays only for what it must register: the options, the markers,
+the fixtures, and ``activation``'s few hooks, each of which checks one thing and
+returns.  The rest is registered once the run uses the plugin (``activation``
+says when).  torch is imported only once a test uses a marker or fixture of the
+plugin, or an option asks for GPU work.  The checks live in the library modules;
+this layer is the only one that imports pytest, and it only wires the library to
+pytest.  Its modules:
 
-- ``startup``: the options checked, then acted on (devices, cache root);
+- ``activation``: the hooks every run registers, and the switch to the rest;
+- ``startup``: the plugin switched on: options checked, then acted on (devices,
+  cache root), then the feature modules registered;
 - ``collection``: marker arguments checked, GPU tests gated, module groups;
 - ``recording``: each test's record, the run's progress, the report, the summary;
 - ``marker_checks``: the ``max_recompiles`` and ``compile_cache`` markers (the
@@ -23,19 +28,20 @@ explicitly in ``pytest_configure``:
 
 from __future__ import annotations
 
-import dataclasses
-import os
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from ..envvars import CHILD_PASS_ENV, INSTRUCTIONS_ENV
-from ..errors import ReportError, UsageProblem
-from . import collection, fixtures, marker_checks, rank_fixture, recording, startup, state_isolation, torch_trace, xdist
-from .items import PROGRESS_KEY, STATE_KEY
-from .markers import MARKER_DOCS
-from .session import GROUP_CHOICES, RunState, read_options
-from .xdist import WORKER_ROOT
+from . import activation, fixtures, state_isolation
+from .items import STATE_KEY
+
+if TYPE_CHECKING:
+    from .session import RunState
+
+# --cudagraph-group's values (session.GROUP_CHOICES)
+GROUP_CHOICES = ("none", "module")
+# the ini option of torch_trace (torch_trace.INI_OPTION)
+TORCH_TRACE_INI = "cudagraph_capture_torch_trace"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -102,7 +108,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="",
     )
     parser.addini(
-        torch_trace.INI_OPTION,
+        TORCH_TRACE_INI,
         "keep torch's structured-trace records (logger torch.__trace) in pytest's log capture and caplog; "
         "default false: they are kept out, so a failing test's captured log shows what matters",
         type="bool",
@@ -119,61 +125,22 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    """After option parsing, before other plugins configure: check the options, then wire the plugin's parts."""
+    """After option parsing, before other plugins configure: the markers and fixtures; the rest if asked for."""
+    from .marker_docs import MARKER_DOCS
+
     for doc in MARKER_DOCS.values():
         config.addinivalue_line("markers", doc)
-    try:
-        options = read_options(config)
-        if os.environ.get(CHILD_PASS_ENV):
-            # a child pytest running one warm pass for its parent: the parent's addopts must not
-            # make it write (or compare) the run's report, which is the parent's to write
-            options = dataclasses.replace(options, report_path=None, baseline_path=None)
-        state = RunState(options=options, rootdir=Path(str(config.rootpath)), config=config)
-        workerinput = getattr(config, "workerinput", None)
-        if workerinput is not None and workerinput.get(WORKER_ROOT):
-            state.shared_root_hint = Path(workerinput[WORKER_ROOT])
-        config.stash[STATE_KEY] = state
-        startup.check_options(config, state)
-        startup.apply_options(config, state)
-    except (UsageProblem, ReportError) as exc:
-        raise pytest.UsageError(str(exc)) from None
-
-    if os.environ.get(INSTRUCTIONS_ENV):
-        # a run pytest-cudagraph startup --instructions started under callgrind: count the compiles only
-        from .. import _compat
-
-        problem = _compat.count_compile_instructions()
-        if problem is not None:
-            raise pytest.UsageError(f"pytest-cudagraph startup --instructions: {problem}")
-
-    if _hypothesis_profile_requested(config) == "cudagraph":
-        # Hypothesis loads --hypothesis-profile in its own pytest_configure; register ours first.
-        # The strategies module imports hypothesis, not torch.
-        from ..strategies import register_profile
-
-        register_profile()
-
     manager = config.pluginmanager
+    so_far = config.stash[activation.SO_FAR_KEY] = activation.RunSoFar()
+    manager.register(so_far, "cudagraph-run-so-far")
     for name, module in (
-        ("cudagraph-collection", collection),
-        ("cudagraph-recording", recording),
-        ("cudagraph-marker-checks", marker_checks),
+        ("cudagraph-activation", activation),
         ("cudagraph-fixtures", fixtures),
-        ("cudagraph-ranks", rank_fixture),
         ("cudagraph-state-isolation", state_isolation),
     ):
         manager.register(module, name)
-    if not config.getini(torch_trace.INI_OPTION):
-        manager.register(torch_trace, "cudagraph-torch-trace")
-    recording.register(config, state)
-    xdist.register(config, state, config.stash.get(PROGRESS_KEY, None))
-
-
-def _hypothesis_profile_requested(config: pytest.Config) -> str | None:
-    try:
-        return config.getoption("hypothesis_profile")
-    except ValueError:  # hypothesis' plugin absent
-        return None
+    if activation.wanted_from_start(config):
+        activation.activate(config)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -190,7 +157,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         return None
     lines = [_header_line(state)]
     options = state.options
-    workers = startup.xdist_workers(config)
+    workers = activation.xdist_workers(config)
     if options.devices is not None:
         if not state.devices:
             lines.append(

@@ -1,4 +1,8 @@
-"""Collection: marker arguments checked per test, GPU tests gated, module groups written for the scheduler."""
+"""Collection, once the plugin is on: marker arguments checked per test, GPU tests gated, module groups written.
+
+No hook here: ``activation``'s collection hooks call these once the run uses the
+plugin, so a run that does not pays nothing per collected test.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from ..records.record import TestRecord
+from .activation import registered_marks
 from .items import (
     GATED_FIXTURES,
     GPU_FIXTURES,
     MARKERS_KEY,
-    NODEID_KEY,
     STATE_KEY,
     marked_cudagraph_or_using,
     uses_plugin,
@@ -21,53 +25,42 @@ from .markers import MarkerArgumentError, misspelled_marker_message, parse_item_
 WORKER_GROUPS = "cudagraph_groups_dir"
 
 
-# The marker problems of one module's (or class's) functions, reported together once it is collected.
-MARKER_PROBLEMS_KEY = pytest.StashKey[list]()
+def check_collected_items(collector: pytest.Collector, report: pytest.CollectReport, items: list[pytest.Item]) -> None:
+    """When a module or class has been collected: check its tests' marks, so a bad one is a collection error.
 
-
-@pytest.hookimpl(wrapper=True)
-def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: object):
-    """As each test function is collected: check its marks, so a bad one is a collection error.
-
-    A bad marker argument, or a mark one edit away from one of the plugin's.  The
-    problems are kept on the collector and reported together when it finishes
-    (pytest_make_collect_report): raising here would stop the module at its first.
+    A bad marker argument, or a mark one edit away from one of the plugin's.  Every
+    problem of the module (its classes' too) is reported together, as one
+    collection error, so that the file's bad marks are all named at once.
     """
-    result = yield
-    items = result if isinstance(result, list) else [result]
-    registered = _registered_marks(collector.config)
-    for item in items:
-        if isinstance(item, pytest.Item):
-            item.stash[NODEID_KEY] = item.nodeid
-            problems = [
-                message
-                for message in (misspelled_marker_message(mark.name, registered) for mark in item.iter_markers())
-                if message is not None
-            ]
-            try:
-                item.stash[MARKERS_KEY] = parse_item_markers(item)
-            except MarkerArgumentError as exc:
-                problems.append(str(exc))
-            for problem in dict.fromkeys(problems):  # a class mark repeats on each method: once per test
-                collector.stash.setdefault(MARKER_PROBLEMS_KEY, []).append(f"{item.nodeid}: {problem}")
-                _record_collection_error(item, problem)
-    return result
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_make_collect_report(collector: pytest.Collector):
-    """When a module or class has been collected: every marker problem of its tests, as one collection error."""
-    report = yield
-    problems = collector.stash.get(MARKER_PROBLEMS_KEY, None)
-    if problems and report.passed:
-        problems = problems + _problems_of_classes(report.result)
+    problems = _item_problems(collector.config, items)
+    if problems:
+        problems += _problems_of_classes(collector.config, report.result)
         report.outcome = "failed"
         report.longrepr = "\n".join(problems)  # a plain string prints alone, without a traceback
         report.result = []
-    return report
 
 
-def _problems_of_classes(children: list) -> list[str]:
+def _item_problems(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
+    """Each test's marker problems as ``"<nodeid>: <sentence>"``; the parsed markers kept on each test."""
+    registered = registered_marks(config)
+    found: list[str] = []
+    for item in items:
+        problems = [
+            message
+            for message in (misspelled_marker_message(mark.name, registered) for mark in item.iter_markers())
+            if message is not None
+        ]
+        try:
+            item.stash[MARKERS_KEY] = parse_item_markers(item)
+        except MarkerArgumentError as exc:
+            problems.append(str(exc))
+        for problem in dict.fromkeys(problems):  # a class mark repeats on each method: once per test
+            found.append(f"{item.nodeid}: {problem}")
+            _record_collection_error(item, problem)
+    return found
+
+
+def _problems_of_classes(config: pytest.Config, children: list) -> list[str]:
     """The marker problems of the test classes among a failing module's children.
 
     pytest never collects the children of a collector whose report failed, so the
@@ -78,31 +71,11 @@ def _problems_of_classes(children: list) -> list[str]:
     for child in children:
         if isinstance(child, pytest.Class):
             try:
-                child.collect()
+                collected = child.collect()
             except Exception:  # pytest reports the class's own collection error once the marks are fixed
                 continue
-            problems += child.stash.get(MARKER_PROBLEMS_KEY, [])
+            problems += _item_problems(config, [node for node in collected if isinstance(node, pytest.Item)])
     return problems
-
-
-# the registered marks' names, and how many ``markers`` lines they were read from
-_REGISTERED_KEY = pytest.StashKey[tuple]()
-
-
-def _registered_marks(config: pytest.Config) -> set[str]:
-    """The names of the marks pytest knows: its own, the plugins', and the ini file's ``markers``.
-
-    Read again only when a line was added (a conftest file collected later may register marks), not
-    for every collected function.
-    """
-    lines = config.getini("markers")
-    cached = config.stash.get(_REGISTERED_KEY, None)
-    if cached is None or cached[0] != len(lines):
-        cached = config.stash[_REGISTERED_KEY] = (
-            len(lines),
-            {line.split(":")[0].split("(")[0].strip() for line in lines},
-        )
-    return cached[1]
 
 
 def _record_collection_error(item: pytest.Item, message: str) -> None:
@@ -115,7 +88,7 @@ def _record_collection_error(item: pytest.Item, message: str) -> None:
         state.records[item.nodeid] = record.to_json()
 
 
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+def gate_collected_items(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """After collection: skip GPU tests without --cudagraph or a GPU; tell the scheduler the module groups."""
     state = config.stash[STATE_KEY]
     gpu_items = [item for item in items if marked_cudagraph_or_using(item, GATED_FIXTURES)]

@@ -1,17 +1,21 @@
 """The plugin's fixtures: thin handles on the plain API, with the test's defaults and record.
 
-The handles of ``cudagraphs`` and ``piecewise`` are in ``handles``.
+The handles of ``cudagraphs`` and ``piecewise`` are in ``handles``, that of
+``cudagraph_ranks`` in ``rank_fixture``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .handles import CudagraphsFixture, PiecewiseFixture
 from .items import MARKERS_KEY, RECOMPILE_WATCH_KEY, STATE_KEY, record_of
+
+if TYPE_CHECKING:  # the handles are imported when a test asks for them: pytest registers this module in every run
+    from .handles import CudagraphsFixture, PiecewiseFixture
+    from .rank_fixture import RanksFixture
 
 
 def _capture_defaults(request: pytest.FixtureRequest) -> dict[str, Any]:
@@ -23,16 +27,28 @@ def _capture_defaults(request: pytest.FixtureRequest) -> dict[str, Any]:
     return {"sizes": sizes, "rtol": rtol, "atol": atol}
 
 
+def _break_at_default(request: pytest.FixtureRequest) -> Any:
+    """The test's ``@pytest.mark.cudagraph(break_at=...)``, the default of ``cudagraphs.capture`` and ``.agree``."""
+    marker = request.node.stash.get(MARKERS_KEY, {}).get("cudagraph")
+    return marker.break_at if marker else None
+
+
 @pytest.fixture
 def cudagraphs(request: pytest.FixtureRequest) -> Iterator[CudagraphsFixture]:
     """Capture a function per batch size in one shared pool and check replay, pointers and pool size.
 
     ``cudagraphs.capture(fn, make_inputs, sizes=None, ...)`` returns a GraphSet;
-    defaults come from the test's ``cudagraph`` marker and the ini options.
+    defaults come from the test's ``cudagraph`` marker and the ini options (with the
+    marker's ``break_at``, a breakable one).  ``cudagraphs.agree(fn, make_inputs)``
+    checks that full, breakable and piecewise graphs give eager's answer.
     ``cudagraphs.watch_trees()`` counts reduce-overhead recordings and skips.
     Skips when no CUDA device is visible.
     """
-    handle = CudagraphsFixture(record=record_of(request.node), **_capture_defaults(request))
+    from .handles import CudagraphsFixture
+
+    handle = CudagraphsFixture(
+        record=record_of(request.node), break_at=_break_at_default(request), **_capture_defaults(request)
+    )
     try:
         yield handle
     finally:
@@ -60,13 +76,15 @@ def recompiles(request: pytest.FixtureRequest) -> Iterator[Any]:
 
 @pytest.fixture
 def compile_cache(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """An isolated compile-cache directory: per-layer counters, ``.record()``, ``.cold_warm()``, ``.portable()``.
+    """An isolated compile-cache directory: counters, ``.record()``, ``.cold_warm()``, ``.portable()``, ``.sweep()``.
 
     ``compile_cache.record(name, tensor)`` keeps a tensor of the running pass: under
     ``@pytest.mark.compile_cache`` the warm pass must record the same tensors as the
     cold one.  ``compile_cache.cold_warm(fn, *args)`` runs ``fn`` against an empty
     cache, then warm, and returns the pair (``.check()`` it); ``.stats()`` gives the
-    hits, misses, saves and bypasses of each layer so far.
+    hits, misses, saves and bypasses of each layer so far.  ``compile_cache.sweep(fn,
+    *args, factors=...)`` asks whether the cache keys on each factor (a false hit
+    fails its ``.check()``); ``.relocate(fn, *args)`` runs warm after everything moved.
     """
     from ..caches.probe import cache_probe
 
@@ -80,13 +98,35 @@ def compile_cache(request: pytest.FixtureRequest) -> Iterator[Any]:
     if probe.pairs:
         # the passes of each pair, so that the report shows the warm pass, not cold + warm added up
         record.note("cold_warm", [pair.to_json() for pair in probe.pairs])
+    if probe.sweeps:
+        from ..caches.sweep import SweepsSection
+
+        record.set("cache_sweeps", SweepsSection(probe.sweeps))  # records.schema.CacheSweep each
 
 
 @pytest.fixture
 def piecewise(request: pytest.FixtureRequest) -> Iterator[PiecewiseFixture]:
     """``piecewise(module, splitting_ops, capture_sizes=None, ...)``: split at splitting ops, capture the rest."""
+    from .handles import PiecewiseFixture
+
     handle = PiecewiseFixture(record=record_of(request.node), **_capture_defaults(request))
     try:
         yield handle
     finally:
         handle.close()
+
+
+@pytest.fixture
+def cudagraph_ranks(request: pytest.FixtureRequest) -> Iterator[RanksFixture]:
+    """Run a body on ``world_size`` ranks (one process per GPU, NCCL) with its graphs captured and checked.
+
+    ``cudagraph_ranks.run(body, *args)`` runs ``body(rank, *args)`` on every rank;
+    ``world_size`` and ``timeout`` come from ``@pytest.mark.cudagraph(world_size=N,
+    timeout=S)``.  Skips with "needs N GPUs, sees M" where too few GPUs are
+    visible; ``run(..., backend="gloo")`` runs CPU ranks anywhere.  A rank that
+    fails, or hangs, fails the test within the timeout with its own message and
+    where the other ranks were; the report gets a ``ranks`` section.
+    """
+    from .rank_fixture import ranks_handle
+
+    yield ranks_handle(request)

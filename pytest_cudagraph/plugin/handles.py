@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from ..graphs.agree import ModeAgreement
     from ..graphs.capture import GraphSet
     from ..graphs.reduce_overhead import TreeWatch
     from ..piecewise import PiecewiseModule
@@ -33,12 +34,13 @@ def _require_cuda() -> None:
 
 @dataclass(eq=False)
 class _TestDefaults:
-    """What a handle takes from its test: the record, and the marker's or ini's sizes and tolerances."""
+    """What a handle takes from its test: the record, the marker's or ini's sizes and tolerances, the marker's break ops."""
 
     record: TestRecord | None = None
     sizes: Sequence[int] | None = None
     rtol: float | None = None
     atol: float | None = None
+    break_at: Sequence[str] | None = None
 
     def __post_init__(self) -> None:
         self.sizes = tuple(self.sizes) if self.sizes else None
@@ -72,9 +74,41 @@ class CudagraphsFixture(_TestDefaults):
         options.setdefault("rtol", self.rtol)
         options.setdefault("atol", self.atol)
         options.setdefault("record", self.record)
+        if self.break_at:
+            options.setdefault("break_at", self.break_at)
         graph_set = capture_graphs(fn, make_inputs, sizes if sizes is not None else self.sizes, **options)
         self.graph_sets.append(graph_set)
         return graph_set
+
+    def agree(
+        self,
+        fn: Callable[..., Any],
+        make_inputs: Callable[[int], Any],
+        sizes: Sequence[int] | None = None,
+        modes: Sequence[str] = ("full", "breakable", "piecewise"),
+        break_at: Sequence[Any] | None = None,
+        trials: int = 3,
+        **options: Any,
+    ) -> ModeAgreement:
+        """``agree_modes(fn, make_inputs, sizes, modes, break_at, trials)`` with the test's defaults; see ``agree_modes``.
+
+        Sizes, tolerances and ``break_at`` default to the test's
+        ``@pytest.mark.cudagraph(...)`` and the ini options.  Returns the
+        ``ModeAgreement``; call ``.check()`` on it to fail on the first difference.
+        """
+        __tracebackhide__ = True
+        from ..graphs.agree import check_modes
+
+        break_at = break_at if break_at is not None else self.break_at
+        check_modes(modes, break_at)  # a wrong argument is named before the GPU is asked for
+        _require_cuda()
+        from ..graphs.agree import agree_modes
+
+        options.setdefault("rtol", self.rtol)
+        options.setdefault("atol", self.atol)
+        options.setdefault("record", self.record)
+        chosen = sizes if sizes is not None else self.sizes
+        return agree_modes(fn, make_inputs, chosen, modes, break_at, trials, **options)
 
     def watch_trees(self, device: int | None = None) -> TreeWatch:
         """Count ``torch.compile(mode="reduce-overhead")`` recordings and skip reasons in a block.

@@ -1,23 +1,28 @@
 """What the plugin keeps on pytest's objects, and which tests it concerns.
 
-The stash keys of the run and of each test item, the fixture sets that put a test
-under the plugin, and the record of a test.  Every module of the plugin layer
-reads these; none of them imports torch.
+The stash keys of the run and of each test item, the markers and fixture sets that
+put a test under the plugin, and the record of a test.  Every module of the plugin
+layer reads these, and a run that uses no feature of the plugin loads this module
+too: it imports nothing but pytest (the types of the stash keys are named, not
+imported), and none of it imports torch.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..records.progress import RunProgress
-from ..records.record import TestRecord
-from .session import RunState
+from .marker_docs import MARKER_DOCS
 
-STATE_KEY = pytest.StashKey[RunState]()
-PROGRESS_KEY = pytest.StashKey[RunProgress]()
-RECORD_KEY = pytest.StashKey[TestRecord]()
+if TYPE_CHECKING:
+    from ..records.progress import RunProgress
+    from ..records.record import TestRecord
+    from .session import RunState
+
+STATE_KEY: pytest.StashKey[RunState] = pytest.StashKey()
+PROGRESS_KEY: pytest.StashKey[RunProgress] = pytest.StashKey()
+RECORD_KEY: pytest.StashKey[TestRecord] = pytest.StashKey()
 MARKERS_KEY = pytest.StashKey[dict]()
 CACHE_SNAPSHOT_KEY = pytest.StashKey[Any]()
 RECOMPILE_WATCH_KEY = pytest.StashKey[Any]()
@@ -34,6 +39,8 @@ RUN_ID_KEY = pytest.StashKey[tuple]()
 # and the report must name a test the same way however the run was distributed.
 NODEID_KEY = pytest.StashKey[str]()
 
+# the names of the plugin's markers, and of its fixtures
+PLUGIN_MARKERS = frozenset(MARKER_DOCS)
 PLUGIN_FIXTURES = frozenset({"cudagraphs", "recompiles", "compile_cache", "piecewise", "cudagraph_ranks"})
 # Fixtures of CUDA graph work: with --cudagraph-group=module their tests stay on one worker, marked or not.
 # Only the cudagraphs fixture is also gated by --cudagraph: piecewise runs on the CPU too, its pieces uncaptured,
@@ -68,5 +75,7 @@ def record_of(item: pytest.Item) -> TestRecord:
     """The test's record, created on first use."""
     record = item.stash.get(RECORD_KEY, None)
     if record is None:
+        from ..records.record import TestRecord
+
         record = item.stash[RECORD_KEY] = TestRecord(report_nodeid(item))
     return record

@@ -1,4 +1,4 @@
-"""The markers that check a test's call: ``max_recompiles``, ``compile_cache`` and ``cudagraph(trees="all")``.
+"""The markers that check a test's call: ``max_recompiles``, ``compile_cache`` and ``cudagraph(trees="all", max_rerecords=N)``.
 
 A violated invariant fails the test in its call phase (FAILED, not a teardown
 ERROR), with the plugin's own sentence and table and no traceback.
@@ -45,20 +45,28 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 # pytest reads only attributes named pytest_*: a second wrapper of one hook needs its own such name
 @pytest.hookimpl(wrapper=True, specname="pytest_runtest_call")
 def pytest_runtest_call_fully_cudagraphed(item: pytest.Item) -> Iterator[None]:
-    """Around the call of a ``cudagraph(trees="all")`` test: every reduce-overhead region must run as a graph."""
+    """Around the call of a ``cudagraph(trees="all")`` test: every reduce-overhead region must run as a graph;
+    with ``max_rerecords=N`` no function may be recorded again at a new shape more than N times."""
     marker = item.stash.get(MARKERS_KEY, {}).get("cudagraph")
-    if marker is None or marker.trees != "all":
+    if marker is None or not marker.watches_trees:
         return (yield)
     from .. import _compat
 
     if not _compat.cuda_available():  # the test skips; there are no trees to watch
         return (yield)
     from ..graphs.reduce_overhead import not_fully_cudagraphed, watch_trees
+    from ..graphs.rerecords import rerecord_failure
 
     with watch_trees(record=record_of(item)) as trees:
         result = yield
-    failure = not_fully_cudagraphed(trees.result(), context="@pytest.mark.cudagraph(trees='all')")
-    if failure is not None:
+    failures = []
+    if marker.trees == "all":
+        failures.append(not_fully_cudagraphed(trees.result(), context="@pytest.mark.cudagraph(trees='all')"))
+    if marker.max_rerecords is not None:
+        context = f"@pytest.mark.cudagraph(max_rerecords={marker.max_rerecords})"
+        failures.append(rerecord_failure(trees.result().rerecords, marker.max_rerecords, context))
+    failure = "\n\n".join(f for f in failures if f is not None)
+    if failure:
         pytest.fail(failure, pytrace=False)
     return result
 

@@ -1,4 +1,4 @@
-"""The plugin's markers: their documentation and the validation of their arguments.
+"""The plugin's markers: their arguments, as types, and the validation of them (their documentation: marker_docs).
 
 Arguments are validated at collection, so a typo such as ``capture_sizes=[0, 8]``
 is reported once, before any GPU time is spent, as one sentence that names the
@@ -14,65 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import CudagraphError
+from .marker_docs import DEFAULT_RANK_TIMEOUT_S, MARKER_DOCS, misspelled_marker_message
 
 COMPILE_CACHE_MODES = ("inprocess", "subprocess")
 TREES_POLICIES = ("all",)
-# how long ranks of a multi-rank test may wait on each other before the watchdog aborts them
-DEFAULT_RANK_TIMEOUT_S = 120.0
-
-MARKER_DOCS = {
-    "cudagraph": (
-        "cudagraph(capture_sizes=None, rtol=None, atol=None, *, trees=None, world_size=None, timeout=None): "
-        "a CUDA graph test; runs only with --cudagraph, and its arguments become the defaults of the "
-        "cudagraphs fixture. trees='all' fails the test when any region compiled with "
-        "mode='reduce-overhead' ran without a CUDA graph. world_size=N runs the cudagraph_ranks "
-        "fixture's bodies on N ranks, one process per GPU; timeout (seconds, default "
-        f"{DEFAULT_RANK_TIMEOUT_S:g}) bounds how long ranks may wait on each other."
-    ),
-    "max_recompiles": (
-        "max_recompiles(n=0): fail the test if torch.compile (Dynamo) recompiles "
-        "more than n times or hits the recompile limit while it runs."
-    ),
-    "compile_cache": (
-        "compile_cache(mode='inprocess'|'subprocess', rtol=None, atol=None): run the "
-        "test body cold against an empty compile cache, then warm; the warm pass must "
-        "hit the FX-graph and AOTAutograd caches with no miss, save or bypass, compile "
-        "no Triton kernel, and record the same tensors."
-    ),
-}
-
-
-def misspelled_marker_message(name: str, registered: set[str]) -> str | None:
-    """The sentence for a mark that is not registered but is one edit away from one of this plugin's, else None.
-
-    Without ``--strict-markers`` pytest only warns about an unknown mark, and the
-    test passes with nothing checked: ``@pytest.mark.max_recompile(0)`` looks like
-    a recompile check and is none.
-    """
-    if name in registered or name in MARKER_DOCS:
-        return None
-    meant = next((ours for ours in MARKER_DOCS if _one_edit_apart(name, ours)), None)
-    if meant is None:
-        return None
-    return (
-        f"@pytest.mark.{name} is not a marker of pytest-cudagraph, so it checks nothing; "
-        f"did you mean @pytest.mark.{meant}? (pytest --strict-markers makes every unknown marker an error)"
-    )
-
-
-def _one_edit_apart(a: str, b: str) -> bool:
-    """True when one insertion, deletion, substitution or swap of neighbours turns ``a`` into ``b`` (a != b)."""
-    if a == b or abs(len(a) - len(b)) > 1:
-        return False
-    if len(a) == len(b):
-        differ = [i for i in range(len(a)) if a[i] != b[i]]
-        if len(differ) == 1:
-            return True
-        first, second = (differ + [0, 0])[:2]
-        return len(differ) == 2 and second == first + 1 and a[first] == b[second] and a[second] == b[first]
-    short, long = (a, b) if len(a) < len(b) else (b, a)
-    index = next((i for i in range(len(short)) if short[i] != long[i]), len(short))
-    return short[index:] == long[index + 1 :]
+# The markers' documentation and the near-miss check are marker_docs' (registered in every run, while this
+# module's dataclasses are built only once a run uses the plugin); imported above for the existing import paths.
+__all__ = ["DEFAULT_RANK_TIMEOUT_S", "MARKER_DOCS", "MarkerArgumentError", "misspelled_marker_message"]
 
 
 class MarkerArgumentError(CudagraphError, ValueError):
@@ -93,6 +41,15 @@ class CudagraphMarker:
     # ranks of the cudagraph_ranks fixture (None: the fixture's own argument or 1 rank)
     world_size: int | None = None
     timeout: float | None = None
+    # the ops a breakable capture ends its graphs at ("ns::op" names; graphs/break_ops.py)
+    break_at: tuple[str, ...] | None = None
+    # the re-recordings at new shapes a reduce-overhead function may make (graphs/rerecords.py)
+    max_rerecords: int | None = None
+
+    @property
+    def watches_trees(self) -> bool:
+        """Whether the test's reduce-overhead graphs are watched (``trees='all'`` or ``max_rerecords``)."""
+        return self.trees == "all" or self.max_rerecords is not None
 
 
 @dataclass(frozen=True)
@@ -149,8 +106,9 @@ def parse_capture_sizes(value: Any, where: str) -> tuple[int, ...]:
 
 
 def _cudagraph(
-    capture_sizes=None, rtol=None, atol=None, *, trees=None, world_size=None, timeout=None
-):  # pragma: no cover
+    capture_sizes=None, rtol=None, atol=None, *, trees=None, world_size=None, timeout=None, break_at=None,
+    max_rerecords=None,
+):  # pragma: no cover  # fmt: skip
     pass
 
 
@@ -185,7 +143,15 @@ def parse_cudagraph(args: tuple, kwargs: dict) -> CudagraphMarker:
             f"@pytest.mark.cudagraph: timeout={timeout!r} is not a positive number of seconds; "
             f"give how long ranks may wait on each other, such as timeout=60 (default {DEFAULT_RANK_TIMEOUT_S:g})"
         )
+    max_rerecords = bound["max_rerecords"]
+    if max_rerecords is not None and (not _is_int(max_rerecords) or max_rerecords < 0):
+        raise MarkerArgumentError(
+            f"@pytest.mark.cudagraph: max_rerecords={max_rerecords!r} is not a non-negative integer; give how many "
+            "times a reduce-overhead function may be recorded again at a new input shape, such as max_rerecords=4"
+        )
     return CudagraphMarker(
+        break_at=_break_at(bound["break_at"]),
+        max_rerecords=None if max_rerecords is None else int(max_rerecords),
         capture_sizes=None if sizes is None else parse_capture_sizes(sizes, "@pytest.mark.cudagraph: capture_sizes"),
         rtol=_tolerance("cudagraph", "rtol", bound["rtol"]),
         atol=_tolerance("cudagraph", "atol", bound["atol"]),
@@ -193,6 +159,16 @@ def parse_cudagraph(args: tuple, kwargs: dict) -> CudagraphMarker:
         world_size=None if world_size is None else int(world_size),
         timeout=None if timeout is None else float(timeout),
     )
+
+
+def _break_at(value: Any) -> tuple[str, ...] | None:
+    """The marker's break ops, their form checked (whether they are registered is checked at capture)."""
+    if value is None:
+        return None
+    from ..graphs.break_ops import break_at_entries  # no torch
+
+    names = break_at_entries(value, "@pytest.mark.cudagraph: break_at", error=MarkerArgumentError, names_only=True)
+    return names or None
 
 
 def parse_max_recompiles(args: tuple, kwargs: dict) -> MaxRecompilesMarker:

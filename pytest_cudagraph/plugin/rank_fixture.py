@@ -1,4 +1,4 @@
-"""The ``cudagraph_ranks`` fixture: a test body run on ``world_size`` ranks, one process per GPU, never hanging.
+"""The ``cudagraph_ranks`` fixture's handle: a test body run on ``world_size`` ranks, one process per GPU, never hanging.
 
 A thin handle on ``ranks.run_ranks``: it takes ``world_size`` and ``timeout`` from
 the test's ``@pytest.mark.cudagraph(world_size=N, timeout=S)``, the capture sizes
@@ -13,12 +13,14 @@ xdist workers see every GPU and a multi-rank test uses GPUs ``0..N-1``, which
 other workers may be using too (its pool figures then include nothing of theirs:
 pools are measured per process, but memory can run short).
 
-Importing this module imports no torch.
+Importing this module imports no torch.  The fixture itself is ``fixtures``', which
+imports this module when a test asks for it: pytest registers the fixtures in every
+run, and this module's dataclass is built only for a test that uses it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -124,17 +126,8 @@ class RanksFixture:
         self.record.set("ranks", self._sections)
 
 
-@pytest.fixture
-def cudagraph_ranks(request: pytest.FixtureRequest) -> Iterator[RanksFixture]:
-    """Run a body on ``world_size`` ranks (one process per GPU, NCCL) with its graphs captured and checked.
-
-    ``cudagraph_ranks.run(body, *args)`` runs ``body(rank, *args)`` on every rank;
-    ``world_size`` and ``timeout`` come from ``@pytest.mark.cudagraph(world_size=N,
-    timeout=S)``.  Skips with "needs N GPUs, sees M" where too few GPUs are
-    visible; ``run(..., backend="gloo")`` runs CPU ranks anywhere.  A rank that
-    fails, or hangs, fails the test within the timeout with its own message and
-    where the other ranks were; the report gets a ``ranks`` section.
-    """
+def ranks_handle(request: pytest.FixtureRequest) -> RanksFixture:
+    """The ``cudagraph_ranks`` fixture's handle for the requesting test (``fixtures.cudagraph_ranks``)."""
     state = request.config.stash[STATE_KEY]
     marker = request.node.stash.get(MARKERS_KEY, {}).get("cudagraph")
     handle = RanksFixture(
@@ -145,4 +138,4 @@ def cudagraph_ranks(request: pytest.FixtureRequest) -> Iterator[RanksFixture]:
         pinned_device=state.pinned_device,
         **_capture_defaults(request),
     )
-    yield handle
+    return handle

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,8 +23,8 @@ import pytest
 from ..graphs import open_objects
 from ..records.progress import RunProgress
 from ..records.record import TestRecord, set_current_record
-from ..text import clip_middle
 from . import pytest_split as shards
+from .activation import FAILURE_KEY, SKIP_REASON_KEY, RunSoFar
 from .items import (
     CACHE_KEYS_KEY,
     CACHE_SNAPSHOT_KEY,
@@ -45,39 +44,14 @@ from .markers import MarkerArgumentError, parse_item_markers
 from .session import RunState
 
 REPORT_RECORD_ATTR = "cudagraph_record"
-# The first failed phase's message, for the record (the report page shows failed tests with it).
-FAILURE_KEY = pytest.StashKey[dict]()
-# A failure message longer than this is clipped in the middle; the terminal output keeps it whole.
-FAILURE_MESSAGE_LIMIT = 4000
-
-
-# Why the test skipped (the terminal section counts the GPU tests the plugin skipped).
-SKIP_REASON_KEY = pytest.StashKey[str]()
 # The test's compile-time watch, from its setup to its teardown (compile_time.CompileTimeWatch).
 COMPILE_TIME_KEY = pytest.StashKey[Any]()
 
 
-def skip_reason(report: pytest.TestReport) -> str:
-    """The reason given to ``pytest.skip()`` or a skip mark, without pytest's "Skipped: " prefix."""
-    longrepr = report.longrepr
-    reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
-    return clip_middle(str(reason).removeprefix("Skipped: ").strip(), FAILURE_MESSAGE_LIMIT)
-
-
-def failure_message(report: pytest.TestReport) -> str:
-    """What the test failed with: pytest's crash line (the exception and its message), else the long text."""
-    crash = getattr(report.longrepr, "reprcrash", None)
-    message = getattr(crash, "message", None)
-    if not isinstance(message, str) or not message.strip():
-        message = report.longreprtext
-    return clip_middle(message.strip(), FAILURE_MESSAGE_LIMIT)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Before each test's setup: check markers added after collection; make the test's record current."""
+def start_test(item: pytest.Item) -> None:
+    """Before each test's setup (``activation``): check markers added after collection; make the test's record current."""
     # Parsed again: markers added after collection (item.add_marker in a conftest
-    # hook) never went through pytest_pycollect_makeitem.
+    # hook) never went through the checks at collection.
     problem = None
     try:
         item.stash[MARKERS_KEY] = parse_item_markers(item)
@@ -217,32 +191,11 @@ def _finish_cache_keys(item: pytest.Item, record: TestRecord | None) -> TestReco
     return record
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
-    """After each phase of a test: track its outcome; after teardown, put its finished record on the report."""
-    report = yield
-    # Kept for every test (two fields, no torch): a test that compiles without using
-    # the plugin still gets a record at teardown, and it needs the outcome then.
-    outcome, duration = item.stash.get(OUTCOME_KEY, (None, 0.0))
-    duration += report.duration
-    if hasattr(report, "wasxfail"):
-        outcome = "xfailed" if report.skipped else "xpassed"
-    elif report.failed and outcome not in ("failed", "error"):
-        outcome = "failed" if call.when == "call" else "error"
-    elif report.skipped and outcome is None:
-        outcome = "skipped"
-    elif call.when == "call" and outcome is None:
-        outcome = "passed"
-    item.stash[OUTCOME_KEY] = (outcome, duration)
-    if report.failed and not hasattr(report, "wasxfail") and FAILURE_KEY not in item.stash:
-        item.stash[FAILURE_KEY] = {"when": call.when, "message": failure_message(report)}
-    elif report.skipped and not hasattr(report, "wasxfail") and SKIP_REASON_KEY not in item.stash:
-        item.stash[SKIP_REASON_KEY] = skip_reason(report)
-    if call.when == "teardown":
-        finished = finish_record(item, item.stash.get(RECORD_KEY, None))
-        if finished is not None:
-            setattr(report, REPORT_RECORD_ATTR, finished)
-    return report
+def attach_record(item: pytest.Item, report: pytest.TestReport) -> None:
+    """After a test's teardown (``activation``): its finished record onto the teardown report, if it has one."""
+    finished = finish_record(item, item.stash.get(RECORD_KEY, None))
+    if finished is not None:
+        setattr(report, REPORT_RECORD_ATTR, finished)
 
 
 def finish_record(item: pytest.Item, record: TestRecord | None) -> dict[str, Any] | None:
@@ -482,17 +435,39 @@ def summary_lines(config: pytest.Config, state: RunState, progress: RunProgress,
     return lines
 
 
-def register(config: pytest.Config, state: RunState) -> None:
-    """Wire the recorder into the process that writes the report (never an xdist worker); the shard everywhere."""
+def register(
+    config: pytest.Config,
+    state: RunState,
+    so_far: RunSoFar | None = None,
+    session: pytest.Session | None = None,
+    collected: bool = False,
+) -> None:
+    """Wire the recorder into the process that writes the report (never an xdist worker); the shard everywhere.
+
+    Switched on after the session started (``session`` given), the recorder starts
+    from what the run did before (``so_far``) and from the collected tests once
+    collection had finished (``collected``), and takes SIGTERM over then.
+    """
     if is_worker(config):
         shards.register(config, None)
         return
     progress = config.stash[PROGRESS_KEY] = RunProgress(
         selection=_selection(config), maxfail=int(config.getoption("maxfail", 0) or 0)
     )
+    if so_far is not None:
+        progress.collection_errors = so_far.collection_errors
+        progress.deselected = so_far.deselected
+        progress.failures = so_far.failures
+        progress.finished.update(so_far.finished)
+    if session is not None and collected:  # the recorder's pytest_collection_finish was not called
+        progress.collected([item.nodeid for item in session.items])
+        if progress.deselected is None:
+            progress.deselected = 0
     recorder = RunRecorder(state, progress)
     recorder.each = _option(config, "dist") == "each"
     config.pluginmanager.register(recorder, "cudagraph-run-recorder")
+    if session is not None:  # its pytest_sessionstart was not called either
+        recorder.pytest_sessionstart(session)
     shards.register(config, progress)
 
 

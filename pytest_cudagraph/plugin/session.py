@@ -3,8 +3,8 @@
 One object holds the validated options, the cache root (created on first use),
 and the per-test records that end up in the report.  Nothing here imports torch,
 and what only an option or a test of the plugin needs (the cache root's module,
-``--cudagraph-devices``' parser) is imported when it is needed: pytest loads this
-module in every run.
+``--cudagraph-devices``' parser) is imported when it is needed.  Loaded once the
+run uses the plugin (``activation``).
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..envvars import EnvironmentPatch
 from ..errors import UsageProblem
+from . import GROUP_CHOICES  # --cudagraph-group's values, defined with the options
 from .markers import MarkerArgumentError, parse_capture_sizes
 
 if TYPE_CHECKING:
     from ..caches.cache_root import CacheRoot
 
-# --cudagraph-group's values
-GROUP_CHOICES = ("none", "module")
+__all__ = ["GROUP_CHOICES", "Options", "RunState", "read_options"]
 # ini option values are strings: "1 2 4 8" or "1,2,4,8"
 _SIZE_SEPARATORS = re.compile(r"[,\s]+")
 

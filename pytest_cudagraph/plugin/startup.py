@@ -1,29 +1,93 @@
-"""Session start: check every option first, then act on them.
+"""The plugin switched on: every option checked first, then acted on, then the feature modules wired.
 
 Bad option values stop the run at once with one sentence (pytest's usage error,
-exit 4), even when no test uses the plugin.  Everything is checked before anything
-is changed, so a run stopped by a bad option leaves the cache root, the
+exit 4), even when no test uses the plugin: an option given switches the plugin
+on at configure (``activation.wanted_from_start``).  Everything is checked before
+anything is changed, so a run stopped by a bad option leaves the cache root, the
 environment and the devices as they were.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 import pytest
 
-from ..errors import UsageProblem
-from .items import is_worker
-from .session import RunState
+from ..envvars import CHILD_PASS_ENV, INSTRUCTIONS_ENV
+from ..errors import ReportError, UsageProblem
+from .activation import xdist_workers
+from .items import PROGRESS_KEY, STATE_KEY, is_worker
+from .session import RunState, read_options
+
+if TYPE_CHECKING:
+    from .activation import RunSoFar
 
 WORKER_DEVICES = "cudagraph_devices"
+# set by the xdist controller in each worker's workerinput: the run's shared cache root
+WORKER_ROOT = "cudagraph_cache_root"
 
 
-def xdist_workers(config: pytest.Config) -> int:
-    """How many xdist workers this (controller) process starts; 0 without xdist or with -n 0."""
+def start_features(
+    config: pytest.Config, so_far: RunSoFar | None, session: pytest.Session | None, collected: bool
+) -> None:
+    """Check the options, act on them, and register the feature modules (``activation.activate``).
+
+    ``so_far``: what the run did before; ``session``: given once the session has
+    started (switched on at collection or later); ``collected``: collection had
+    finished (switched on by a running test).
+    """
+    from . import marker_checks, recording, torch_trace, xdist
+
     try:
-        count = config.getoption("numprocesses")
-    except ValueError:  # xdist not installed
-        return 0
-    return int(count) if isinstance(count, int) and config.getoption("dist") != "no" else 0
+        options = read_options(config)
+        if os.environ.get(CHILD_PASS_ENV):
+            # a child pytest running one warm pass for its parent: the parent's addopts must not
+            # make it write (or compare) the run's report, which is the parent's to write
+            options = dataclasses.replace(options, report_path=None, baseline_path=None)
+        state = RunState(options=options, rootdir=Path(str(config.rootpath)), config=config)
+        workerinput = getattr(config, "workerinput", None)
+        if workerinput is not None and workerinput.get(WORKER_ROOT):
+            state.shared_root_hint = Path(workerinput[WORKER_ROOT])
+        config.stash[STATE_KEY] = state
+        check_options(config, state)
+        apply_options(config, state)
+    except (UsageProblem, ReportError) as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+    if os.environ.get(INSTRUCTIONS_ENV):
+        # a run pytest-cudagraph startup --instructions started under callgrind: count the compiles only
+        from .. import _compat
+
+        problem = _compat.count_compile_instructions()
+        if problem is not None:
+            raise pytest.UsageError(f"pytest-cudagraph startup --instructions: {problem}")
+
+    if _option(config, "hypothesis_profile") == "cudagraph":
+        # Hypothesis loads --hypothesis-profile in its own pytest_configure; register ours first.
+        # The strategies module imports hypothesis, not torch.
+        from ..strategies import register_profile
+
+        register_profile()
+
+    manager = config.pluginmanager
+    manager.register(marker_checks, "cudagraph-marker-checks")
+    manager.register(torch_trace, "cudagraph-torch-trace")
+    recording.register(config, state, so_far, session, collected)
+    xdist.register(config, state, config.stash.get(PROGRESS_KEY, None))
+    if "torch" in sys.modules:
+        # switched on inside a test phase: take pytest's handlers off torch's loggers for this phase too
+        torch_trace.detach_pytest_handlers(config)
+
+
+def _option(config: pytest.Config, name: str) -> object:
+    try:
+        return config.getoption(name)
+    except ValueError:  # hypothesis' plugin absent
+        return None
 
 
 def check_options(config: pytest.Config, state: RunState) -> None:
@@ -42,7 +106,6 @@ def check_options(config: pytest.Config, state: RunState) -> None:
         if problem:
             raise UsageProblem(problem)
     if options.baseline_path is not None:
-        from ..errors import ReportError
         from ..records.report import load_report
 
         try:

@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from ..graphs import open_objects
 from .items import STATE_SNAPSHOT_KEY, record_of, uses_plugin
 
 
@@ -24,6 +23,8 @@ from .items import STATE_SNAPSHOT_KEY, record_of, uses_plugin
 def pytest_fixture_setup(fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest) -> Iterator[Any]:
     """Before each fixture is set up: snapshot before the first function-scoped one of a test."""
     if fixturedef.scope != "function":
+        from ..graphs import open_objects  # here, not at import: pytest registers this module in every run
+
         # what a module- or session-scoped fixture opens is not the running test's to close
         with open_objects.suspended():
             return (yield)
@@ -49,6 +50,8 @@ def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
 
 def _close_left_open(item: pytest.Item) -> None:
     """Close and record the plain-API objects the test left open (a no-op once done)."""
+    from ..graphs import open_objects
+
     closed, errors = open_objects.close_left_open()
     if closed:
         record_of(item).note("closed_by_plugin", closed)

@@ -15,8 +15,10 @@ capture (these wrappers run last, so innermost), which also spares torch from
 building trace payloads.
 
 ``cudagraph_capture_torch_trace = true`` in the ini file leaves them on the trace
-logger.  A user who asked for torch's logs (``TORCH_LOGS`` set, or pytest's
-``--log-level``/``log_level`` given) keeps them on torch's other loggers.
+logger only.  A user who asked for torch's logs (``TORCH_LOGS`` set, or pytest's
+``--log-level``/``log_level`` given) keeps them on torch's other loggers.  The
+hooks are registered once the run uses the plugin or imports torch
+(``activation``): before that no logger of torch exists.
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ from collections.abc import Iterator
 import pytest
 
 from .. import _compat
+from . import TORCH_TRACE_INI as INI_OPTION
 
-INI_OPTION = "cudagraph_capture_torch_trace"
+__all__ = ["INI_OPTION", "detach_pytest_handlers", "detach_pytest_handlers_from_torch_trace"]
 
 
 def detach_pytest_handlers_from_torch_trace() -> None:
@@ -47,14 +50,20 @@ def _user_asked_for_torch_logs(config: pytest.Config) -> bool:
 def detach_pytest_handlers(config: pytest.Config) -> None:
     """Take pytest's handlers off torch's trace logger, and off its other non-propagating loggers unless asked.
 
-    Before torch has made its loggers (a run that never imports it) only the trace
-    logger's name is read, and no other gateway module is loaded.
+    With ``cudagraph_capture_torch_trace = true`` the trace logger keeps them, and
+    torch's other loggers still lose theirs (a recompile-limit WARNING is shown
+    once, not in both the captured stderr and the captured log).  Before torch has
+    made its loggers (a run that never imports it) only the trace logger's name is
+    read, and no other gateway module is loaded.
     """
-    detach_pytest_handlers_from_torch_trace()
+    keep_trace = bool(config.getini(INI_OPTION))
+    if not keep_trace:
+        detach_pytest_handlers_from_torch_trace()
     torch_has_loggers = isinstance(logging.Logger.manager.loggerDict.get("torch"), logging.Logger)
     if torch_has_loggers and not _user_asked_for_torch_logs(config):
         for logger in _compat.torch_non_propagating_loggers():
-            _detach(logger)
+            if not (keep_trace and logger.name == _compat.TORCH_TRACE_LOGGER):
+                _detach(logger)
 
 
 def _detach(logger: logging.Logger) -> None:

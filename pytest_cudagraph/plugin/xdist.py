@@ -17,9 +17,8 @@ from ..records.progress import RunProgress
 from .collection import WORKER_GROUPS
 from .items import is_worker
 from .session import RunState
-from .startup import WORKER_DEVICES
+from .startup import WORKER_DEVICES, WORKER_ROOT
 
-WORKER_ROOT = "cudagraph_cache_root"
 WORKER_RECORDS = "cudagraph_records"
 WORKER_DESELECTED = "cudagraph_deselected"
 

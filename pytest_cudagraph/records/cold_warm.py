@@ -1,23 +1,20 @@
-"""Cold and warm passes as a report holds them, and their counters in a few characters.
+"""Cold and warm passes as a report holds them: the pairs, their counters added up, the layers turned off.
 
 A test that ran the ``compile_cache`` marker or ``compile_cache.cold_warm()`` has
 two kinds of cache figures.  Its ``caches`` section counts the probe's whole life,
 cold and warm pass added up, so a perfect warm start reads ``h=1 m=1``: one hit (the
 warm pass) and one miss (the cold pass), which looks like a failure.  Its passes
 are kept under ``extra``: the marker's pair under ``compile_cache``, every
-``cold_warm()`` and ``portable()`` pair under ``cold_warm``.  The terminal table
+``cold_warm()``, ``portable()`` and ``relocate()`` pair under ``cold_warm``.  The terminal table
 and the HTML page show those: the warm pass, and cold -> warm.
 
-Counters are written ``letter=count`` (``m=1 s=1``, one miss and one save): a
-count before its letter (``1m 1s``, ``1h``) reads as a duration beside the compile
-times.
+Their text (``m=1 s=1 -> h=1``) is ``render.counter_text``'s.
 
 Nothing here imports torch.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,14 +28,6 @@ PASS_COUNTERS: dict[str, tuple[tuple[str, str], ...]] = {
     "fxgraph": (("hit", "h"), ("miss", "m"), ("saved", "s"), ("bypass", "b")),
     "aot_autograd": (("hit", "h"), ("miss", "m"), ("saved", "s"), ("bypass", "b")),
     "triton": (("compiled", "c"), ("loaded", "l")),
-}
-LETTER_MEANING = {
-    "h": "hits",
-    "m": "misses",
-    "s": "saves",
-    "b": "bypasses",
-    "c": "Triton kernels compiled",
-    "l": "Triton kernels loaded",
 }
 
 
@@ -57,8 +46,12 @@ class PassPair:
     source: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
+# pairs made by a probe method other than cold_warm() carry that method's name as their mode
+_CALLED_BY_MODE = {"portable": "portable()", "relocate": "relocate()"}
+
+
 def pass_pairs(record: Mapping[str, Any]) -> list[PassPair]:
-    """The record's cold/warm pairs: the marker's first, then each ``cold_warm()``/``portable()`` in order."""
+    """The record's cold/warm pairs: the marker's first, then each ``cold_warm()``/``portable()``/``relocate()`` in order."""
     extra = record.get("extra")
     if not isinstance(extra, Mapping):
         return []
@@ -74,7 +67,7 @@ def pass_pairs(record: Mapping[str, Any]) -> list[PassPair]:
         for number, entry in enumerate(called, start=1):
             if isinstance(entry, Mapping):
                 mode = str(entry.get("mode", "?"))
-                name = "portable()" if mode == "portable" else f"cold_warm(mode={mode!r})"
+                name = _CALLED_BY_MODE.get(mode) or f"cold_warm(mode={mode!r})"
                 pair = _pair(f"{name} #{number}" if len(called) > 1 else name, entry)
                 if pair is not None:
                     pairs.append(pair)
@@ -146,36 +139,3 @@ def added_up(passes: list[Mapping[str, Mapping[str, Any]]]) -> dict[str, dict[st
             for counter, value in counts.items():
                 into[counter] = into.get(counter, 0) + as_int(value)
     return total
-
-
-# a counter as a cell writes it: its letter, "=", its count
-_COUNTER = re.compile(r"\b([a-z])=\d")
-
-
-def counter_text(letter: str, count: Any) -> str:
-    """One counter for a narrow cell: ``h=1`` (the letter first: ``1h`` would read as an hour)."""
-    return f"{letter}={as_int(count)}"
-
-
-def counts_text(layer: str, counts: Mapping[str, Any] | None) -> str:
-    """A pass's counters of one layer, the non-zero ones only: ``h=1``, ``m=1 s=1``; ``0`` when all are zero."""
-    if not isinstance(counts, Mapping):
-        return "-"
-    shown = [counter_text(letter, counts.get(name)) for name, letter in PASS_COUNTERS.get(layer, ())]
-    return " ".join(part for part in shown if not part.endswith("=0")) or "0"
-
-
-def letters_in(text: str) -> set[str]:
-    """The counter letters a cell uses (for a legend that explains only what the table shows)."""
-    return {letter for letter in _COUNTER.findall(text) if letter in LETTER_MEANING}
-
-
-def cold_to_warm_text(layer: str, pairs: list[PassPair]) -> str:
-    """``m=1 s=1 -> h=1``: the layer's counters in the cold pass(es), then in the warm pass(es)."""
-    if not pairs or not any(layer in pair.cold or layer in pair.warm for pair in pairs):
-        return "-"
-    if all(layer in disabled_layers(pair) for pair in pairs):
-        return "off"  # turned off by the user: not checked, the other layers were
-    cold = added_up([pair.cold for pair in pairs]).get(layer)
-    warm = added_up([pair.warm for pair in pairs]).get(layer)
-    return f"{counts_text(layer, cold)} -> {counts_text(layer, warm)}"

@@ -13,6 +13,7 @@ from typing import Any
 
 from .json_values import list_of, mapping_of
 from .key_diff import ReportKeyDiff, TestKeyDiff
+from .loaded import LoadedReport, given, section_or_empty, typed_report
 from .report import INCOMPLETE_EXIT_STATUSES, as_int
 
 __all__ = [
@@ -84,31 +85,32 @@ class RunCompleteness:
         }
 
 
-def run_completeness(report: Mapping[str, Any]) -> RunCompleteness:
+def run_completeness(report: LoadedReport | Mapping[str, Any]) -> RunCompleteness:
     """What a report's ``summary`` says about its run; an older report is judged by its exit status.
 
     ``summary.complete`` decides when present.  Without it, exit status 2
     (interrupted), 3 (internal error) or 4 (usage error) means incomplete, and
     anything else complete, with ``recorded`` False so that readers can say so.
     """
-    summary = mapping_of(report.get("summary"))
-    exitstatus = summary.get("exitstatus")
-    exitstatus = exitstatus if isinstance(exitstatus, int) and not isinstance(exitstatus, bool) else None
-    not_run = tuple(str(n) for n in list_of(summary.get("not_run")))
-    deselected = summary.get("deselected")
+    from .schema import Summary
+
+    summary = section_or_empty(typed_report(report).report.summary, Summary)
+    exitstatus = given(summary.exitstatus)
+    not_run = tuple(given(summary.not_run) or ())
+    deselected = given(summary.deselected)
     # the facts read whichever way the run is judged; complete and unrecorded until judged
     facts = RunCompleteness(
         True,
         False,
         not_run=not_run,
-        not_run_count=max(as_int(summary.get("not_run_count")), len(not_run)),
+        not_run_count=max(as_int(summary.not_run_count), len(not_run)),
         exitstatus=exitstatus,
-        deselected=as_int(deselected) if deselected is not None else None,
-        selection={str(k): str(v) for k, v in mapping_of(summary.get("selection")).items()},
+        deselected=deselected,
+        selection=dict(given(summary.selection) or {}),
     )
-    complete = summary.get("complete")
-    if isinstance(complete, bool):
-        reasons = tuple(str(r) for r in list_of(summary.get("incomplete_reasons")))
+    complete = given(summary.complete)
+    if complete is not None:
+        reasons = tuple(given(summary.incomplete_reasons) or ())
         if not complete and not reasons:
             reasons = ("the report says so, without a reason",)
         return replace(facts, complete=complete, recorded=True, reasons=() if complete else reasons)

@@ -16,7 +16,8 @@ hash, name by name, a name present on one side only being a difference too::
 ``compare`` prints a few lines of it per test whose cache behaviour changed,
 ``pytest-cudagraph explain`` all of it (``key_text`` words both).  Readable values are for display
 only (they may hold object addresses, bytes or a graph's whole code): hashes
-decide.  Nothing here imports torch; a malformed section reads as absent.
+decide.  Nothing here imports torch; it reads a report's typed view (``loaded``),
+and a report given as a mapping is checked against its types first.
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..text import clip, clip_middle
-from .json_values import mapping_of
+from .loaded import LoadedReport, given, typed_record, typed_report, typed_section
+
+if TYPE_CHECKING:
+    from .schema import CacheKeys, CacheLayer, TestRecord
 
 __all__ = [
     "KEYED_LAYERS",
@@ -37,6 +40,7 @@ __all__ = [
     "ReportKeyDiff",
     "RunWideChange",
     "TestKeyDiff",
+    "bracket_depths",
     "call_focus",
     "call_parts",
     "diff_reports",
@@ -52,8 +56,6 @@ __all__ = [
 KEYED_LAYERS = ("fxgraph", "aot_autograd")
 # what a lookup's components are when the torch version recorded none for it
 Components = Mapping[str, tuple[str | None, str | None]]
-# a value longer than this is shown around its difference in compare's lines
-SHORT_VALUE = 48
 # components whose change says most about a run: listed first
 _FIRST = ("torch_version", "system_info", "cuda_matmul_settings", "deterministic_algorithms_settings")
 
@@ -63,34 +65,28 @@ _FIRST = ("torch_version", "system_info", "cuda_matmul_settings", "deterministic
 # ----------------------------------------------------------------------------
 
 
-def _text(value: Any) -> str | None:
-    if value is None:
-        return None
-    return value if isinstance(value, str) else str(value)
-
-
-def _entry(value: Any) -> tuple[str | None, str | None] | None:
+def _entry(value: list[str | None]) -> tuple[str | None, str | None] | None:
     """``[hash12, value]`` as a pair of strings (either may be None); None when it is no such pair."""
-    if isinstance(value, (list, tuple)) and len(value) == 2:
-        return _text(value[0]), _text(value[1])
+    if len(value) == 2:
+        return value[0], value[1]
     return None
 
 
-def _components(value: Any) -> dict[str, tuple[str | None, str | None]] | None:
-    if not isinstance(value, Mapping):
+def _components(value: Mapping[str, list[str | None]] | None) -> dict[str, tuple[str | None, str | None]] | None:
+    if value is None:
         return None
     out = {}
     for name, item in value.items():
         entry = _entry(item)
         if entry is not None:
-            out[str(name)] = entry
+            out[name] = entry
     return out
 
 
-def shared_components(report: Mapping[str, Any]) -> dict[str, dict[str, tuple[str | None, str | None]]]:
+def shared_components(report: LoadedReport | Mapping[str, Any]) -> dict[str, dict[str, tuple[str | None, str | None]]]:
     """``cache_components`` per layer: what every lookup of that layer in the run shares."""
-    tables = mapping_of(report.get("cache_components"))
-    return {str(layer): _components(table) or {} for layer, table in tables.items() if isinstance(table, Mapping)}
+    tables = given(typed_report(report).report.cache_components) or {}
+    return {layer: _components(table) or {} for layer, table in tables.items()}
 
 
 @dataclass(frozen=True)
@@ -148,46 +144,56 @@ class Lookup:
         return out
 
 
-def has_cache_keys(record: Mapping[str, Any]) -> bool:
+def _cache_keys(record: TestRecord | Mapping[str, Any]) -> CacheKeys | None:
+    """The record's ``cache_keys`` section; of a record given as a mapping, only that section is checked."""
+    if isinstance(record, Mapping):
+        from .schema import CacheKeys
+
+        section = record.get("cache_keys")
+        return None if section is None else typed_section(section, CacheKeys, ("cache_keys",))
+    return given(record.cache_keys)
+
+
+def has_cache_keys(record: TestRecord | Mapping[str, Any]) -> bool:
     """Whether the record holds a ``cache_keys`` section with a list of lookups."""
-    return isinstance(mapping_of(record.get("cache_keys")).get("lookups"), list)
+    keys = _cache_keys(record)
+    return keys is not None and given(keys.lookups) is not None
 
 
-def records_cache_keys(report: Mapping[str, Any]) -> bool:
+def records_cache_keys(report: LoadedReport | Mapping[str, Any]) -> bool:
     """Whether the report records cache lookups: a shared table, or a test with a ``cache_keys`` section.
 
     False for a report of a plugin version before them (and for a run that compiled nothing).
     """
-    if isinstance(report.get("cache_components"), Mapping):
+    typed = typed_report(report).report
+    if given(typed.cache_components) is not None:
         return True
-    return any(isinstance(r, Mapping) and "cache_keys" in r for r in mapping_of(report.get("tests")).values())
+    return any(given(r.cache_keys) is not None for r in typed.tests.values())
 
 
-def lookups_of(record: Mapping[str, Any], shared: Mapping[str, Components] | None = None) -> list[Lookup]:
-    """The record's lookups (``cache_keys.lookups``), each with its whole set of components; malformed ones skipped."""
+def lookups_of(record: TestRecord | Mapping[str, Any], shared: Mapping[str, Components] | None = None) -> list[Lookup]:
+    """The record's lookups (``cache_keys.lookups``), each with its whole set of components."""
     shared = shared or {}
-    items = mapping_of(record.get("cache_keys")).get("lookups")
+    keys = _cache_keys(record)
     lookups = []
-    for index, item in enumerate(items if isinstance(items, list) else ()):
-        if not isinstance(item, Mapping):
-            continue
-        graph = item.get("graph")
-        explained = item.get("explained")
-        layer = str(item.get("layer", "?"))
+    for index, item in enumerate((given(keys.lookups) or ()) if keys is not None else ()):
+        layer, outcome = given(item.layer), given(item.outcome)
+        layer = "?" if layer is None else layer
+        components = given(item.components)
         lookups.append(
             Lookup(
                 layer=layer,
-                outcome=str(item.get("outcome", "?")),
-                key=_text(item.get("key")),
-                pass_name=_text(item.get("pass")),
-                graph=graph if isinstance(graph, int) and not isinstance(graph, bool) else None,
+                outcome="?" if outcome is None else outcome,
+                key=given(item.key),
+                pass_name=given(item.pass_),
+                graph=given(item.graph),
                 index=index,
-                own=_components(item.get("components")),
+                own=_components(components),
                 shared=shared.get(layer, {}),
-                detail=_text(item.get("detail")),
-                bypass_reason=_text(item.get("bypass_reason")),
-                explained=tuple(str(x) for x in explained) if isinstance(explained, list) else (),
-                compared_with=_text(item.get("compared_with")),
+                detail=given(item.detail),
+                bypass_reason=given(item.bypass_reason),
+                explained=tuple(given(item.explained) or ()),
+                compared_with=given(item.compared_with),
             )
         )
     return lookups
@@ -209,11 +215,6 @@ class ComponentChange:
     @property
     def same_change(self) -> tuple[Any, Any, Any]:
         return (self.name, self.base and self.base[0], self.new and self.new[0])
-
-    def text(self, width: int = SHORT_VALUE) -> str:
-        """``inductor_config[max_autotune]: False -> True``, long values shown around where they differ."""
-        before, after = value_pair_text(self.base, self.new, width)
-        return f"{self.name}: {before} -> {after}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -378,9 +379,17 @@ class TestKeyDiff:
         }
 
 
-def _counters(record: Mapping[str, Any]) -> tuple[Any, Any]:
-    caches = mapping_of(record.get("caches"))
-    return tuple(dict(mapping_of(caches.get(layer))) for layer in KEYED_LAYERS)  # type: ignore[return-value]
+def _counters(record: TestRecord) -> tuple[CacheLayer | None, CacheLayer | None]:
+    caches = given(record.caches)
+    if caches is None:
+        return None, None
+    return given(caches.fxgraph), given(caches.aot_autograd)
+
+
+def _counters_as_read(record: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The keyed layers' counters as the report holds them: every counter, those no type names (guard_miss) too."""
+    caches = record.get("caches") or {}
+    return tuple(caches.get(layer) or {} for layer in KEYED_LAYERS)
 
 
 def _pair(base: list[Lookup], new: list[Lookup]) -> tuple[list[tuple[Lookup, Lookup, str]], list[Lookup], list[Lookup]]:
@@ -413,19 +422,24 @@ def _pair(base: list[Lookup], new: list[Lookup]) -> tuple[list[tuple[Lookup, Loo
 
 def diff_test(
     nodeid: str,
-    base_record: Mapping[str, Any],
-    new_record: Mapping[str, Any],
+    base_record: TestRecord | Mapping[str, Any],
+    new_record: TestRecord | Mapping[str, Any],
     base_shared: Mapping[str, Components] | None = None,
     new_shared: Mapping[str, Components] | None = None,
     run_wide: Iterable[RunWideChange] = (),
     shared_differ: Mapping[str, Sequence[str]] | None = None,
+    counters_changed: bool | None = None,
 ) -> TestKeyDiff:
     """One test's lookups in two runs, paired, with each pair's differing components beyond ``run_wide``.
 
     ``shared_differ``: per layer, the names in which the two shared tables differ
-    (``diff_reports`` computes them once for every test).
+    (``diff_reports`` computes them once for every test).  ``counters_changed``:
+    whether the records' FX-graph and AOTAutograd counters differ, every counter
+    the report holds compared (``diff_reports`` reads them so); by default, the
+    counters the types name.
     """
     base_shared, new_shared = base_shared or {}, new_shared or {}
+    base_record, new_record = typed_record(base_record), typed_record(new_record)
     if shared_differ is None:
         shared_differ = {
             layer: _differing_names(base_shared.get(layer, {}), new_shared.get(layer, {}))
@@ -448,7 +462,9 @@ def diff_test(
         tuple(pairs),
         tuple(only_base),
         tuple(only_new),
-        counters_changed=_counters(base_record) != _counters(new_record),
+        counters_changed=(
+            _counters(base_record) != _counters(new_record) if counters_changed is None else counters_changed
+        ),
     )
 
 
@@ -463,12 +479,11 @@ class ReportKeyDiff:
         return {"run_wide": [c.to_json() for c in self.run_wide]}
 
 
-def records_of(report: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any]]:
-    tests = mapping_of(report.get("tests"))
-    return {str(n): r for n, r in tests.items() if isinstance(r, Mapping)}
+def records_of(report: LoadedReport | Mapping[str, Any]) -> Mapping[str, TestRecord]:
+    return typed_report(report).tests
 
 
-def _names_by_layer(records: Iterable[Mapping[str, Any]], shared: Mapping[str, Components]) -> dict[str, set[str]]:
+def _names_by_layer(records: Iterable[TestRecord], shared: Mapping[str, Components]) -> dict[str, set[str]]:
     """Per layer, every component name any lookup with components holds (its shared table's, and its own)."""
     names: dict[str, set[str]] = {}
     for record in records:
@@ -478,9 +493,10 @@ def _names_by_layer(records: Iterable[Mapping[str, Any]], shared: Mapping[str, C
     return names
 
 
-def diff_reports(base: Mapping[str, Any], new: Mapping[str, Any]) -> ReportKeyDiff:
+def diff_reports(base: LoadedReport | Mapping[str, Any], new: LoadedReport | Mapping[str, Any]) -> ReportKeyDiff:
     """Every test in both reports with ``cache_keys`` in either, diffed; and the run-wide differences."""
-    base_records, new_records = records_of(base), records_of(new)
+    base, new = typed_report(base, "base"), typed_report(new, "new")
+    base_records, new_records = base.tests, new.tests
     base_shared, new_shared = shared_components(base), shared_components(new)
     run_wide = _run_wide_changes(
         base_shared,
@@ -496,59 +512,25 @@ def diff_reports(base: Mapping[str, Any], new: Mapping[str, Any]) -> ReportKeyDi
     for nodeid in sorted(n for n in base_records if n in new_records):
         if has_cache_keys(base_records[nodeid]) or has_cache_keys(new_records[nodeid]):
             tests[nodeid] = diff_test(
-                nodeid, base_records[nodeid], new_records[nodeid], base_shared, new_shared, run_wide, shared_differ
+                nodeid,
+                base_records[nodeid],
+                new_records[nodeid],
+                base_shared,
+                new_shared,
+                run_wide,
+                shared_differ,
+                _counters_as_read(base.record_data(nodeid)) != _counters_as_read(new.record_data(nodeid)),
             )
     return ReportKeyDiff(run_wide, tests)
 
 
 # ----------------------------------------------------------------------------
-# values for people
+# a value's structure: brackets, and the arguments of a call
 # ----------------------------------------------------------------------------
 
 
-def _opaque(value: str) -> bool:
-    """Bytes torch printed as ``<bytes>`` or as decoded garbage (a pickled config): only the hash says anything."""
-    return value == "<bytes>" or "\ufffd" in value or any(ord(ch) < 32 and ch not in "\n\t" for ch in value)
-
-
-def fixed_value_text(entry: tuple[str | None, str | None] | None) -> str | None:
-    """What to show when the value cannot be: absent, unrecorded or opaque; None when the value can be shown."""
-    if entry is None:
-        return "(absent)"
-    digest, value = entry
-    if value is None:
-        return f"(hash {digest})" if digest else "(not recorded)"
-    if _opaque(value):
-        return f"(opaque, hash {digest})" if digest else "(opaque)"
-    if not value.strip():
-        return repr(value)
-    return None
-
-
-def value_pair_text(
-    base: tuple[str | None, str | None] | None, new: tuple[str | None, str | None] | None, width: int
-) -> tuple[str, str]:
-    fixed_base, fixed_new = fixed_value_text(base), fixed_value_text(new)
-    a = fixed_base if fixed_base is not None else base[1]  # type: ignore[index]
-    b = fixed_new if fixed_new is not None else new[1]  # type: ignore[index]
-    if fixed_base is None and fixed_new is None and a == b:
-        # the same readable value, other hashes: the difference lies past the report's clip of the value
-        return f"{_one_line(str(a), width)} [{base[0]}]", f"{_one_line(str(b), width)} [{new[0]}]"  # type: ignore[index]
-    if fixed_base is None and fixed_new is None:
-        return _focus(str(a), str(b), width)
-    return (_one_line(str(a), width) if fixed_base is None else str(a)), (
-        _one_line(str(b), width) if fixed_new is None else str(b)
-    )
-
-
-def _one_line(value: str, width: int) -> str:
-    first = value.strip().splitlines()
-    text = first[0] if first else ""
-    more = " ..." if len(first) > 1 else ""
-    return clip(text, width) + more
-
-
-def _depths(text: str) -> list[int]:
+def bracket_depths(text: str) -> list[int]:
+    """How many brackets are open at each character of ``text`` (a closing one counts at its own level)."""
     depth, out = 0, []
     for ch in text:
         if ch in ")]}":
@@ -557,38 +539,6 @@ def _depths(text: str) -> list[int]:
         if ch in "([{":
             depth += 1
     return out
-
-
-def _focus(a: str, b: str, width: int) -> tuple[str, str]:
-    """Two values shown around where they differ: the item (between ``, ``) that holds the difference.
-
-    ``TensorMetadata(dtype=torch.float32, shape=torch.Size([3, 8]), ...)`` against
-    ``[4, 8]`` reads ``...shape=torch.Size([3, 8])...`` -> ``...shape=torch.Size([4, 8])...``;
-    a graph's code, the first line that differs.
-    """
-    if len(a) <= width and len(b) <= width and "\n" not in a and "\n" not in b:
-        return a, b
-    if "\n" in a or "\n" in b:
-        lines_a, lines_b = a.splitlines(), b.splitlines()
-        index = next((i for i, (x, y) in enumerate(zip(lines_a, lines_b)) if x != y), min(len(lines_a), len(lines_b)))
-        line_a = lines_a[index].strip() if index < len(lines_a) else "(no line)"
-        line_b = lines_b[index].strip() if index < len(lines_b) else "(no line)"
-        prefix = f"line {index + 1}: "
-        shown_a, shown_b = _focus(line_a, line_b, max(width - len(prefix), 12))
-        return prefix + shown_a, prefix + shown_b
-    called = call_focus(a, b)
-    if called is not None:
-        return clip_middle(called[0], width, 0.6), clip_middle(called[1], width, 0.6)
-    same_head = 0
-    while same_head < min(len(a), len(b)) and a[same_head] == b[same_head]:
-        same_head += 1
-    suffix = 0
-    while suffix < min(len(a), len(b)) - same_head and a[-1 - suffix] == b[-1 - suffix]:
-        suffix += 1
-    start = _item_start(a, same_head)
-    shown_a = _item_text(a, start, len(a) - suffix)
-    shown_b = _item_text(b, start, len(b) - suffix)
-    return clip_middle(shown_a, width, 0.6), clip_middle(shown_b, width, 0.6)
 
 
 _CALL = re.compile(r"([A-Za-z_][\w.]*)\((.*)\)\Z", re.S)
@@ -600,7 +550,7 @@ def call_parts(value: str) -> tuple[str | None, list[str]]:
     if match is None:
         return None, []
     body = match.group(2)
-    depths = _depths(body)
+    depths = bracket_depths(body)
     cuts = [i for i, ch in enumerate(body) if ch == "," and depths[i] == 0]
     bounds = zip([-1, *cuts], [*cuts, len(body)])
     return match.group(1), [body[start + 1 : end].strip() for start, end in bounds]
@@ -619,35 +569,3 @@ def call_focus(a: str, b: str) -> tuple[str, str] | None:
         f"{head_a}({', '.join(x for x, _ in differing)}, ...)",
         f"{head_b}({', '.join(y for _, y in differing)}, ...)",
     )
-
-
-def _separators(text: str) -> tuple[list[tuple[int, int]], int | None]:
-    depths = _depths(text)
-    seps = [(i, depths[i]) for i in range(len(text) - 1) if text[i : i + 2] == ", "]
-    return seps, min((d for _, d in seps), default=None)
-
-
-def _item_start(text: str, position: int) -> int:
-    seps, level = _separators(text)
-    if level is None:
-        return max(position - 12, 0)
-    before = [i for i, d in seps if d == level and i < position]
-    if before:
-        return before[-1] + 2
-    depths = _depths(text)
-    return next((i for i, d in enumerate(depths) if d >= level), 0)
-
-
-def _item_text(text: str, start: int, end_of_difference: int) -> str:
-    seps, level = _separators(text)
-    if level is None:
-        end = min(end_of_difference + 12, len(text))
-    else:
-        after = [i for i, d in seps if d == level and i >= end_of_difference]
-        end = after[0] if after else len(text)
-        if not after:
-            depths = _depths(text)
-            # close before the bracket that ends the level the items are in
-            end = next((i for i in range(max(end_of_difference, start), len(text)) if depths[i] < level), len(text))
-    shown = text[start:end]
-    return ("..." if start > 0 else "") + shown + ("..." if end < len(text) else "")

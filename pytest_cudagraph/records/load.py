@@ -26,12 +26,19 @@ def load_report(path: str | os.PathLike) -> dict[str, Any]:
         report = load_report("torch-2.13.json")
         report["tests"]["tests/test_model.py::test_decode"]["recompiles"]["count"]
     """
+    data, text, name = read_report_data(path)
+    with collector_paused():
+        return validate_report(data, name, text=text)
+
+
+def read_report_data(path: str | os.PathLike) -> tuple[Any, str, str]:
+    """(the report's JSON, parsed strictly; its text; its name in errors), not yet checked against its types."""
     path = Path(path)
     text = read_regular_text(path)
     if not text or text.isspace():
         raise ReportError(f"report {path} is empty; write it again with --cudagraph-report")
     with collector_paused():
-        return validate_report(_parse_json(text, path), str(path), text=text)
+        return _parse_json(text, path), text, str(path)
 
 
 @contextlib.contextmanager

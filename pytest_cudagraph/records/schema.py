@@ -158,6 +158,32 @@ class CacheKeys(Section):
     note: Text | UnsetType = UNSET
 
 
+class SweepFactor(Section):
+    """One factor of a cache sweep (caches/sweep.py) and its verdict: "miss", "hit", "false-hit" or "bypass"."""
+
+    name: Text | UnsetType = UNSET
+    verdict: Text | UnsetType = UNSET
+    # a miss: the key components that changed, "<layer>: <component>: <old> -> <new>"
+    changed: Texts | UnsetType = UNSET
+    # the layers that hit the base compile's entries
+    layers: Texts | UnsetType = UNSET
+    # a false hit: the components that could hold the factor and stayed equal, "<layer>: <component> = <value>"
+    stayed_equal: Texts | UnsetType = UNSET
+    # a false hit: how the outputs from the cache differ from the reference compile's
+    differences: Texts | UnsetType = UNSET
+    # whether a reference compile (cold, under the factor) ran
+    reference: Flag | UnsetType = UNSET
+    note: Text | UnsetType = UNSET
+
+
+class CacheSweep(Section):
+    """``compile_cache.sweep(fn, ...)``: whether the cache keys on each factor the compiled code depends on."""
+
+    function: Text | UnsetType = UNSET
+    factors: list[SweepFactor] | UnsetType = UNSET
+    duration_s: Measure | UnsetType = UNSET
+
+
 # ----------------------------------------------------------------------------
 # graphs (graphs/capture.py, graphs/capture_cost.py) and piecewise graphs
 # ----------------------------------------------------------------------------
@@ -199,6 +225,15 @@ class CaptureCost(Section):
     outside_unreliable: Text | UnsetType = UNSET
 
 
+class GraphChain(Section):
+    """One size of a breakable set (graphs/breakable.py): its graphs, the eager op calls of a replay, the pool after it."""
+
+    size: Count | UnsetType = UNSET
+    segments: Count | UnsetType = UNSET
+    eager_calls: Counts | UnsetType = UNSET
+    pool_bytes: Measure | UnsetType = UNSET
+
+
 class GraphSet(CaptureCost, kw_only=True):
     """One ``capture_graphs`` set: its sizes, pool, figures and checks."""
 
@@ -216,6 +251,10 @@ class GraphSet(CaptureCost, kw_only=True):
     keep_outputs: Flag | UnsetType = UNSET
     pool_check_passed: Flag | UnsetType = UNSET
     replay_checks: Count | UnsetType = UNSET
+    # a breakable set: the ops its graphs end at, its graphs over all sizes, and each size's chain
+    break_at: Texts | UnsetType = UNSET
+    segments: Count | UnsetType = UNSET
+    chains: list[GraphChain] | UnsetType = UNSET
 
 
 class Graphs(GraphSet, kw_only=True):
@@ -260,6 +299,15 @@ class CudagraphSkip(Section):
     named_by: Text | UnsetType = UNSET
 
 
+class FunctionRerecords(Section):
+    """One function's recordings under reduce-overhead (graphs/rerecords.py): the shapes in the order recorded."""
+
+    recordings: Count | UnsetType = UNSET
+    rerecords: Count | UnsetType = UNSET
+    shapes: Texts | UnsetType = UNSET
+    per_shape: Counts | UnsetType = UNSET
+
+
 class ReduceOverhead(Section):
     """``mode="reduce-overhead"`` graphs (graphs/reduce_overhead.py): recordings, skips, regions."""
 
@@ -277,6 +325,8 @@ class ReduceOverhead(Section):
     regions_cudagraphed: Count | UnsetType = UNSET
     calls: Counts | UnsetType = UNSET
     fraction_of_calls: Measure | UnsetType = UNSET
+    # per function: its recordings, re-recordings at new shapes, and the shapes in order
+    rerecords: dict[str, FunctionRerecords] | UnsetType = UNSET
 
 
 # ----------------------------------------------------------------------------
@@ -377,6 +427,8 @@ class StartupSample(Section):
     capture_s: Measure | UnsetType = UNSET
     phases: Measures | UnsetType = UNSET
     error: TextOrNull | UnsetType = UNSET
+    # instructions torch.compile executed in the run (callgrind, startup --instructions)
+    compile_instructions: Count | UnsetType = UNSET
 
 
 class StartupPass(Section):
@@ -385,6 +437,7 @@ class StartupPass(Section):
     duration_s: StartupStats | UnsetType = UNSET
     compile_s: StartupStats | UnsetType = UNSET
     capture_s: StartupStats | UnsetType = UNSET
+    compile_instructions: StartupStats | UnsetType = UNSET
     phases: dict[str, StartupStats] | UnsetType = UNSET
     samples: list[StartupSample] | UnsetType = UNSET
 
@@ -425,6 +478,7 @@ class TestRecord(Section):
     recompiles: Recompiles | UnsetType = UNSET
     caches: Caches | UnsetType = UNSET
     cache_keys: CacheKeys | UnsetType = UNSET
+    cache_sweeps: list[CacheSweep] | UnsetType = UNSET
     graphs: Graphs | UnsetType = UNSET
     piecewise: Piecewise | UnsetType = UNSET
     reduce_overhead: ReduceOverhead | UnsetType = UNSET

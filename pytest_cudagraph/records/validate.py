@@ -20,11 +20,14 @@ import re
 import sys
 import types
 import typing
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ReportError
 from ..text import clip_middle
 from .json_values import is_text
+
+if TYPE_CHECKING:
+    from .schema import Report
 
 # Deeper than this, a report is not one this plugin wrote (its deepest field is 7 levels down).
 MAX_DEPTH = 64
@@ -51,6 +54,15 @@ class Malformed(Exception):
 
 def validate_report(data: Any, name: str = "report", *, text: str | None = None) -> dict[str, Any]:
     """Check a parsed report; return it unchanged, or raise ReportError naming the file, the field and the fix.
+
+    ``checked_report`` is the same check, returning the typed view it builds.
+    """
+    checked_report(data, name, text=text)
+    return data
+
+
+def checked_report(data: Any, name: str = "report", *, text: str | None = None) -> Report:
+    """Check a parsed report as ``validate_report`` does; return its typed view (``schema.Report``).
 
     Checked: the schema; the type of every field this plugin writes (``schema.py``);
     every number fits a float; every string is text (no lone surrogate: with
@@ -86,12 +98,12 @@ def validate_report(data: Any, name: str = "report", *, text: str | None = None)
         if text is None or _SURROGATE_ESCAPE.search(text):
             check_text(data)
         check_numbers(data)
-        check_types(data, _report_type())
+        typed: Report = check_types(data, _report_type())
     except Malformed as problem:
         raise ReportError(
             f"report {name} has {problem.describe()}; write it again with --cudagraph-report, or correct that field"
         ) from None
-    return data
+    return typed
 
 
 def _report_type() -> Any:
@@ -117,13 +129,13 @@ def require_msgspec() -> None:
 # ----------------------------------------------------------------------------
 
 
-def check_types(value: Any, type_: Any, path: tuple[Any, ...] = ()) -> None:
-    """Raise Malformed at the first field of ``value`` that does not follow ``type_`` (a schema type)."""
+def check_types(value: Any, type_: Any, path: tuple[Any, ...] = ()) -> Any:
+    """``value`` as ``type_`` (a schema type); Malformed at the first field that does not follow the type."""
     require_msgspec()
     import msgspec
 
     try:
-        msgspec.convert(value, type_, strict=True)
+        return msgspec.convert(value, type_, strict=True)
     except msgspec.ValidationError as error:
         raise _malformed_from(value, type_, path, str(error)) from None
 

@@ -12,11 +12,13 @@ from typing import Any
 
 from ..records.cold_warm import PASS_COUNTERS, PassPair, extra_keys_read_whole, pass_pairs
 from ..records.key_diff import lookups_of
+from ..records.loaded import RecordRead, given
 from ..records.report import as_int
+from ..records.schema import TestRecord
 from .html_parts import escape, json_block, kv_table, nonzero_counters, reasons_list, section, value_html
 from .key_text import lookup_why, prominent
 
-__all__ = ["cache_keys_html", "caches_html", "counters_table", "extra_html", "pass_pair_html"]
+__all__ = ["cache_keys_html", "caches_html", "counters_table", "extra_html", "pass_pair_html", "sweeps_html"]
 
 
 def _seconds_text(value: float | None) -> str:
@@ -147,13 +149,19 @@ def counters_table(caches: Mapping[str, Any]) -> str:
     return table + _why_not_cached(("", caches))
 
 
-def caches_html(record: Mapping[str, Any]) -> str:
-    """The cold/warm pairs as tables, then the test's whole-life counters (folded away when pairs tell the story)."""
+def caches_html(read: RecordRead) -> str:
+    """The cold/warm pairs as tables, then the test's whole-life counters (folded away when pairs tell the story).
+
+    Both read the record as read (``read.data``): the passes live under ``extra``,
+    which the types leave open, and the counters table shows every counter of every
+    layer, those no type names (Triton's bundler, a newer layer) included.
+    """
+    record = read.data
     pairs = pass_pairs(record)
     caches = section(record, "caches")
     if not pairs:
         table = counters_table(caches)
-        return "<h3>Compile caches</h3>" + table if table else ""
+        return ("<h3>Compile caches</h3>" + table if table else "") + sweeps_html(record)
     parts = ["<h3>Compile caches: cold and warm passes</h3>"]
     for pair in pairs:
         parts.append(pass_pair_html(pair))
@@ -163,10 +171,32 @@ def caches_html(record: Mapping[str, Any]) -> str:
             "<details><summary>The test's whole-life counters (cold and warm passes added up)</summary>"
             f"{whole}</details>"
         )
+    return "".join(parts) + sweeps_html(record)
+
+
+def sweeps_html(record: Any) -> str:
+    """Each ``compile_cache.sweep()`` of the test (a record, mapping or typed): a row per factor, verdict and why."""
+    from .sweep_text import VERDICT_WORDS, factor_why, sweep_lines, sweeps_of
+
+    value = record.get("cache_sweeps") if isinstance(record, Mapping) else getattr(record, "cache_sweeps", None)
+    parts = []
+    for sweep in sweeps_of(value):
+        rows = []
+        for factor in sweep.factors if isinstance(sweep.factors, list) else []:
+            css = ' class="off"' if factor.verdict == "false-hit" else ""
+            rows.append(
+                f"<tr><td>{escape(factor.name)}</td><td{css}>{escape(VERDICT_WORDS.get(str(factor.verdict)))}</td>"
+                f'<td class="why">{escape(factor_why(factor))}</td></tr>'
+            )
+        head = "<tr><th>factor</th><th>verdict</th><th>why</th></tr>"
+        parts.append(
+            f"<h3>{escape(sweep_lines(sweep)[0])}</h3>"
+            f'<table class="lookups"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
+        )
     return "".join(parts)
 
 
-def cache_keys_html(record: Mapping[str, Any]) -> str:
+def cache_keys_html(record: TestRecord) -> str:
     """The test's cache lookups (``cache_keys``): layer, pass, graph, outcome, key, and why it missed.
 
     A miss or bypass with a reason (the components that differ from the cold pass,
@@ -198,8 +228,9 @@ def cache_keys_html(record: Mapping[str, Any]) -> str:
         "<h3>Cache lookups</h3>",
         f'<table class="lookups"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>',
     ]
-    note = section(record, "cache_keys").get("note")
-    if isinstance(note, str) and note:
+    keys = given(record.cache_keys)
+    note = given(keys.note) if keys is not None else None
+    if note:
         parts.append(f'<p class="small">{escape(note)}</p>')
     return "".join(parts)
 

@@ -15,8 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ReportError
 from ..records.cold_warm import pass_pairs
-from .html_parts import escape, record_section_html, rows_table, section
+from ..records.loaded import RecordRead, given, section_or_empty, typed_section
+from ..records.schema import CompileTime, PassTime
+from .html_parts import escape, rows_table, section
 
 __all__ = ["PHASES_SHOWN", "compile_time_html", "phase_label"]
 
@@ -108,26 +111,27 @@ def _share(value: float | None, total: float | None) -> str:
     return "<1%" if 0 < share < 0.5 else f"{share:.0f}%"
 
 
-def _compiled(entry: Any) -> bool:
+def _compiled(entry: CompileTime) -> bool:
     """Whether a ``compile_time`` section holds any compile: a time above 0, or a frame."""
-    if not isinstance(entry, Mapping):
-        return False
-    return bool(_figure(entry.get("total_s"))) or bool(entry.get("frames"))
+    return bool(_figure(given(entry.total_s))) or bool(given(entry.frames))
 
 
-def _phases(entry: Mapping[str, Any]) -> dict[str, float]:
-    raw = entry.get("phases")
+def _total(entry: CompileTime) -> float | None:
+    return _figure(given(entry.total_s))
+
+
+def _phases(entry: CompileTime) -> dict[str, float]:
     phases = {}
-    for key, value in raw.items() if isinstance(raw, Mapping) else ():
+    for key, value in (given(entry.phases) or {}).items():
         figure = _figure(value)
         if figure is not None:
             phases[str(key)] = figure
     return phases
 
 
-def _bar(label: str, entry: Mapping[str, Any], scale: float, env: Mapping[str, Any] | None) -> str:
+def _bar(label: str, entry: CompileTime, scale: float, env: Mapping[str, Any] | None) -> str:
     """One pass as a stacked bar: Dynamo, AOTAutograd, Inductor, its length its total against ``scale``."""
-    total = _figure(entry.get("total_s")) or 0.0
+    total = _total(entry) or 0.0
     phases = _phases(entry)
     segments = []
     for phase in _STACKED:
@@ -152,12 +156,12 @@ def _legend(env: Mapping[str, Any] | None) -> str:
     return f'<div class="legend">{swatches}</div>'
 
 
-def _phase_cells(phase: Phase, entry: Mapping[str, Any]) -> str:
+def _phase_cells(phase: Phase, entry: CompileTime) -> str:
     phases = _phases(entry)
     value = phases.get(phase.key)
     if phase.key not in phases:
         return '<td class="num">-</td><td class="num"></td>'
-    total = _figure(entry.get("total_s"))
+    total = _total(entry)
     share = _share(value, total) if phase.spent else ""
     width = 100 * value / total if phase.spent and value and total else 0.0
     meter = f'<span class="ct-meter"><span style="width:{min(width, 100):.2f}%"></span></span>' if width else ""
@@ -168,7 +172,7 @@ def _meaning(phase: Phase, env: Mapping[str, Any] | None) -> str:
     return _NO_TRITON_MEANING if phase.key == "triton_s" and _has_triton(env) is False else phase.meaning
 
 
-def _phase_table(columns: list[tuple[str, Mapping[str, Any]]], env: Mapping[str, Any] | None) -> str:
+def _phase_table(columns: list[tuple[str, CompileTime]], env: Mapping[str, Any] | None) -> str:
     """Rows are the phases, columns seconds and share of each pass (``columns``: (heading, compile_time))."""
     head = "<th>phase</th>"
     for heading, _ in columns:
@@ -185,43 +189,44 @@ def _phase_table(columns: list[tuple[str, Mapping[str, Any]]], env: Mapping[str,
             f'{cells}<td class="small">{escape(_meaning(phase, env))}</td></tr>'
         )
     totals = "".join(
-        f'<td class="num">{escape(_seconds(_figure(entry.get("total_s"))))}</td><td class="num">100%</td>'
-        for _, entry in columns
+        f'<td class="num">{escape(_seconds(_total(entry)))}</td><td class="num">100%</td>' for _, entry in columns
     )
     rows.append(f'<tr class="total"><th>total</th>{totals}<td class="small">Dynamo + AOTAutograd + Inductor</td></tr>')
     return f'<table class="phases"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
-def _notes(entry: Mapping[str, Any], env: Mapping[str, Any] | None) -> list[str]:
+def _notes(entry: CompileTime, fields: Mapping[str, Any], env: Mapping[str, Any] | None) -> list[str]:
+    """The phases this torch does not record, and the section's notes (``fields``: the section as read)."""
     notes = []
-    unavailable = entry.get("unavailable")
-    if isinstance(unavailable, list) and unavailable:
+    unavailable = given(entry.unavailable)
+    if unavailable:
         names = ", ".join(phase_label(str(key), env) for key in unavailable)
         notes.append(f"not recorded by this torch: {names}")
-    for key in ("notes", "note"):
-        value = entry.get(key)
+    # "notes", a field no type names, is shown where a report holds it (any JSON), before the typed "note"
+    for value in (fields.get("notes"), given(entry.note)):
         notes += [str(item) for item in (value if isinstance(value, list) else [value]) if item]
     return notes
 
 
-def _frames_html(entry: Mapping[str, Any], folded: bool) -> str:
+def _frames_html(entry: CompileTime, folded: bool) -> str:
     """Each compiled frame (compile id, function, seconds, the exception that ended it); one frame is one line."""
-    frames = [frame for frame in entry.get("frames") or [] if isinstance(frame, Mapping)]
+    frames = given(entry.frames) or []
     if not frames:
         return ""
-    failed = any(frame.get("failed") for frame in frames)
+    failed = any(given(frame.failed) for frame in frames)
     if len(frames) == 1 and not failed and not folded:
         frame = frames[0]
-        return f'<p class="small">compiled frame {escape(frame.get("compile_id"))}: {escape(frame.get("function"))}</p>'
+        return f'<p class="small">compiled frame {escape(given(frame.compile_id))}: {escape(given(frame.function))}</p>'
     header = ("compile id", "function", "seconds") + (("failed",) if failed else ())
     rows = []
     for frame in frames:
         cells = (
-            f'<td class="nowrap">{escape(frame.get("compile_id"))}</td><td class="mono">{escape(frame.get("function"))}'
-            f'</td><td class="num">{escape(_seconds(_figure(frame.get("total_s"))))}</td>'
+            f'<td class="nowrap">{escape(given(frame.compile_id))}</td>'
+            f'<td class="mono">{escape(given(frame.function))}'
+            f'</td><td class="num">{escape(_seconds(_figure(given(frame.total_s))))}</td>'
         )
         if failed:
-            cells += f'<td class="warn">{escape(frame.get("failed") or "")}</td>'
+            cells += f'<td class="warn">{escape(given(frame.failed) or "")}</td>'
         rows.append(f"<tr>{cells}</tr>")
     table = rows_table("frames", header, rows)
     if folded:
@@ -229,25 +234,42 @@ def _frames_html(entry: Mapping[str, Any], folded: bool) -> str:
     return f'<p class="small">compiled frames ({len(frames)}):</p>{table}'
 
 
-def _pair_entries(record: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any], Mapping[str, Any], str]]:
+# a pass's compile_time: its type, and the mapping it was read from
+_Timed = tuple[CompileTime, Mapping[str, Any]]
+
+
+def _pass_compile_time(entry: Mapping[str, Any], which: str) -> _Timed:
+    """The compile_time of a pair's ``which`` pass, as its type.
+
+    The passes live under ``extra``, which the types leave open (any JSON): a
+    compile_time of another shape reads as none, as any odd field of ``extra`` does.
+    """
+    fields = section(section(entry, which), "compile_time")
+    try:
+        return typed_section(fields, CompileTime, ()), fields
+    except ReportError:
+        return CompileTime(), {}
+
+
+def _pair_entries(record: Mapping[str, Any]) -> list[tuple[str, _Timed, _Timed, str]]:
     """(label, cold compile_time, warm compile_time, the warm pass's process) of each pair that compiled."""
     entries = []
     for pair in pass_pairs(record):
-        cold = section(section(pair.source, "cold"), "compile_time")
-        warm = section(section(pair.source, "warm"), "compile_time")
-        if _compiled(cold) or _compiled(warm):
+        cold = _pass_compile_time(pair.source, "cold")
+        warm = _pass_compile_time(pair.source, "warm")
+        if _compiled(cold[0]) or _compiled(warm[0]):
             entries.append((pair.label, cold, warm, pair.warm_process))
     return entries
 
 
-def _passes_table(passes: list[Mapping[str, Any]]) -> str:
+def _passes_table(passes: list[PassTime]) -> str:
     """The section's ``passes`` (label, cold_s, warm_s, warm/cold), for pairs whose passes hold no phases."""
     rows = []
     for entry in passes:
-        cold, warm = _figure(entry.get("cold_s")), _figure(entry.get("warm_s"))
-        ratio = _figure(entry.get("warm_cold_ratio"))
+        cold, warm = _figure(given(entry.cold_s)), _figure(given(entry.warm_s))
+        ratio = _figure(given(entry.warm_cold_ratio))
         rows.append(
-            f"<tr><td>{escape(entry.get('label'))}</td>"
+            f"<tr><td>{escape(given(entry.label))}</td>"
             f'<td class="num nowrap">{escape(_seconds(cold))} s <span class="arrow">-&gt;</span> '
             f"{escape(_seconds(warm))} s</td>"
             f'<td class="num">{escape("-" if ratio is None else f"{ratio:.2f}")}</td></tr>'
@@ -255,20 +277,18 @@ def _passes_table(passes: list[Mapping[str, Any]]) -> str:
     return rows_table("ct-passes", ("pass pair", "cold -> warm", "warm / cold"), rows, numeric=2)
 
 
-def compile_time_html(record: Mapping[str, Any], env: Mapping[str, Any] | None = None) -> str:
+def compile_time_html(read: RecordRead, env: Mapping[str, Any] | None = None) -> str:
     """The test's compile time: per pair cold -> warm, else its own; empty when the test compiled nothing."""
-    raw = record.get("compile_time")
-    if raw is not None and not isinstance(raw, Mapping):
-        return record_section_html("compile_time", raw)  # a shape the page cannot draw, shown as it is
-    own = section(record, "compile_time")
-    pairs = _pair_entries(record)
+    own = section_or_empty(read.typed.compile_time, CompileTime)
+    own_fields = section(read.data, "compile_time")
+    pairs = _pair_entries(read.data)
     if not pairs and not _compiled(own):
         return ""
     parts = []
     if pairs:
         parts.append("<h3>Compile time: cold and warm passes</h3>")
-        for label, cold, warm, _ in pairs:
-            cold_s, warm_s = _figure(cold.get("total_s")), _figure(warm.get("total_s"))
+        for label, (cold, cold_fields), (warm, warm_fields), _ in pairs:
+            cold_s, warm_s = _total(cold), _total(warm)
             parts.append(
                 f'<p class="ct-head"><b>{escape(label)}</b>: '
                 f'<span class="nowrap">cold {escape(_seconds(cold_s))} s <span class="arrow">-&gt;</span> '
@@ -277,10 +297,10 @@ def compile_time_html(record: Mapping[str, Any], env: Mapping[str, Any] | None =
             scale = max(cold_s or 0.0, warm_s or 0.0)
             parts.append(f'<div class="ct-bars">{_bar("cold", cold, scale, env)}{_bar("warm", warm, scale, env)}</div>')
             parts.append(_phase_table([("cold", cold), ("warm", warm)], env))
-            notes = dict.fromkeys(_notes(cold, env) + _notes(warm, env))
+            notes = dict.fromkeys(_notes(cold, cold_fields, env) + _notes(warm, warm_fields, env))
             parts += [f'<p class="small">{escape(note)}</p>' for note in notes]
         parts.append(_legend(env))
-        total = _figure(own.get("total_s"))
+        total = _total(own)
         if total is not None:
             elsewhere = any(process and process != "this interpreter" for *_, process in pairs)
             parts.append(
@@ -290,12 +310,12 @@ def compile_time_html(record: Mapping[str, Any], env: Mapping[str, Any] | None =
             )
         parts.append(_frames_html(own, folded=True))
         return "".join(parts)
-    total = _figure(own.get("total_s"))
+    total = _total(own)
     parts.append(f"<h3>Compile time: {escape(_seconds(total))} s</h3>")
     parts.append(f'<div class="ct-bars">{_bar("total", own, total or 0.0, env)}</div>{_legend(env)}')
     parts.append(_phase_table([("", own)], env))
-    parts += [f'<p class="small">{escape(note)}</p>' for note in _notes(own, env)]
-    passes = [entry for entry in own.get("passes") or [] if isinstance(entry, Mapping)]
+    parts += [f'<p class="small">{escape(note)}</p>' for note in _notes(own, own_fields, env)]
+    passes = given(own.passes) or []
     if passes:
         parts.append(_passes_table(passes))
     parts.append(_frames_html(own, folded=False))

@@ -9,7 +9,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..records.cold_warm import PASS_COUNTERS, added_up, disabled_layers, pass_pairs
+from ..records.loaded import RecordRead, filled, given, is_set
 from ..records.report import as_int
+from ..records.schema import Failure, Summary, TestRecord
 from ..text import bytes_pair, clip, count_noun, format_bytes
 from .html_parts import Markup, badge, escape, kv_table, nodeid_html, nonzero_counters, section, value_html
 from .shard_text import describe_shard
@@ -32,37 +34,41 @@ def env_html(env: Mapping[str, Any]) -> str:
     return kv_table([(str(k), value_html(str(k), v)) for k, v in env.items()])
 
 
-def summary_html(summary: Mapping[str, Any], records: Mapping[str, Mapping[str, Any]] | None = None) -> str:
-    """The run's summary block; its cache counters cold -> warm where tests ran passes (``records`` given)."""
+def summary_html(summary: Summary, records: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+    """The run's summary block; its cache counters cold -> warm where tests ran passes (``records`` given).
+
+    ``records`` are the tests' records as read: their passes live under ``extra``,
+    which the types leave open, and their counters are added up whole.
+    """
     rows: list[tuple[str, Any]] = []
-    outcomes = summary.get("outcomes")
-    if isinstance(outcomes, Mapping):
+    outcomes = given(summary.outcomes)
+    if outcomes is not None:
         rows.append(("outcomes", ", ".join(f"{n} {o}" for o, n in outcomes.items()) or "none"))
-    for key in (
-        "tests",
-        "graphs_captured",
-        "recompiles",
-        "recompile_limit_hits",
-        "graph_breaks",
-        "exitstatus",
-        "complete",
-        "not_run_count",
-        "deselected",
+    for key, value in (
+        ("tests", summary.tests),
+        ("graphs_captured", summary.graphs_captured),
+        ("recompiles", summary.recompiles),
+        ("recompile_limit_hits", summary.recompile_limit_hits),
+        ("graph_breaks", summary.graph_breaks),
+        ("exitstatus", summary.exitstatus),
+        ("complete", summary.complete),
+        ("not_run_count", summary.not_run_count),
+        ("deselected", summary.deselected),
     ):
-        if key in summary:
-            rows.append((key.replace("_", " "), summary[key]))
-    reasons = summary.get("incomplete_reasons")
-    if isinstance(reasons, list) and reasons:
+        if is_set(value):
+            rows.append((key.replace("_", " "), value))
+    reasons = given(summary.incomplete_reasons)
+    if reasons:
         rows.append(("incomplete because", "; ".join(map(str, reasons))))
-    selection = summary.get("selection")
-    if isinstance(selection, Mapping) and selection:
+    selection = given(summary.selection)
+    if selection:
         rows.append(("selection", " ".join(f"{flag} {expression!r}" for flag, expression in selection.items())))
-    shard = summary.get("shard")
-    if isinstance(shard, Mapping) and shard:
+    shard = filled(summary.shard)
+    if shard is not None:
         rows.append(("shard", describe_shard(shard)))
-    caches = summary.get("caches")
+    caches = given(summary.caches)
     note = ""
-    if isinstance(caches, Mapping) and caches:
+    if caches:
         cache_rows, note = _cache_rows(caches, records or {})
         rows += cache_rows
     return kv_table(rows) + note if rows else '<p class="note">The report has no summary block.</p>'
@@ -129,7 +135,10 @@ def _cache_rows(
 
 
 def _pool_cell(record: Mapping[str, Any]) -> Markup:
-    """Pool / largest and the ratio on one line; the cuBLAS workspace and the set on a second, small one."""
+    """Pool / largest and the ratio on one line; the cuBLAS workspace and the set on a second, small one.
+
+    The figures are the terminal summary's (``pool_figures``), from the record as read.
+    """
     graphs = section(record, "graphs") or section(record, "piecewise")
     figures = pool_figures(graphs) if graphs else None
     if figures is None or (figures.pool is None and figures.largest is None):
@@ -156,29 +165,30 @@ def _cache_cell(text: str) -> Markup:
     return Markup(f'<span class="nowrap">{escape(cold)} <span class="arrow">-&gt;</span> {escape(warm)}</span>')
 
 
-def failure_headline(record: Mapping[str, Any]) -> str:
+def failure_headline(record: TestRecord) -> str:
     """The first line of the test's failure message, clipped; empty when it has none."""
-    message = section(record, "failure").get("message")
-    return clip(message, HEADLINE_WIDTH, first_line=True) if isinstance(message, str) and message.strip() else ""
+    message = given(record.failure.message) if isinstance(record.failure, Failure) else None
+    return clip(message, HEADLINE_WIDTH, first_line=True) if message and message.strip() else ""
 
 
-def overview_html(tests: list[tuple[str, Mapping[str, Any]]], anchors: Mapping[str, str]) -> str:
+def overview_html(tests: list[tuple[str, RecordRead]], anchors: Mapping[str, str]) -> str:
     """One row per test (the order given: failures first), a failure's first line under its row, a legend.
 
-    The cells are the terminal summary's (``summary.summary_row``): a test with cold
-    and warm passes shows cold -> warm, not the two added up.
+    The cells are the terminal summary's (``summary.summary_row``, which draws the
+    live run's records, unchecked, as mappings: it is handed each record as read): a
+    test with cold and warm passes shows cold -> warm, not the two added up.
     """
     head = "".join(f'<th class="nowrap">{escape(h)}</th>' for h in HEADER)
     body = []
     rows = []
-    for nodeid, record in tests:
+    for nodeid, (typed, record) in tests:
         cells = summary_row(nodeid, record)
         rows.append(cells)
         # cells[0] is the id clipped to NODEID_WIDTH: a 3000-character id must not widen the table
         shown = f'title="{escape(nodeid)}">{nodeid_html(cells[0])}'
         link = f'<a href="#{anchors[nodeid]}" {shown}</a>' if nodeid in anchors else f"<span {shown}</span>"
-        headline = failure_headline(record)
-        row = [link, badge(record.get("outcome", "?")), f'<span class="nowrap">{escape(cells[2])}</span>']
+        headline = failure_headline(typed)
+        row = [link, badge(typed.outcome), f'<span class="nowrap">{escape(cells[2])}</span>']
         row += [_pool_cell(record), f'<span class="nowrap">{escape(cells[4])}</span>']
         row += [_cache_cell(text) for text in cells[5:]]
         css = ' class="has-headline"' if headline else ""

@@ -23,7 +23,7 @@ from __future__ import annotations
 import difflib
 import shlex
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..records.key_diff import (
     KEYED_LAYERS,
@@ -33,20 +33,27 @@ from ..records.key_diff import (
     ReportKeyDiff,
     RunWideChange,
     TestKeyDiff,
-    fixed_value_text,
+    bracket_depths,
+    call_focus,
     has_cache_keys,
     lookups_of,
-    mapping_of,
     missing_sides,
     records_of,
     shared_components,
 )
+from ..records.loaded import LoadedReport, given
 from ..text import clip, clip_middle, clip_nodeid, count_noun, format_table
 
+if TYPE_CHECKING:
+    from ..records.schema import TestRecord
+
 __all__ = [
+    "SHORT_VALUE",
     "compare_lines",
+    "component_change_text",
     "explain_command",
     "explain_lines",
+    "fixed_value_text",
     "lookup_table_lines",
     "lookup_why",
     "one_run_lines",
@@ -54,6 +61,7 @@ __all__ = [
     "prominent",
     "run_wide_lines",
     "show_lines",
+    "value_pair_text",
 ]
 
 # explain shows a value whole up to this length, and a graph's code as a diff of at most this many lines
@@ -91,7 +99,7 @@ def run_wide_lines(run_wide: Sequence[RunWideChange], command: str, limit: int =
     lines = [f"cache keys: every {_layers_text(layers)} lookup's key differs between the runs in:"]
     for change in run_wide[:limit]:
         only = f" ({_layers_text(change.layers)})" if len(change.layers) < len(layers) else ""
-        lines.append(f"  {change.change.text()}{only}")
+        lines.append(f"  {component_change_text(change.change)}{only}")
     if len(run_wide) > limit:
         lines.append(f"  ... and {count_noun(len(run_wide) - limit, 'more component')}: {command}")
     return lines
@@ -147,7 +155,7 @@ def compare_lines(
         budget -= len(shown)
         hidden_components += len(changes) - len(shown)
         shown_lookups += 1
-        items = [c.text() for c in shown] or [_pair_reason(pair, labels)]
+        items = [component_change_text(c) for c in shown] or [_pair_reason(pair, labels)]
         line = f"    {_pair_head(pair)}; " + "; ".join(items)
         if len(line) > COMPARE_WIDTH and len(items) > 1:
             lines.append(f"    {_pair_head(pair)}:")
@@ -175,10 +183,10 @@ def _change_lines(change: ComponentChange, indent: str) -> list[str]:
     """Every differing component whole: short ones on a line, long ones around the difference then both values."""
     fixed_base, fixed_new = fixed_value_text(change.base), fixed_value_text(change.new)
     if fixed_base is not None or fixed_new is not None:
-        return [indent + change.text(WHOLE_VALUE)]
+        return [indent + component_change_text(change, WHOLE_VALUE)]
     a, b = str(change.base and change.base[1]), str(change.new and change.new[1])
     if a == b:
-        return [indent + change.text(WHOLE_VALUE)]
+        return [indent + component_change_text(change, WHOLE_VALUE)]
     if "\n" in a or "\n" in b:
         diff = list(difflib.unified_diff(a.splitlines(), b.splitlines(), "base", "new", n=1, lineterm=""))[2:]
         shown = diff[:DIFF_LINES]
@@ -189,7 +197,7 @@ def _change_lines(change: ComponentChange, indent: str) -> list[str]:
         return lines
     if len(a) <= 100 and len(b) <= 100:
         return [f"{indent}{change.name}: {a} -> {b}"]
-    lines = [indent + change.text(100)]
+    lines = [indent + component_change_text(change, 100)]
     lines += [f"{indent}  base: {clip_middle(a, WHOLE_VALUE)}", f"{indent}  new:  {clip_middle(b, WHOLE_VALUE)}"]
     return lines
 
@@ -283,7 +291,7 @@ def prominent(lookup: Lookup) -> bool:
     return lookup.outcome != "hit" and bool(lookup.explained or lookup.bypass_reason or _detail(lookup))
 
 
-def lookup_table_lines(record: Mapping[str, Any], indent: str = "  ", why_width: int = 100) -> list[str]:
+def lookup_table_lines(record: TestRecord, indent: str = "  ", why_width: int = 100) -> list[str]:
     """A test's lookups as a table: layer, pass, graph, outcome, key prefix, and why (explained differences)."""
     lookups = lookups_of(record)
     if not lookups:
@@ -302,13 +310,19 @@ def lookup_table_lines(record: Mapping[str, Any], indent: str = "  ", why_width:
             ]
         )
     lines = format_table(rows, align="<<><<<", indent=indent)
-    note = mapping_of(record.get("cache_keys")).get("note")
-    if isinstance(note, str) and note:
+    note = _note(record)
+    if note:
         lines.append(f"{indent}note: {note}")
     return lines
 
 
-def show_lines(report: Mapping[str, Any]) -> list[str]:
+def _note(record: TestRecord) -> str | None:
+    """Why the record's lookups lack what they lack (``cache_keys.note``)."""
+    keys = given(record.cache_keys)
+    return given(keys.note) if keys is not None else None
+
+
+def show_lines(report: LoadedReport | Mapping[str, Any]) -> list[str]:
     """``pytest-cudagraph show``'s section of cache lookups: a table per test that records them.
 
     Tests with an explained miss or a bypass come first; the rest in the report's order.
@@ -324,7 +338,7 @@ def show_lines(report: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def one_run_lines(report: Mapping[str, Any], label: str, nodeid: str | None = None) -> list[str]:
+def one_run_lines(report: LoadedReport | Mapping[str, Any], label: str, nodeid: str | None = None) -> list[str]:
     """``explain REPORT [TEST]``: one run's lookups, with what the plugin found against an earlier lookup.
 
     With a test, every lookup of it; without, the misses and bypasses of every test.
@@ -355,11 +369,131 @@ def one_run_lines(report: Mapping[str, Any], label: str, nodeid: str | None = No
                 lines += [f"      {item}" for item in lookup.explained]
             elif lookup.outcome == "miss" and lookup.detail != "guard_miss":
                 lines.append("    nothing explained it (a first compile has nothing to compare with)")
-        note = mapping_of(records[name].get("cache_keys")).get("note")
-        if isinstance(note, str) and note:
+        note = _note(records[name])
+        if note:
             lines.append(f"  note: {note}")
     if nodeid is None and quiet:
         lines += ["", f"{count_noun(quiet, 'more test')} hit on every lookup"]
     if len(lines) == 1:
         lines += ["", "no test recorded a cache lookup"]
     return lines
+
+
+# ----------------------------------------------------------------------------
+# a component's values for people
+# ----------------------------------------------------------------------------
+
+# a value longer than this is shown around its difference in compare's lines
+SHORT_VALUE = 48
+
+
+def component_change_text(change: ComponentChange, width: int = SHORT_VALUE) -> str:
+    """``inductor_config[max_autotune]: False -> True``, long values shown around where they differ."""
+    before, after = value_pair_text(change.base, change.new, width)
+    return f"{change.name}: {before} -> {after}"
+
+
+def _opaque(value: str) -> bool:
+    """Bytes torch printed as ``<bytes>`` or as decoded garbage (a pickled config): only the hash says anything."""
+    return value == "<bytes>" or "\ufffd" in value or any(ord(ch) < 32 and ch not in "\n\t" for ch in value)
+
+
+def fixed_value_text(entry: tuple[str | None, str | None] | None) -> str | None:
+    """What to show when the value cannot be: absent, unrecorded or opaque; None when the value can be shown."""
+    if entry is None:
+        return "(absent)"
+    digest, value = entry
+    if value is None:
+        return f"(hash {digest})" if digest else "(not recorded)"
+    if _opaque(value):
+        return f"(opaque, hash {digest})" if digest else "(opaque)"
+    if not value.strip():
+        return repr(value)
+    return None
+
+
+def value_pair_text(
+    base: tuple[str | None, str | None] | None, new: tuple[str | None, str | None] | None, width: int
+) -> tuple[str, str]:
+    fixed_base, fixed_new = fixed_value_text(base), fixed_value_text(new)
+    a = fixed_base if fixed_base is not None else base[1]  # type: ignore[index]
+    b = fixed_new if fixed_new is not None else new[1]  # type: ignore[index]
+    if fixed_base is None and fixed_new is None and a == b:
+        # the same readable value, other hashes: the difference lies past the report's clip of the value
+        return f"{_one_line(str(a), width)} [{base[0]}]", f"{_one_line(str(b), width)} [{new[0]}]"  # type: ignore[index]
+    if fixed_base is None and fixed_new is None:
+        return _focus(str(a), str(b), width)
+    return (_one_line(str(a), width) if fixed_base is None else str(a)), (
+        _one_line(str(b), width) if fixed_new is None else str(b)
+    )
+
+
+def _one_line(value: str, width: int) -> str:
+    first = value.strip().splitlines()
+    text = first[0] if first else ""
+    more = " ..." if len(first) > 1 else ""
+    return clip(text, width) + more
+
+
+def _focus(a: str, b: str, width: int) -> tuple[str, str]:
+    """Two values shown around where they differ: the item (between ``, ``) that holds the difference.
+
+    ``TensorMetadata(dtype=torch.float32, shape=torch.Size([3, 8]), ...)`` against
+    ``[4, 8]`` reads ``...shape=torch.Size([3, 8])...`` -> ``...shape=torch.Size([4, 8])...``;
+    a graph's code, the first line that differs.
+    """
+    if len(a) <= width and len(b) <= width and "\n" not in a and "\n" not in b:
+        return a, b
+    if "\n" in a or "\n" in b:
+        lines_a, lines_b = a.splitlines(), b.splitlines()
+        index = next((i for i, (x, y) in enumerate(zip(lines_a, lines_b)) if x != y), min(len(lines_a), len(lines_b)))
+        line_a = lines_a[index].strip() if index < len(lines_a) else "(no line)"
+        line_b = lines_b[index].strip() if index < len(lines_b) else "(no line)"
+        prefix = f"line {index + 1}: "
+        shown_a, shown_b = _focus(line_a, line_b, max(width - len(prefix), 12))
+        return prefix + shown_a, prefix + shown_b
+    called = call_focus(a, b)
+    if called is not None:
+        return clip_middle(called[0], width, 0.6), clip_middle(called[1], width, 0.6)
+    same_head = 0
+    while same_head < min(len(a), len(b)) and a[same_head] == b[same_head]:
+        same_head += 1
+    suffix = 0
+    while suffix < min(len(a), len(b)) - same_head and a[-1 - suffix] == b[-1 - suffix]:
+        suffix += 1
+    start = _item_start(a, same_head)
+    shown_a = _item_text(a, start, len(a) - suffix)
+    shown_b = _item_text(b, start, len(b) - suffix)
+    return clip_middle(shown_a, width, 0.6), clip_middle(shown_b, width, 0.6)
+
+
+def _separators(text: str) -> tuple[list[tuple[int, int]], int | None]:
+    depths = bracket_depths(text)
+    seps = [(i, depths[i]) for i in range(len(text) - 1) if text[i : i + 2] == ", "]
+    return seps, min((d for _, d in seps), default=None)
+
+
+def _item_start(text: str, position: int) -> int:
+    seps, level = _separators(text)
+    if level is None:
+        return max(position - 12, 0)
+    before = [i for i, d in seps if d == level and i < position]
+    if before:
+        return before[-1] + 2
+    depths = bracket_depths(text)
+    return next((i for i, d in enumerate(depths) if d >= level), 0)
+
+
+def _item_text(text: str, start: int, end_of_difference: int) -> str:
+    seps, level = _separators(text)
+    if level is None:
+        end = min(end_of_difference + 12, len(text))
+    else:
+        after = [i for i, d in seps if d == level and i >= end_of_difference]
+        end = after[0] if after else len(text)
+        if not after:
+            depths = bracket_depths(text)
+            # close before the bracket that ends the level the items are in
+            end = next((i for i in range(max(end_of_difference, start), len(text)) if depths[i] < level), len(text))
+    shown = text[start:end]
+    return ("..." if start > 0 else "") + shown + ("..." if end < len(text) else "")

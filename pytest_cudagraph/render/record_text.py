@@ -1,10 +1,16 @@
 """A test record's where-and-why sections as text: recompiles with their failed guards, graph-break sites,
 what reduce-overhead left out, pieces that ran without a graph, and each rank of a multi-rank run.
 
-Everything here reads the report's JSON form (``RecompileEvent.to_json()`` and the
-like), so ``pytest-cudagraph show`` prints a report the way the failure printed the
-test, and the HTML page words each line the same.  A report may hold anything: a
-field of the wrong type reads as absent.
+Everything here reads a record's typed sections (``records.schema``: a
+``RecompileEvent``, a ``ReduceOverhead``, ...), so ``pytest-cudagraph show`` prints
+a report the way the failure printed the test, and the HTML page words each line
+the same.  Graph-break sites are the one part the types leave open (``sites`` is
+any JSON): they are read as mappings, a field of another type reading as absent.
+
+The live run calls two functions here, with the library's ``to_json()`` values:
+``recompile_table`` (a recompile failure's table) types each event on entry
+(``typed_section``: the types are the contract ``to_json()`` is checked against),
+and ``break_site_text`` reads a site's mapping as it does for a loaded report.
 
 Nothing here imports torch.
 """
@@ -12,9 +18,10 @@ Nothing here imports torch.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..records.json_values import list_of, mapping_of
+from ..records.json_values import mapping_of
+from ..records.loaded import LoadedReport, filled, given, section_or_empty, typed_report, typed_section
 from ..records.report import as_int
 from ..text import (
     MIB,
@@ -29,15 +36,37 @@ from ..text import (
     signed_bytes,
 )
 
+if TYPE_CHECKING:
+    from msgspec import UnsetType
+
+    from ..records.schema import (
+        CallSite,
+        CaptureCost,
+        CudagraphSkip,
+        FailedGuard,
+        Graphs,
+        Piecewise,
+        Rank,
+        Ranks,
+        RanksRun,
+        RecompileEvent,
+        Recompiles,
+        ReduceOverhead,
+        TestRecord,
+    )
+
 __all__ = [
     "MAX_GUARD_ROWS",
     "UNPRINTED_NOTE",
     "break_site_text",
+    "break_sites",
     "call_site_text",
     "detail_lines",
     "event_head",
     "guard_row",
+    "is_limit_hit",
     "limit_hit_text",
+    "limit_hits_of",
     "pieces_lines",
     "rank_row",
     "ranks_head",
@@ -72,52 +101,85 @@ def _text(value: Any) -> str:
 # ----------------------------------------------------------------------------
 
 
-def call_site_text(site: Any, code_width: int = 80) -> str:
+def call_site_text(site: CallSite | Mapping[str, Any] | None | UnsetType, code_width: int = 80) -> str:
     """``tests/test_model.py:42 `return f(x)```: the user's line (``CallSite.describe``); empty when unknown.
 
-    A long line is clipped inside its backticks, so the place stays whole and the quote closed.
+    ``site`` is a typed ``CallSite`` (a recompile's), or the mapping a graph-break
+    site holds (sites are any JSON).  A long line is clipped inside its backticks,
+    so the place stays whole and the quote closed.
     """
-    site = mapping_of(site)
-    if not site.get("file"):
+    if isinstance(site, Mapping):
+        file, line, code = site.get("file"), site.get("line", "?"), site.get("code")
+    else:
+        typed = given(site)
+        if typed is None:
+            return ""
+        file, line, code = given(typed.file), given(typed.line), given(typed.code)
+        line = "?" if line is None else line
+    if not file:
         return ""
-    label = f"{site['file']}:{site.get('line', '?')}"
-    return f"{label} `{clip(site['code'], code_width)}`" if site.get("code") else label
+    label = f"{file}:{line}"
+    return f"{label} `{clip(code, code_width)}`" if code else label
 
 
-def recompile_events(recompiles: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def recompile_events(recompiles: Recompiles) -> list[RecompileEvent]:
     """The section's ``events`` (recompiles and limit hits, in order); empty for a report older than them."""
-    return [event for event in list_of(recompiles.get("events")) if isinstance(event, Mapping)]
+    return list(given(recompiles.events) or ())
 
 
-def event_head(number_: int, total: int, event: Mapping[str, Any]) -> str:
+def event_head(number_: int, total: int, event: RecompileEvent) -> str:
     """``recompile 2 of 3: forward (model.py:12), called from tests/test_x.py:10 `model(x)```."""
-    site = call_site_text(event.get("call_site"))
+    site = call_site_text(event.call_site)
     called = f", called from {site}" if site else ""
-    return f"recompile {number_} of {total}: {_text(event.get('function')) or '?'}{called}"
+    return f"recompile {number_} of {total}: {_text(given(event.function)) or '?'}{called}"
 
 
-def limit_hit_text(event: Mapping[str, Any]) -> str:
+def limit_hit_text(event: RecompileEvent) -> str:
     """A limit hit: torch's readable line, and the user's line that called the function when known."""
-    site = call_site_text(event.get("call_site"))
-    return _text(event.get("limit_hit")) + (f"; called from {site}" if site else "")
+    site = call_site_text(event.call_site)
+    return _text(given(event.limit_hit)) + (f"; called from {site}" if site else "")
 
 
-def guard_row(guard: Mapping[str, Any], width: int | None = 80) -> tuple[tuple[str, str, str, str], bool]:
+def limit_hits_of(recompiles: Recompiles) -> int:
+    """How many recompile-limit hits the section records (a list of them, or an older plugin's count)."""
+    hits = given(recompiles.limit_hits)
+    return len(hits) if isinstance(hits, list) else as_int(hits)
+
+
+def is_limit_hit(event: RecompileEvent) -> bool:
+    """Whether the event is a recompile-limit hit (Dynamo gave up on the frame), not a recompile."""
+    return given(event.limit_hit) is not None
+
+
+def guard_row(guard: FailedGuard, width: int | None = 80) -> tuple[tuple[str, str, str, str], bool]:
     """One failed guard as (entry, guard, expected, actual), and whether torch printed it (else marked ``*``)."""
-    printed = guard.get("reported_by_torch") is not False
-    text = _text(guard.get("guard"))
-    expected, actual = _text(guard.get("expected")) or "-", _text(guard.get("actual")) or "-"
+    printed = given(guard.reported_by_torch) is not False
+    text = _text(given(guard.guard))
+    expected, actual = _text(given(guard.expected)) or "-", _text(given(guard.actual)) or "-"
     if width is not None:
         text, expected, actual = clip(text, width), clip(expected, 30), clip(actual, 30)
-    return (_text(guard.get("entry")), text + ("" if printed else " *"), expected, actual), printed
+    return (_text(given(guard.entry)), text + ("" if printed else " *"), expected, actual), printed
+
+
+def _typed_events(events: Sequence[RecompileEvent | Mapping[str, Any]]) -> list[RecompileEvent]:
+    """The events as their type: the live run hands ``RecompileEvent.to_json()`` mappings, checked here."""
+    from ..records.schema import RecompileEvent
+
+    return [
+        event if isinstance(event, RecompileEvent) else typed_section(event, RecompileEvent, ("events", index))
+        for index, event in enumerate(events)
+    ]
 
 
 def recompile_table(
-    events: Sequence[Mapping[str, Any]], indent: str = "  ", kept_in: str = "the report's recompiles.events"
+    events: Sequence[RecompileEvent | Mapping[str, Any]],
+    indent: str = "  ",
+    kept_in: str = "the report's recompiles.events",
 ) -> list[str]:
     """Each recompile (limit hits left out): where it was called, then its failed guards, as the failure prints it.
 
-    ``events`` are ``RecompileEvent.to_json()`` values.  At most ``MAX_GUARD_ROWS``
+    ``events`` are a report's typed events, or the live run's ``RecompileEvent.to_json()``
+    values (typed here).  At most ``MAX_GUARD_ROWS``
     guard rows (each recompile fails one guard per cached entry, so the rows grow
     quadratically; the first ones name the change), the rest counted and said to be
     in ``kept_in``; a guard torch did not print is marked ``*``, explained at the end.
@@ -126,15 +188,15 @@ def recompile_table(
     lines: list[str] = []
     shown = hidden = 0
     unprinted = False
-    recompiles = [event for event in events if event.get("limit_hit") is None]
+    recompiles = [event for event in _typed_events(events) if not is_limit_hit(event)]
     for index, event in enumerate(recompiles, 1):
-        guards = [g for g in list_of(event.get("guards")) if isinstance(g, Mapping)]
+        guards = given(event.guards) or []
         if shown >= MAX_GUARD_ROWS:
             hidden += max(1, len(guards))
             continue
         lines.append(f"{indent}{event_head(index, len(recompiles), event)}")
         if not guards:
-            reasons = [clip(r, 140) for r in list_of(event.get("reasons"))]
+            reasons = [clip(r, 140) for r in given(event.reasons) or ()]
             lines += [f"{indent}  - {r}" for r in reasons] or [f"{indent}  (no reason recorded)"]
             continue
         rows = [GUARD_HEADER]
@@ -164,18 +226,26 @@ def break_site_text(site: Mapping[str, Any]) -> str:
     return f"{clip(_text(site.get('reason')), 140)} (x{as_int(site.get('count', 1))}){where}{called}"
 
 
-def _recompile_lines(recompiles: Mapping[str, Any]) -> list[str]:
+def break_sites(recompiles: Recompiles) -> list[Mapping[str, Any]]:
+    """The graph-break sites the section records (any JSON: the mappings among them)."""
+    breaks = given(recompiles.graph_breaks)
+    sites = given(breaks.sites) if breaks is not None else None
+    return [site for site in sites or () if isinstance(site, Mapping)]
+
+
+def _recompile_lines(recompiles: Recompiles) -> list[str]:
     events = recompile_events(recompiles)
     lines: list[str] = []
-    if any(event.get("limit_hit") is None for event in events):
-        lines += [f"recompiles: {as_int(recompiles.get('count'))}", *recompile_table(events)]
-    hits = [event for event in events if event.get("limit_hit") is not None]
+    if not all(map(is_limit_hit, events)):
+        lines += [f"recompiles: {as_int(given(recompiles.count))}", *recompile_table(events)]
+    hits = [event for event in events if is_limit_hit(event)]
     if hits:
         lines += ["recompile limit hits (Dynamo ran those frames eagerly):"]
         lines += [f"  - {limit_hit_text(event)}" for event in hits]
-    sites = [s for s in list_of(mapping_of(recompiles.get("graph_breaks")).get("sites")) if isinstance(s, Mapping)]
+    sites = break_sites(recompiles)
     if sites:
-        count = as_int(mapping_of(recompiles.get("graph_breaks")).get("count"))
+        breaks = given(recompiles.graph_breaks)
+        count = as_int(given(breaks.count)) if breaks is not None else 0
         lines += [f"graph breaks (not recompiles): {count}", *[f"  - {break_site_text(s)}" for s in sites]]
     return lines
 
@@ -185,45 +255,53 @@ def _recompile_lines(recompiles: Mapping[str, Any]) -> list[str]:
 # ----------------------------------------------------------------------------
 
 
-def skip_text(skip: Mapping[str, Any]) -> str:
+def skip_text(skip: CudagraphSkip) -> str:
     """``mutated inputs (1 instances), argument 'x', in step, at model.py:30 `x.add_(1)```: one skip."""
-    parts = [_text(skip.get("reason")) or "?"]
-    arguments = [str(a) for a in list_of(skip.get("arguments"))]
+    parts = [_text(given(skip.reason)) or "?"]
+    arguments = [str(a) for a in given(skip.arguments) or ()]
     if arguments:
         parts.append(f"{'argument' if len(arguments) == 1 else 'arguments'} {', '.join(map(repr, arguments))}")
-    if skip.get("function"):
-        parts.append(f"in {skip['function']}")
-    if skip.get("location"):
-        parts.append(f"at {skip['location']}" + (f" `{skip['code']}`" if skip.get("code") else ""))
+    function, location, code = given(skip.function), given(skip.location), given(skip.code)
+    if function:
+        parts.append(f"in {function}")
+    if location:
+        parts.append(f"at {location}" + (f" `{code}`" if code else ""))
     return ", ".join(parts)
 
 
-def regions_text(trees: Mapping[str, Any]) -> str:
+# a region's calls by what they did, in the table's order
+_REGION_CALLS = ("replayed", "recorded", "warmup", "without_graph")
+
+
+def regions_text(trees: ReduceOverhead) -> str:
     """``2/3 regions ran as CUDA graphs; 85% of calls after warm-up (17 of 20)``; empty when not metered."""
-    total = trees.get("regions_total")
-    if not isinstance(total, int) or isinstance(total, bool):
+    total = given(trees.regions_total)
+    if total is None:
         return ""
-    text = f"{as_int(trees.get('regions_cudagraphed'))}/{total} regions ran as CUDA graphs"
-    calls = mapping_of(trees.get("calls"))
-    share = number(trees.get("fraction_of_calls"), finite=True)
+    text = f"{as_int(given(trees.regions_cudagraphed))}/{total} regions ran as CUDA graphs"
+    replayed, recorded, _, without_graph = (as_int(n) for n in _calls_of(given(trees.calls) or {}))
+    share = number(given(trees.fraction_of_calls), finite=True)
     if share is not None:
-        graphs = as_int(calls.get("replayed")) + as_int(calls.get("recorded"))
-        counted = graphs + as_int(calls.get("without_graph"))
+        graphs = replayed + recorded
+        counted = graphs + without_graph
         text += f"; {share:.0%} of calls after warm-up" + (f" ({graphs} of {counted})" if counted else "")
     return text
 
 
-def region_rows(trees: Mapping[str, Any]) -> list[tuple[str, str, str, str, str]]:
+def _calls_of(calls: Mapping[str, int]) -> tuple[int | None, ...]:
+    """Calls replayed, recorded, in warm-up and without a graph (None where the counts leave one out)."""
+    return tuple(calls.get(kind) for kind in _REGION_CALLS)
+
+
+def region_rows(trees: ReduceOverhead) -> list[tuple[str, str, str, str, str]]:
     """One row per region: its name, then its calls replayed, recorded, warm-up and without a graph."""
     rows = []
-    for name, calls in mapping_of(trees.get("regions")).items():
-        calls = mapping_of(calls)
-        kinds = ("replayed", "recorded", "warmup", "without_graph")
-        rows.append((str(name), *(str(as_int(calls.get(kind))) for kind in kinds)))
+    for name, calls in (given(trees.regions) or {}).items():
+        rows.append((str(name), *(str(as_int(n)) for n in _calls_of(calls))))
     return rows  # type: ignore[return-value]
 
 
-def reduce_overhead_lines(trees: Mapping[str, Any]) -> list[str]:
+def reduce_overhead_lines(trees: ReduceOverhead) -> list[str]:
     """How much reduce-overhead cudagraphed, its regions' calls, and each skip; empty for an older record."""
     lines = []
     share = regions_text(trees)
@@ -232,7 +310,7 @@ def reduce_overhead_lines(trees: Mapping[str, Any]) -> list[str]:
         rows = region_rows(trees)
         if rows:
             lines += format_table([REGION_HEADER, *rows], align="<>>>>", indent="  ")
-    skipped = [skip for skip in list_of(trees.get("skipped")) if isinstance(skip, Mapping)]
+    skipped = given(trees.skipped) or []
     if skipped:
         lines += ["reduce-overhead skipped CUDA graphs:", *[f"  - {skip_text(skip)}" for skip in skipped]]
     return lines
@@ -243,14 +321,14 @@ def reduce_overhead_lines(trees: Mapping[str, Any]) -> list[str]:
 # ----------------------------------------------------------------------------
 
 
-def pieces_lines(piecewise: Mapping[str, Any]) -> list[str]:
+def pieces_lines(piecewise: Piecewise) -> list[str]:
     """Every piece that runs without a graph and why, then the calls that replayed none, by reason."""
-    pieces = [p for p in list_of(piecewise.get("uncaptured")) if isinstance(p, Mapping)]
-    calls = {str(k): as_int(v) for k, v in mapping_of(piecewise.get("uncaptured_calls")).items()}
+    pieces = given(piecewise.uncaptured) or []
+    calls = {str(k): as_int(v) for k, v in (given(piecewise.uncaptured_calls) or {}).items()}
     lines = []
     if pieces:
         lines.append(f"piecewise: {count_noun(len(pieces), 'piece')} ran without a graph:")
-        lines += [f"  - {_text(p.get('piece')) or '?'}: {_text(p.get('reason'))}" for p in pieces]
+        lines += [f"  - {_text(given(p.piece)) or '?'}: {_text(given(p.reason))}" for p in pieces]
     if calls:
         lines.append("piecewise calls that replayed no graph:")
         lines += [f"  - {count_noun(n, 'call')}: {reason}" for reason, n in calls.items()]
@@ -266,37 +344,43 @@ COST_HEADER = ("#", "size", "warm-up", "capture", "pool", "allocator", "first us
 NOTABLE_OUTSIDE_BYTES = 2 * MIB
 
 
-def cost_rows(section: Mapping[str, Any]) -> list[tuple[str, ...]]:
+def cost_rows(section: CaptureCost) -> list[tuple[str, ...]]:
     """A ``graphs`` or ``piecewise`` section's ``per_size`` as table rows, in capture order."""
-    rows = [row for row in list_of(section.get("per_size")) if isinstance(row, Mapping)]
+    rows = given(section.per_size) or []
     return [
         (
-            str(as_int(row.get("order")) + 1),
-            _text(row.get("size")),
-            short_seconds(row.get("warmup_s")),
-            short_seconds(row.get("capture_s")),
-            signed_bytes(row.get("pool_bytes")),
-            signed_bytes(row.get("allocator_outside_pool_bytes")),
-            signed_bytes(row.get("first_use_bytes")),
-            signed_bytes(row.get("behind_allocator_bytes")),
+            str(as_int(given(row.order)) + 1),
+            _text(given(row.size)),
+            short_seconds(given(row.warmup_s)),
+            short_seconds(given(row.capture_s)),
+            signed_bytes(given(row.pool_bytes)),
+            signed_bytes(given(row.allocator_outside_pool_bytes)),
+            signed_bytes(given(row.first_use_bytes)),
+            signed_bytes(given(row.behind_allocator_bytes)),
         )
-        for row in sorted(rows, key=lambda r: as_int(r.get("order")))
+        for row in sorted(rows, key=lambda r: as_int(given(r.order)))
     ]
 
 
-def cost_head(section: Mapping[str, Any]) -> str:
+def _figure(value: Any) -> float | None:
+    return number(given(value), finite=True)
+
+
+def cost_head(section: CaptureCost) -> str:
     """``51 sizes captured in 1.23 s (warm-up 0.80 s); outside the pool: 4.0 MiB behind the allocator, ...``."""
-    sizes = len(list_of(section.get("per_size")))
-    capture, warmup = number(section.get("capture_s"), finite=True), number(section.get("warmup_s"), finite=True)
+    sizes = len(given(section.per_size) or ())
+    # a graph set's capture_s is its own field; a CaptureCost names none (it is the sets' base)
+    capture, warmup = _figure(getattr(section, "capture_s", None)), _figure(section.warmup_s)
     text = f"{count_noun(sizes, 'size')} captured"
     if capture is not None:
         text += f" in {capture:.3f} s" + (f" (warm-up {warmup:.3f} s)" if warmup is not None else "")
-    behind = number(section.get("behind_allocator_bytes"), finite=True)
-    allocator = number(section.get("allocator_outside_pool_bytes"), finite=True)
-    first_use = number(section.get("first_use_bytes"), finite=True)
-    held = number(section.get("held_behind_allocator_bytes"), finite=True)
-    if section.get("outside_unreliable"):
-        return f"{text}; memory outside the pool not vouched for: {_text(section.get('outside_unreliable'))}"
+    behind = _figure(section.behind_allocator_bytes)
+    allocator = _figure(section.allocator_outside_pool_bytes)
+    first_use = _figure(section.first_use_bytes)
+    held = _figure(section.held_behind_allocator_bytes)
+    unreliable = given(section.outside_unreliable)
+    if unreliable:
+        return f"{text}; memory outside the pool not vouched for: {_text(unreliable)}"
     if behind is not None:
         text += f"; outside the pool: {format_bytes(max(0.0, behind))} behind the allocator"
         if held is not None:
@@ -308,26 +392,29 @@ def cost_head(section: Mapping[str, Any]) -> str:
     return text
 
 
-def cost_sections(section: Mapping[str, Any], name: str) -> list[tuple[str, Mapping[str, Any]]]:
+def cost_sections(section: Graphs | Piecewise, name: str) -> list[tuple[str, CaptureCost]]:
     """``(label, section)`` per capture run: the section itself, or each of its ``sets``."""
-    sets = [one for one in list_of(section.get("sets")) if isinstance(one, Mapping)]
+    sets: Sequence[CaptureCost] = given(section.sets) or []
     if not sets:
-        return [(name, section)] if list_of(section.get("per_size")) else []
-    return [(f"{name} set {i + 1} of {len(sets)}", one) for i, one in enumerate(sets) if list_of(one.get("per_size"))]
+        return [(name, section)] if given(section.per_size) else []
+    return [(f"{name} set {i + 1} of {len(sets)}", one) for i, one in enumerate(sets) if given(one.per_size)]
 
 
-def cost_lines(section: Mapping[str, Any], name: str) -> list[str]:
+def cost_lines(section: Graphs | Piecewise, name: str) -> list[str]:
     """``show``: each capture run's head, and each size that took memory behind the allocator."""
     lines = []
     for label, run in cost_sections(section, name):
         lines.append(f"{label}: {cost_head(run)}")
-        for row in list_of(run.get("per_size")):
-            if not isinstance(row, Mapping) or run.get("outside_unreliable"):
-                continue
-            for key, what in (("first_use_bytes", "first use"), ("behind_allocator_bytes", "behind the allocator")):
-                figure = number(row.get(key), finite=True)
+        if given(run.outside_unreliable):
+            continue
+        for row in given(run.per_size) or ():
+            for value, what in (
+                (row.first_use_bytes, "first use"),
+                (row.behind_allocator_bytes, "behind the allocator"),
+            ):
+                figure = _figure(value)
                 if figure is not None and figure >= NOTABLE_OUTSIDE_BYTES:
-                    lines.append(f"  - batch size {_text(row.get('size'))}: {format_bytes(figure)} {what}")
+                    lines.append(f"  - batch size {_text(given(row.size))}: {format_bytes(figure)} {what}")
     return lines
 
 
@@ -336,16 +423,17 @@ def cost_lines(section: Mapping[str, Any], name: str) -> list[str]:
 # ----------------------------------------------------------------------------
 
 
-def ranks_head(ranks: Mapping[str, Any]) -> str:
+def ranks_head(ranks: RanksRun) -> str:
     """``world size 2 (nccl): failed, first failure rank 1, 12.3 s (timeout 300 s)``."""
-    head = f"world size {as_int(ranks.get('world_size'))}"
-    if ranks.get("backend"):
-        head += f" ({ranks['backend']})"
-    head += f": {_text(ranks.get('outcome')) or '?'}"
-    first = ranks.get("first_failure")
-    if isinstance(first, int) and not isinstance(first, bool):
+    head = f"world size {as_int(given(ranks.world_size))}"
+    backend = given(ranks.backend)
+    if backend:
+        head += f" ({backend})"
+    head += f": {_text(given(ranks.outcome)) or '?'}"
+    first = given(ranks.first_failure)
+    if first is not None:
         head += f", first failure rank {first}"
-    duration, timeout = number(ranks.get("duration_s"), finite=True), number(ranks.get("timeout_s"), finite=True)
+    duration, timeout = _figure(ranks.duration_s), _figure(ranks.timeout_s)
     if duration is not None:
         head += f", {duration:g} s"
     if timeout is not None:
@@ -353,36 +441,40 @@ def ranks_head(ranks: Mapping[str, Any]) -> str:
     return head
 
 
-def _rank_where(rank: Mapping[str, Any]) -> str:
-    error = mapping_of(rank.get("error"))
-    if error:
-        text = f"{error.get('type') or 'error'}: {error.get('message') or ''}".rstrip(": ")
-        return text + (f" (at {error['where']})" if error.get("where") else "")
-    if rank.get("waiting_at"):
-        return f"waiting {rank['waiting_at']}"
-    code = rank.get("exitcode")
-    if rank.get("outcome") in ("crashed", "timeout", "aborted") and rank.get("stage"):
-        exited = f", exit code {code}" if isinstance(code, int) and code else ""
-        return f"while {rank['stage']}{exited}"
+def _rank_where(rank: Rank) -> str:
+    error = filled(rank.error) if rank.error is not None else None
+    if error is not None:
+        text = f"{given(error.type) or 'error'}: {given(error.message) or ''}".rstrip(": ")
+        where = given(error.where)
+        return text + (f" (at {where})" if where else "")
+    waiting_at, stage, code = given(rank.waiting_at), given(rank.stage), given(rank.exitcode)
+    if waiting_at:
+        return f"waiting {waiting_at}"
+    if given(rank.outcome) in ("crashed", "timeout", "aborted") and stage:
+        exited = f", exit code {code}" if code else ""
+        return f"while {stage}{exited}"
     return ""
 
 
-def rank_row(rank: Mapping[str, Any], width: int | None = 100) -> tuple[str, ...]:
+def rank_row(rank: Rank, width: int | None = 100) -> tuple[str, ...]:
     """One rank: rank, device, outcome, graphs captured, pool / largest, max error, where it waited or failed."""
-    graphs = mapping_of(rank.get("graphs"))
-    captured = str(as_int(graphs.get("captured"))) if graphs else "-"
-    sizes = [str(s) for s in list_of(graphs.get("sizes"))]
-    if graphs and sizes:
+    from ..records.schema import Graphs
+
+    has_graphs = filled(rank.graphs) is not None
+    graphs = section_or_empty(rank.graphs, Graphs)
+    captured = str(as_int(given(graphs.captured))) if has_graphs else "-"
+    sizes = [str(s) for s in given(graphs.sizes) or ()]
+    if has_graphs and sizes:
         captured += f" ({', '.join(sizes)})"
-    pool = number(graphs.get("pool_bytes"), finite=True)
-    largest = number(graphs.get("largest_graph_bytes"), finite=True)
+    pool = _figure(graphs.pool_bytes)
+    largest = _figure(graphs.largest_graph_bytes)
     memory = bytes_pair(pool, largest) if pool is not None or largest is not None else "-"
-    error = number(graphs.get("max_abs_err"), finite=True)
+    error = _figure(graphs.max_abs_err)
     where = _rank_where(rank)
     return (
-        _text(rank.get("rank")),
-        _text(rank.get("device")) or "-",
-        _text(rank.get("outcome")) or "?",
+        _text(given(rank.rank)),
+        _text(given(rank.device)) or "-",
+        _text(given(rank.outcome)) or "?",
         captured,
         memory,
         f"{error:.3g}" if error is not None else "-",
@@ -390,17 +482,17 @@ def rank_row(rank: Mapping[str, Any], width: int | None = 100) -> tuple[str, ...
     )
 
 
-def _ranks_run_lines(ranks: Mapping[str, Any], indent: str) -> list[str]:
-    per_rank = [rank for rank in list_of(ranks.get("per_rank")) if isinstance(rank, Mapping)]
+def _ranks_run_lines(ranks: RanksRun, indent: str) -> list[str]:
+    per_rank = given(ranks.per_rank) or []
     lines = [f"{indent}{ranks_head(ranks)}"]
     if per_rank:
         lines += format_table([RANK_HEADER, *map(rank_row, per_rank)], align=">", indent=indent + "  ")
     return lines
 
 
-def ranks_lines(ranks: Mapping[str, Any]) -> list[str]:
+def ranks_lines(ranks: Ranks) -> list[str]:
     """A multi-rank test: the world size and outcome, a row per rank; each run of a test that ran several."""
-    runs = [run for run in list_of(ranks.get("runs")) if isinstance(run, Mapping)]
+    runs = given(ranks.runs) or []
     if not runs:
         return ["ranks: " + ranks_head(ranks), *_ranks_run_lines(ranks, "")[1:]]
     lines = [f"ranks: {count_noun(len(runs), 'run')}; all told {ranks_head(ranks)}"]
@@ -415,25 +507,35 @@ def ranks_lines(ranks: Mapping[str, Any]) -> list[str]:
 # ----------------------------------------------------------------------------
 
 
-def _record_lines(record: Mapping[str, Any]) -> list[str]:
-    lines = _recompile_lines(mapping_of(record.get("recompiles")))
-    lines += reduce_overhead_lines(mapping_of(record.get("reduce_overhead")))
-    lines += pieces_lines(mapping_of(record.get("piecewise")))
-    for name in ("graphs", "piecewise"):
-        lines += cost_lines(mapping_of(record.get(name)), name)
-    ranks = mapping_of(record.get("ranks"))
-    if ranks:
+def _record_lines(typed: TestRecord, record: Mapping[str, Any]) -> list[str]:
+    """The where-and-why lines of one test (``typed``; ``record``, the mapping it was read from)."""
+    from ..records import schema
+
+    piecewise = section_or_empty(typed.piecewise, schema.Piecewise)
+    lines = _recompile_lines(section_or_empty(typed.recompiles, schema.Recompiles))
+    lines += reduce_overhead_lines(section_or_empty(typed.reduce_overhead, schema.ReduceOverhead))
+    lines += pieces_lines(piecewise)
+    lines += cost_lines(section_or_empty(typed.graphs, schema.Graphs), "graphs")
+    lines += cost_lines(piecewise, "piecewise")
+    ranks = filled(typed.ranks)
+    if ranks is not None:
         lines += ranks_lines(ranks)
+    if isinstance(typed.cache_sweeps, list):
+        from .sweep_text import sweep_lines
+
+        lines += [line for sweep in typed.cache_sweeps for line in sweep_lines(sweep)]
     return lines
 
 
-def detail_lines(report: Mapping[str, Any]) -> list[str]:
-    """``pytest-cudagraph show``'s section of where and why, per test that records any; empty when none does."""
+def detail_lines(report: LoadedReport | Mapping[str, Any]) -> list[str]:
+    """``pytest-cudagraph show``'s section of where and why, per test that records any; empty when none does.
+
+    A report as a mapping (built in memory) is checked first (``typed_report``).
+    """
+    loaded = typed_report(report, name="given to detail_lines")
     lines: list[str] = []
-    for nodeid, record in mapping_of(report.get("tests")).items():
-        if not isinstance(record, Mapping):
-            continue
-        own = _record_lines(record)
+    for nodeid, record in loaded.tests.items():
+        own = _record_lines(record, loaded.record_data(nodeid))
         if own:
             lines += ["", clip_nodeid(str(nodeid)), *[f"  {line}" for line in own]]
     return (

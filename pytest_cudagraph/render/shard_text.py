@@ -1,14 +1,21 @@
 """A shard of a split run in words: which shard, how it was split, and groups as few words.
 
 Shared by the terminal section, ``show``, the HTML page and ``merge``'s messages.
+``describe_shard`` reads a typed ``Shard``; the live run's terminal section hands
+it the shard's fields as a mapping, which is typed on entry (the same types the
+report is checked against), so one reading serves both.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..records.loaded import given, typed_section
 from ..text import count_noun
+
+if TYPE_CHECKING:
+    from ..records.schema import Shard
 
 # groups, ranges of them, or shard files named in one message at most; the rest are counted
 NAMED_LIMIT = 6
@@ -41,28 +48,33 @@ def ranges_text(runs: Sequence[tuple[int, int]], count: int, last: str = ",") ->
     return ", ".join(pieces)
 
 
-def describe_shard(shard: Mapping[str, Any]) -> str:
+def describe_shard(shard: Shard | Mapping[str, Any]) -> str:
     """One line for the terminal and ``show``.
 
     ``shard 2 of 3 (pytest-split, duration_based_chunks, durations from .test_durations): 41 tests selected,
     82 deselected for the other shards``; a merged report's: ``merged from shards 1, 2, 3 of 3 (...)``, or
     ``merged from shards 1..2000 of 2000 (...)``.
     """
+    from ..records.schema import Shard
+
+    if not isinstance(shard, Shard):
+        shard = typed_section(shard, Shard, (), name="shard")
+    algorithm, durations_path, merged = given(shard.algorithm), given(shard.durations_path), given(shard.merged)
     how = ", ".join(
         ["pytest-split"]
-        + ([str(shard["algorithm"])] if shard.get("algorithm") else [])
-        + ([f"durations from {shard['durations_path']}"] if shard.get("durations_path") else [])
+        + ([str(algorithm)] if algorithm else [])
+        + ([f"durations from {durations_path}"] if durations_path else [])
         # a shard without a durations file was split by an equal estimate per test
-        + (["no durations file"] if not shard.get("durations_path") and "merged" not in shard else [])
+        + (["no durations file"] if not durations_path and merged is None else [])
     )
-    if "merged" in shard:
-        merged = shard["merged"] if isinstance(shard["merged"], (list, tuple)) else []
-        which = f"merged from shards {groups_text([g for g in merged if type(g) is int])} of {shard.get('splits')}"
+    if merged is not None:
+        which = f"merged from shards {groups_text(merged)} of {given(shard.splits)}"
     else:
-        which = f"shard {shard.get('group')} of {shard.get('splits')}"
+        which = f"shard {given(shard.group)} of {given(shard.splits)}"
     counts = []
-    if isinstance(shard.get("selected"), int):
-        counts.append(f"{count_noun(shard['selected'], 'test')} selected")
-    if isinstance(shard.get("deselected"), int):
-        counts.append(f"{shard['deselected']} deselected for the other shards")
+    selected, deselected = given(shard.selected), given(shard.deselected)
+    if selected is not None:
+        counts.append(f"{count_noun(selected, 'test')} selected")
+    if deselected is not None:
+        counts.append(f"{deselected} deselected for the other shards")
     return f"{which} ({how})" + (f": {', '.join(counts)}" if counts else "")

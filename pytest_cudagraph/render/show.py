@@ -26,11 +26,18 @@ the smell (separate pools, outputs kept alive, smallest-first capture).
 The page's style sheet lives in ``html_page``, its parts in ``html_parts``, ``html_run``,
 ``html_test``, ``html_caches`` and ``html_compile``.
 
+The page reads the report's typed view (``records.loaded.LoadedReport``); where it
+shows every field of a section (a section no type names, the fields of one beside
+what is drawn, ``extra``), it reads the section as read, so nothing a report
+carries is left off the page.  The cells it shares with the terminal summary are
+drawn by ``summary``, which reads records as mappings (the live run's are not
+checked), from each record as read.
+
 Example::
 
-    from pytest_cudagraph.report import load_report
+    from pytest_cudagraph.report import read_report
     from pytest_cudagraph.show import render_html
-    Path("run.html").write_text(render_html(load_report("run.json")), encoding="utf-8")
+    Path("run.html").write_text(render_html(read_report("run.json")), encoding="utf-8")
 """
 
 from __future__ import annotations
@@ -38,11 +45,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..records.loaded import LoadedReport, RecordRead, given, is_set, typed_report
+from ..records.schema import Graphs, GraphSet, Summary
 from ..text import clip_nodeid, format_bytes, number
 from .html_caches import cache_keys_html, caches_html, extra_html
 from .html_compile import compile_time_html
 from .html_page import CSS
-from .html_parts import badge, escape, kv_table, nodeid_html, section
+from .html_parts import badge, escape, kv_table, nodeid_html
 from .html_run import env_html, overview_html, summary_html
 from .html_test import capture_cost_html, failure_html, recompiles_html, section_html
 from .summary import (
@@ -72,10 +81,10 @@ _CHAR_W = 7  # a generous width of one character of the labels' 11px monospace f
 # ----------------------------------------------------------------------------
 
 
-def graph_bytes_by_size(graphs: Mapping[str, Any]) -> list[tuple[int, float]] | None:
+def graph_bytes_by_size(graphs: GraphSet) -> list[tuple[int, float]] | None:
     """``graphs.graph_bytes`` as (size, bytes) sorted by size; None when the record has no per-size figures."""
-    raw = graphs.get("graph_bytes")
-    if not isinstance(raw, Mapping) or not raw:
+    raw = given(graphs.graph_bytes)
+    if not raw:
         return None
     pairs = []
     for size, value in raw.items():
@@ -89,7 +98,7 @@ def graph_bytes_by_size(graphs: Mapping[str, Any]) -> list[tuple[int, float]] | 
     return sorted(pairs) or None
 
 
-def pool_chart_svg(graphs: Mapping[str, Any], title: str = "") -> str:
+def pool_chart_svg(graphs: GraphSet, title: str = "") -> str:
     """An SVG bar chart: one bar per capture size (its high-water mark), pool and largest graph as lines.
 
     Returns a note instead of a chart when ``graphs`` has no ``graph_bytes``.
@@ -100,9 +109,9 @@ def pool_chart_svg(graphs: Mapping[str, Any], title: str = "") -> str:
             '<p class="note">No per-size chart: this record has no <code>graphs.graph_bytes</code> '
             "(per-size high-water marks).</p>"
         )
-    pool = number(graphs.get("pool_bytes"), finite=True)
-    largest = number(graphs.get("largest_graph_bytes"), finite=True)
-    workspace = number(graphs.get("cublas_workspace_bytes"), finite=True)
+    pool = number(given(graphs.pool_bytes), finite=True)
+    largest = number(given(graphs.largest_graph_bytes), finite=True)
+    workspace = number(given(graphs.cublas_workspace_bytes), finite=True)
     # The first capture puts the cuBLAS workspace into the pool; the per-size marks do
     # not hold it, so a well-shared pool sits near "largest + workspace", not "largest".
     bound = largest + workspace if largest is not None and workspace else None
@@ -192,40 +201,36 @@ def _chart_legend(with_bound: bool) -> str:
 # ----------------------------------------------------------------------------
 
 
-def _graphs_html(graphs: Mapping[str, Any]) -> str:
+def _graphs_html(graphs: Graphs, fields: Mapping[str, Any]) -> str:
+    """The test's graphs: figures, capture cost, the pool chart (``fields``: the section as read, for the summary's figures)."""
     parts = ["<h3>CUDA graphs</h3>"]
-    pool = number(graphs.get("pool_bytes"), finite=True)
-    largest = number(graphs.get("largest_graph_bytes"), finite=True)
+    pool = number(given(graphs.pool_bytes), finite=True)
+    largest = number(given(graphs.largest_graph_bytes), finite=True)
     rows: list[tuple[str, Any]] = [
-        ("captured", graphs.get("captured")),
-        ("sizes", ", ".join(map(str, graphs.get("sizes") or [])) or "-"),
+        ("captured", given(graphs.captured)),
+        ("sizes", ", ".join(map(str, given(graphs.sizes) or [])) or "-"),
         ("pool", format_bytes(pool, compact=True)),
         ("largest graph", format_bytes(largest, compact=True)),
     ]
-    workspace = number(graphs.get("cublas_workspace_bytes"), finite=True)
+    workspace = number(given(graphs.cublas_workspace_bytes), finite=True)
     if workspace:
         rows.append(("cuBLAS workspace (in the pool)", format_bytes(workspace, compact=True)))
-    figures = pool_figures(graphs)
+    figures = pool_figures(fields)
     if figures.ratio is not None and figures.set_count > 1:
         # the merged maxima may come from different sets: only one set's own figures make a ratio
         rows.append(("worst set: pool / largest", pool_text(figures)))
     elif figures.ratio is not None:
         rows.append(("(pool - workspace) / largest", f"{figures.ratio:.2f}x"))
-    for key in ("max_abs_err", "capture_s"):
-        if key in graphs:
-            rows.append((key, graphs[key]))
+    for key, value in (("max_abs_err", graphs.max_abs_err), ("capture_s", graphs.capture_s)):
+        if is_set(value):
+            rows.append((key, value))
     parts.append(kv_table(rows))
     parts.append(capture_cost_html(graphs))
-    sets = graphs.get("sets")
-    if (
-        graph_bytes_by_size(graphs) is None
-        and isinstance(sets, list)
-        and any(isinstance(s, Mapping) and graph_bytes_by_size(s) for s in sets)
-    ):
+    sets = given(graphs.sets) or []
+    if graph_bytes_by_size(graphs) is None and any(graph_bytes_by_size(s) for s in sets):
         for index, one in enumerate(sets):
-            if isinstance(one, Mapping):
-                parts.append(f"<h3>graph set {index + 1} of {len(sets)}</h3>")
-                parts.append(pool_chart_svg(one, f"graph set {index + 1}"))
+            parts.append(f"<h3>graph set {index + 1} of {len(sets)}</h3>")
+            parts.append(pool_chart_svg(one, f"graph set {index + 1}"))
     else:
         parts.append(pool_chart_svg(graphs))
     return "".join(parts)
@@ -233,10 +238,12 @@ def _graphs_html(graphs: Mapping[str, Any]) -> str:
 
 # the sections a test's page draws itself; any other key of the record gets a table of its values
 _DRAWN = ("outcome", "duration_s", "failure", "graphs", "recompiles", "caches", "cache_keys", "compile_time", "extra")
+_SWEEPS = ("cache_sweeps",)  # drawn by html_caches.caches_html
 
 
-def _test_html(nodeid: str, anchor: str, record: Mapping[str, Any], env: Mapping[str, Any]) -> str:
-    outcome = record.get("outcome", "?")
+def _test_html(nodeid: str, anchor: str, read: RecordRead, env: Mapping[str, Any]) -> str:
+    typed, record = read  # the record's types, and the mapping it was read from (every section)
+    outcome = typed.outcome
     shown = clip_nodeid(nodeid)
     css = "test attention" if needs_attention(record) else "test"
     parts = [
@@ -244,45 +251,55 @@ def _test_html(nodeid: str, anchor: str, record: Mapping[str, Any], env: Mapping
     ]
     if shown != nodeid:  # the whole id once, wrapped, below the clipped heading
         parts.append(f'<p class="mono full-id">{escape(nodeid)}</p>')
-    meta = [f"duration {escape(record['duration_s'])} s"] if "duration_s" in record else []
-    if isinstance(record.get("skip_reason"), str):
-        meta.append(f"skipped: {escape(record['skip_reason'])}")
+    meta = [f"duration {escape(typed.duration_s)} s"] if is_set(typed.duration_s) else []
+    skip_reason = given(typed.skip_reason)
+    if skip_reason is not None:
+        meta.append(f"skipped: {escape(skip_reason)}")
     if meta:
         parts.append(f'<p class="meta">{"; ".join(meta)}</p>')
-    parts.append(failure_html(record))
-    graphs = section(record, "graphs")
-    if graphs:
-        parts.append(_graphs_html(graphs))
-    rec = section(record, "recompiles")
-    if rec:
-        parts.append(recompiles_html(rec))
-    parts.append(caches_html(record))
-    parts.append(cache_keys_html(record))
-    parts.append(compile_time_html(record, env))
+    parts.append(failure_html(typed))
+    graphs, graphs_fields = given(typed.graphs), record.get("graphs")
+    if graphs is not None and graphs_fields:
+        parts.append(_graphs_html(graphs, graphs_fields))
+    recompiles = given(typed.recompiles)
+    if recompiles is not None and record.get("recompiles"):
+        parts.append(recompiles_html(recompiles))
+    parts.append(caches_html(read))
+    parts.append(cache_keys_html(typed))
+    parts.append(compile_time_html(read, env))
+    # every other section, those no type names included, as read
     for key, value in record.items():
-        if key in _DRAWN or value in (None, {}, []) or (key == "skip_reason" and isinstance(value, str)):
+        if key in _DRAWN + _SWEEPS or value in (None, {}, []) or (key == "skip_reason" and isinstance(value, str)):
             continue
-        parts.append(section_html(str(key), value))
-    parts.append(extra_html(record.get("extra")))
+        parts.append(section_html(str(key), value, typed))
+    parts.append(extra_html(given(typed.extra)))
     parts.append("</section>")
     return "".join(parts)
 
 
-def render_html(report: Mapping[str, Any], title: str = "pytest-cudagraph report") -> str:
-    """The report as one HTML page: a verdict, environment and summary, the tests (failures first), one section each."""
-    env = section(report, "env")
-    records = {str(k): v for k, v in section(report, "tests").items() if isinstance(v, Mapping)}
+def render_html(report: LoadedReport | Mapping[str, Any], title: str = "pytest-cudagraph report") -> str:
+    """The report as one HTML page: a verdict, environment and summary, the tests (failures first), one section each.
+
+    ``report`` is a ``read_report``; a report as a mapping (built in memory) is
+    checked first (``typed_report``: ReportError naming a field of the wrong type).
+    """
+    loaded = typed_report(report, name="given to render_html")
+    env = given(loaded.report.env) or {}
+    reads = {nodeid: loaded.record(nodeid) for nodeid in loaded.tests}
+    # the terminal summary's figures read records as mappings: each record as read
+    records = {nodeid: read.data for nodeid, read in reads.items()}
     # failures first, each group in the run's order
-    tests = sorted(records.items(), key=lambda item: not needs_attention(item[1]))
+    tests = sorted(reads.items(), key=lambda item: not needs_attention(item[1].data))
     anchors = {nodeid: f"t{index}" for index, (nodeid, _) in enumerate(tests)}
     torch_version = env.get("torch")
-    subtitle = f"schema {report.get('schema')}, written {report.get('created', 'at an unknown time')}"
+    created = given(loaded.report.created)
+    subtitle = f"schema {loaded.report.schema}, written {'at an unknown time' if created is None else created}"
     if torch_version:
         subtitle += f", torch {torch_version}"
-    summary = section(report, "summary")
-    attention = any(needs_attention(record) for _, record in tests)
+    summary = given(loaded.report.summary) or Summary()
+    attention = any(needs_attention(record) for record in records.values())
     verdict = totals_line(records) if records else "no tests"
-    if summary.get("complete") is False:  # tests that never ran are no tests that passed
+    if summary.complete is False:  # tests that never ran are no tests that passed
         verdict += "; the run is incomplete (see the summary)"
         attention = True
     # GPU tests skipped for want of a GPU or of --cudagraph: a CPU run is never taken for a GPU pass
@@ -302,6 +319,6 @@ def render_html(report: Mapping[str, Any], title: str = "pytest-cudagraph report
         "<h2>Tests</h2>",
         overview_html(tests, anchors) if tests else '<p class="note">The report has no tests.</p>',
     ]
-    parts += [_test_html(nodeid, anchors[nodeid], record, env) for nodeid, record in tests]
+    parts += [_test_html(nodeid, anchors[nodeid], read, env) for nodeid, read in tests]
     parts.append("</body></html>\n")
     return "\n".join(parts)

@@ -34,17 +34,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..records.cold_warm import (
-    LETTER_MEANING,
-    cold_to_warm_text,
-    counter_text,
-    disabled_layers,
-    letters_in,
-    pass_pairs,
-)
+from ..records.cold_warm import disabled_layers, pass_pairs
 from ..records.report import as_int, limit_hit_count, summarize
 from ..text import bytes_pair, clip_nodeid, count_noun, fit_table, format_bytes, number, wrap_words
 from .compile_time_text import compile_time_cell
+from .counter_text import LETTER_MEANING, cold_to_warm_text, counter_text, letters_in
+from .graph_mode_text import breakable_graphs_cell
 from .record_text import NOTABLE_OUTSIDE_BYTES, section
 
 HEADER = ["test", "outcome", "graphs", "pool / largest", "recompiles", "compile", "fxgraph", "aot", "triton"]
@@ -193,7 +188,8 @@ def _graphs_cells(record: Mapping[str, Any]) -> tuple[str, str]:
         return "-", "-"
     if graphs:
         sizes = _sizes_text(graphs.get("sizes"))
-        graph_text = f"{as_int(graphs.get('captured'))}" + (f" ({sizes})" if sizes else "")
+        full_text = f"{as_int(graphs.get('captured'))}" + (f" ({sizes})" if sizes else "")
+        graph_text = breakable_graphs_cell(graphs) or full_text
     else:
         pieces = count_noun(as_int(piecewise.get("pieces")), "piece")
         graph_text = f"{as_int(piecewise.get('graphs_captured'))} ({pieces})"

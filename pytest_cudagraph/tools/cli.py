@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import ReportError
+from ..records.loaded import LoadedReport, read_report
 from ..records.report import collector_paused, load_report, write_text_atomically
 from ..text import MIB, clip, count_noun, terminal_safe
 from .compare import (
@@ -360,8 +361,8 @@ def _compare(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     if str(args.base).endswith(".csv"):  # an expected-values file, as startup --write-expected writes it
         return _compare_expected(args, stdout, stderr)
     try:
-        base = load_report(args.base)
-        new = load_report(args.new)
+        base = read_report(args.base)
+        new = read_report(args.new)
     except ReportError as exc:
         return _fail(str(exc), stderr)
     comparison = compare_reports(
@@ -431,32 +432,36 @@ def _show(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             stderr,
         )
     try:
-        report = load_report(args.report)
+        loaded = read_report(args.report)
     except ReportError as exc:
         return _fail(str(exc), stderr)
     if args.html is None:
+        from ..records.loaded import given
         from ..render.key_text import show_lines
         from ..render.record_text import detail_lines
 
-        lines = terminal_summary_lines(report["tests"], None, max_rows=None) or ["the report has no tests"]
-        shard = report.get("summary", {}).get("shard")
-        if isinstance(shard, dict):
+        # the terminal summary draws records as mappings (the live run's are unchecked): each record as read
+        records = {nodeid: loaded.record_data(nodeid) for nodeid in loaded.tests}
+        lines = terminal_summary_lines(records, None, max_rows=None) or ["the report has no tests"]
+        summary = given(loaded.report.summary)
+        shard = given(summary.shard) if summary is not None else None
+        if shard is not None:
             from ..render.shard_text import describe_shard
 
             lines.append(describe_shard(shard))
-        run = run_completeness(report)
+        run = run_completeness(loaded)
         if not run.complete:
             lines.append(
                 f"INCOMPLETE run: {'; '.join(run.reasons)} ({count_noun(run.not_run_count, 'selected test')} not run)"
             )
-        lines += show_lines(report)
-        lines += detail_lines(report)
+        lines += show_lines(loaded)
+        lines += detail_lines(loaded)
         _write(stdout, "\n".join(lines) + "\n")
         return EXIT_OK
     from ..render.show import render_html
 
     out = Path(args.html)
-    page = render_html(report, title=f"pytest-cudagraph report: {Path(args.report).name}")
+    page = render_html(loaded, title=f"pytest-cudagraph report: {Path(args.report).name}")
     try:
         write_text_atomically(out, page)
     except OSError as exc:
@@ -476,8 +481,8 @@ def _same_file(output: Path, inputs: Sequence[str]) -> str | None:
     return None
 
 
-def _load_all(paths: Sequence[str]) -> list[tuple[str, dict]]:
-    return [(path, load_report(path)) for path in paths]
+def _load_all(paths: Sequence[str]) -> list[tuple[str, LoadedReport]]:
+    return [(path, read_report(path)) for path in paths]
 
 
 def _cannot_write(out: Path, exc: OSError) -> str:

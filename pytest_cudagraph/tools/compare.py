@@ -91,6 +91,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..records.key_diff import diff_reports, records_cache_keys
+from ..records.loaded import LoadedReport, given, typed_report
 from .compare_costs import (
     NoisyGrowth,
     compile_time_off_notes,
@@ -99,7 +100,6 @@ from .compare_costs import (
     noisy_growth,
     time_rule_notes,
 )
-from .compare_noise import mapping_of as _mapping
 from .compare_pairing import env_diff, paired_tests
 from .compare_results import Change, Comparison, Regression, RunCompleteness, TestComparison, run_completeness
 from .compare_rules import (
@@ -159,8 +159,8 @@ __all__ = [
 
 
 def compare_reports(
-    base: Mapping[str, Any],
-    new: Mapping[str, Any],
+    base: LoadedReport | Mapping[str, Any],
+    new: LoadedReport | Mapping[str, Any],
     *,
     rules: Iterable[str] | None = None,
     pool_threshold: float = DEFAULT_POOL_THRESHOLD,
@@ -175,7 +175,9 @@ def compare_reports(
     memory_floor: float = DEFAULT_MEMORY_FLOOR_BYTES,
     instructions_threshold: float = DEFAULT_INSTRUCTIONS_THRESHOLD,
 ) -> Comparison:
-    """Compare two validated reports (``load_report`` output, or ``build_report`` for a live run).
+    """Compare two reports: ``read_report``'s, or mappings (``load_report``'s, a live run's ``build_report``).
+
+    A mapping is checked against the types first (``typed_report``): ReportError naming its label and the field.
 
     ``rules`` selects the regression rules (default: DEFAULT_RULES; see the module
     docstring).  Timings (``duration_s``, ``capture_s``) change on every run, so
@@ -197,18 +199,26 @@ def compare_reports(
         memory_floor,
         instructions_threshold,
     )
-    env_changes, env_same = env_diff(_mapping(base.get("env")), _mapping(new.get("env")))
-    base_tests, new_tests = _mapping(base.get("tests")), _mapping(new.get("tests"))
+    base_read, new_read = typed_report(base, labels[0]), typed_report(new, labels[1])
+    env_changes, env_same = env_diff(given(base_read.report.env) or {}, given(new_read.report.env) or {})
+    base_tests, new_tests = base_read.tests, new_read.tests
     both, new_ids, vanished = paired_tests(base_tests, new_tests)
     # only where both runs record lookups: against an earlier plugin's report, compare as before
-    keys = diff_reports(base, new) if records_cache_keys(base) and records_cache_keys(new) else None
+    keys = diff_reports(base_read, new_read) if records_cache_keys(base_read) and records_cache_keys(new_read) else None
     tests = tuple(
-        compare_test(n, _mapping(base_tests[n]), _mapping(new_tests[n]), selected, limits, include_timings)
+        compare_test(
+            n,
+            base_read.record(n),
+            new_read.record(n),
+            selected,
+            limits,
+            include_timings,
+        )
         for n in sorted(both)
     )
     if keys is not None:
         tests = tuple(replace(t, cache_keys=keys.tests.get(t.nodeid)) for t in tests)
-    new_run = run_completeness(new)
+    new_run = run_completeness(new_read)
     return Comparison(
         env_changes=env_changes,
         env_same=env_same,
@@ -219,7 +229,7 @@ def compare_reports(
         run_regressions=run_regressions(selected, vanished, new_run),
         labels=labels,
         settings=limits.settings(),
-        base_run=run_completeness(base),
+        base_run=run_completeness(base_read),
         new_run=new_run,
         cache_keys=keys,
         sources=sources,

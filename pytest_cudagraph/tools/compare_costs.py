@@ -12,13 +12,26 @@ a selected rule checked nothing.  Plain data: no torch, no pytest.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from msgspec import UnsetType
+
+from ..records.loaded import filled, given, section_or_empty
 from ..records.report import OUTSIDE_DEVICE_FIGURES, as_int
+from ..records.schema import (
+    CaptureCost,
+    CompileTime,
+    Graphs,
+    Piecewise,
+    Startup,
+    StartupPass,
+    StartupStats,
+    TestRecord,
+)
 from ..text import count_noun, format_bytes, number
-from .compare_noise import CAPTURE_PAGES_BYTES, ORDER_DEPENDENT_FIGURES, both_released
+from .compare_noise import CAPTURE_PAGES_BYTES, ORDER_DEPENDENT_FIGURES
 from .compare_noise import mapping_of as _mapping
 from .compare_results import TestComparison
 from .compare_rules import TIME_RULES, Flag, Limits
@@ -36,12 +49,37 @@ __all__ = [
 ]
 
 # rule -> (the figure of a startup pass, its words, where one run's figure lives in a plain record)
-_TIME_FIGURES: dict[str, tuple[str, str, tuple[tuple[str, str], ...]]] = {
-    "compile-time": ("compile_s", "compile time", (("compile_time", "total_s"),)),
-    "capture-time": ("capture_s", "capture time", (("graphs", "capture_s"), ("piecewise", "capture_s"))),
+_TIME_FIGURES: dict[str, tuple[str, str, tuple[Callable[[TestRecord], Any], ...]]] = {
+    "compile-time": ("compile_s", "compile time", (lambda r: section_or_empty(r.compile_time, CompileTime).total_s,)),
+    "capture-time": (
+        "capture_s",
+        "capture time",
+        (
+            lambda r: section_or_empty(r.graphs, Graphs).capture_s,
+            lambda r: section_or_empty(r.piecewise, Piecewise).capture_s,
+        ),
+    ),
     "startup-time": ("wall_s", "startup wall time", ()),
 }
 _STARTUP_PASSES = ("cold", "warm")
+
+
+def _startup_pass(record: TestRecord, kind: str) -> StartupPass:
+    """The record's cold or warm startup runs; an empty pass where it has none."""
+    startup = section_or_empty(record.startup, Startup)
+    return section_or_empty(startup.cold if kind == "cold" else startup.warm, StartupPass)
+
+
+def _figure(runs: StartupPass, figure: str) -> StartupStats | None:
+    """A startup pass's statistics of one figure (``compile_s``, ...); None where it has none, or they are empty."""
+    stats: StartupStats | UnsetType = getattr(runs, figure)
+    return filled(stats)
+
+
+def _stats(value: StartupStats | Mapping[str, Any]) -> StartupStats:
+    import msgspec
+
+    return value if isinstance(value, StartupStats) else msgspec.convert(value, StartupStats)
 
 
 @dataclass(frozen=True)
@@ -53,7 +91,9 @@ class NoisyGrowth:
     regressed: bool
 
 
-def noisy_growth(base: Mapping[str, Any], new: Mapping[str, Any], threshold: float, floor: float) -> NoisyGrowth | None:
+def noisy_growth(
+    base: StartupStats | Mapping[str, Any], new: StartupStats | Mapping[str, Any], threshold: float, floor: float
+) -> NoisyGrowth | None:
     """Whether a median grew past the noise: ``{"median", "spread", "n"}`` of two runs; None if either has no spread.
 
     Regressed when ``new.median - base.median > max(threshold * base.median, floor,
@@ -63,8 +103,9 @@ def noisy_growth(base: Mapping[str, Any], new: Mapping[str, Any], threshold: flo
     absolute floor.  Fewer than two runs on either side give no spread: None (not
     checked).
     """
-    b, n = number(base.get("median"), finite=True), number(new.get("median"), finite=True)
-    if b is None or n is None or as_int(base.get("n")) < 2 or as_int(new.get("n")) < 2:
+    base, new = _stats(base), _stats(new)
+    b, n = number(base.median, finite=True), number(new.median, finite=True)
+    if b is None or n is None or as_int(base.n) < 2 or as_int(new.n) < 2:
         return None
     spreads = _noise_spread(base) + _noise_spread(new)
     allowed = max(threshold * b, floor, spreads)
@@ -72,7 +113,7 @@ def noisy_growth(base: Mapping[str, Any], new: Mapping[str, Any], threshold: flo
 
 
 def instruction_rule(
-    base: Mapping[str, Any], new: Mapping[str, Any], limits: Limits, flag: Flag, checks: dict[str, str]
+    base: TestRecord, new: TestRecord, limits: Limits, flag: Flag, checks: dict[str, str]
 ) -> list[tuple[str, Any, Any]]:
     """compile-instructions: a cold or warm median of callgrind's compile count grew past the threshold.
 
@@ -80,10 +121,11 @@ def instruction_rule(
     no spread is needed, only a margin (PyTorch keeps 1.5-2.5 % for its own).
     """
     rows: list[tuple[str, Any, Any]] = []
-    base_startup, new_startup = _mapping(base.get("startup")), _mapping(new.get("startup"))
     for kind in _STARTUP_PASSES:
-        b = number(_mapping(_mapping(base_startup.get(kind)).get("compile_instructions")).get("median"), finite=True)
-        n = number(_mapping(_mapping(new_startup.get(kind)).get("compile_instructions")).get("median"), finite=True)
+        base_counted = _figure(_startup_pass(base, kind), "compile_instructions")
+        new_counted = _figure(_startup_pass(new, kind), "compile_instructions")
+        b = number(base_counted.median, finite=True) if base_counted is not None else None
+        n = number(new_counted.median, finite=True) if new_counted is not None else None
         if b is None or n is None:
             continue
         checks["compile-instructions"] = "checked"
@@ -109,26 +151,25 @@ def instruction_rule_notes(selected: tuple[str, ...], tests: Iterable[TestCompar
     )
 
 
-def _noise_spread(stats: Mapping[str, Any]) -> float:
+def _noise_spread(stats: StartupStats) -> float:
     """The runs' spread without their outlier (``trimmed_spread``), or their range where a report has only that."""
-    trimmed = number(stats.get("trimmed_spread"), finite=True)
-    return trimmed if trimmed is not None else number(stats.get("spread"), finite=True) or 0.0
+    trimmed = number(stats.trimmed_spread, finite=True)
+    return trimmed if trimmed is not None else number(stats.spread, finite=True) or 0.0
 
 
 def time_rules(
-    base: Mapping[str, Any], new: Mapping[str, Any], rules: tuple[str, ...], limits: Limits, flag: Flag
+    base: TestRecord, new: TestRecord, rules: tuple[str, ...], limits: Limits, flag: Flag
 ) -> tuple[list[tuple[str, Any, Any]], dict[str, str]]:
     """compile-time, capture-time, startup-time: (table rows of the medians, how each selected rule went)."""
     rows: list[tuple[str, Any, Any]] = []
     checks: dict[str, str] = {}
-    base_startup, new_startup = _mapping(base.get("startup")), _mapping(new.get("startup"))
     for rule, (figure, words, single_run) in _TIME_FIGURES.items():
         if rule not in rules:
             continue
         for kind in _STARTUP_PASSES:
-            b = _mapping(_mapping(base_startup.get(kind)).get(figure))
-            n = _mapping(_mapping(new_startup.get(kind)).get(figure))
-            if not b or not n:
+            b = _figure(_startup_pass(base, kind), figure)
+            n = _figure(_startup_pass(new, kind), figure)
+            if b is None or n is None:
                 continue
             verdict = noisy_growth(b, n, limits.time_threshold, limits.time_floor)
             if verdict is None:
@@ -136,26 +177,24 @@ def time_rules(
                 continue
             checks[rule] = "checked"
             metric = f"startup.{kind}.{figure}.median"
-            rows.append((metric, b.get("median"), n.get("median")))
+            rows.append((metric, given(b.median), given(n.median)))
             if verdict.regressed:
                 flag(rule, _time_message(kind, words, b, n, verdict, limits), metric)
         if rule not in checks:
-            for section, key in single_run:
-                if number(_mapping(base.get(section)).get(key)) is not None and (
-                    number(_mapping(new.get(section)).get(key)) is not None
-                ):
+            for one_run in single_run:
+                if number(one_run(base)) is not None and number(one_run(new)) is not None:
                     checks[rule] = "single"
     return rows, checks
 
 
 def _time_message(
-    kind: str, words: str, base: Mapping[str, Any], new: Mapping[str, Any], verdict: NoisyGrowth, limits: Limits
+    kind: str, words: str, base: StartupStats, new: StartupStats, verdict: NoisyGrowth, limits: Limits
 ) -> str:
-    b, n = float(base["median"]), float(new["median"])
+    b, n = float(base.median), float(new.median)  # type: ignore[arg-type]  # noisy_growth read both as numbers
     relative = f", {verdict.growth / b:+.0%}" if b > 0 else ""
     return (
         f"{kind} {words} median {b:.3f} s -> {n:.3f} s (+{verdict.growth:.3f} s{relative}; "
-        f"{as_int(base.get('n'))} and {as_int(new.get('n'))} runs, spreads without their outlier "
+        f"{as_int(base.n)} and {as_int(new.n)} runs, spreads without their outlier "
         f"{_noise_spread(base):.3f} s and {_noise_spread(new):.3f} s); allowed +{verdict.allowed:.3f} s, the largest of "
         f"{limits.time_threshold:.0%} of the base, the {limits.time_floor:g} s floor and the two spreads"
     )
@@ -185,7 +224,10 @@ def time_rule_notes(selected: tuple[str, ...], tests: Iterable[TestComparison]) 
 
 
 def compile_time_off_notes(
-    selected: tuple[str, ...], base_tests: Mapping[str, Any], new_tests: Mapping[str, Any], both: Iterable[str]
+    selected: tuple[str, ...],
+    base_tests: Mapping[str, TestRecord],
+    new_tests: Mapping[str, TestRecord],
+    both: Iterable[str],
 ) -> tuple[str, ...]:
     """One line where compile-time is off and tests of both reports have compile times: that they went unjudged, why.
 
@@ -198,16 +240,13 @@ def compile_time_off_notes(
     figure, _, single_run = _TIME_FIGURES["compile-time"]
     timed = several = False
     for nodeid in both:
-        base, new = _mapping(base_tests.get(nodeid)), _mapping(new_tests.get(nodeid))
+        base, new = base_tests[nodeid], new_tests[nodeid]
         for kind in _STARTUP_PASSES:
-            pair = [_mapping(_mapping(_mapping(r.get("startup")).get(kind)).get(figure)) for r in (base, new)]
+            pair = [_figure(_startup_pass(r, kind), figure) for r in (base, new)]
             if all(pair):
                 timed = True
-                several = several or all(as_int(stats.get("n")) >= 2 for stats in pair)
-        timed = timed or any(
-            all(number(_mapping(r.get(section)).get(key)) is not None for r in (base, new))
-            for section, key in single_run
-        )
+                several = several or all(as_int(stats.n) >= 2 for stats in pair if stats is not None)
+        timed = timed or any(all(number(one_run(r)) is not None for r in (base, new)) for one_run in single_run)
     off = "compile-time: off (not in --fail-on), compile times not compared"
     if several:
         return (
@@ -222,7 +261,10 @@ def compile_time_off_notes(
 
 
 def memory_rule_notes(
-    selected: tuple[str, ...], base_tests: Mapping[str, Any], new_tests: Mapping[str, Any], both: list[str]
+    selected: tuple[str, ...],
+    base_tests: Mapping[str, TestRecord],
+    new_tests: Mapping[str, TestRecord],
+    both: list[str],
 ) -> tuple[str, ...]:
     """graph-memory: a note naming the tests whose memory outside the pool it could not vouch for."""
     if "graph-memory" not in selected:
@@ -231,9 +273,9 @@ def memory_rule_notes(
         nodeid
         for nodeid in both
         if any(
-            _mapping(_mapping(tests[nodeid]).get(section)).get("outside_unreliable")
+            given(section_or_empty(section, CaptureCost).outside_unreliable)
             for tests in (base_tests, new_tests)
-            for section in ("graphs", "piecewise")
+            for section in (tests[nodeid].graphs, tests[nodeid].piecewise)
         )
     ]
     if not shared:
@@ -248,6 +290,8 @@ def memory_rule(base: Mapping[str, Any], new: Mapping[str, Any], limits: Limits,
     """graph-memory: every ``*_bytes`` figure of graphs, piecewise and reduce_overhead but graphs.pool_bytes (pool's).
 
     Memory is deterministic enough for one run: a relative threshold and a floor, no spread.
+    ``base`` and ``new`` are the records as the report holds them (``RecordRead.data``):
+    a ``*_bytes`` figure a newer plugin writes is judged too.
     """
     for section in ("graphs", "piecewise", "reduce_overhead"):
         base_section, new_section = _mapping(base.get(section)), _mapping(new.get(section))
@@ -259,7 +303,8 @@ def memory_rule(base: Mapping[str, Any], new: Mapping[str, Any], limits: Limits,
             if (shared and key in OUTSIDE_DEVICE_FIGURES) or key in ORDER_DEPENDENT_FIGURES:
                 continue
             floor = limits.memory_floor
-            if key == "behind_allocator_bytes" and both_released(base_section, new_section):
+            released = all(one.get("held_behind_allocator_bytes") is not None for one in (base_section, new_section))
+            if key == "behind_allocator_bytes" and released:
                 # what the graphs held is compared on its own (held_behind_allocator_bytes); the captures'
                 # figure still counts past the driver pages the first graphs of a process take
                 floor = max(floor, CAPTURE_PAGES_BYTES)

@@ -12,11 +12,16 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..records.comparison import list_of, mapping_of  # importable from here too: compare's readers use them
+from ..records.loaded import RecordRead, given, section_or_empty
 from ..records.report import as_int
+from ..records.schema import Graphs
 from ..text import MIB, number
+
+if TYPE_CHECKING:
+    from ..records.schema import CaptureCost, GraphSet, TestRecord
 
 __all__ = [
     "CAPTURE_PAGES_BYTES",
@@ -25,6 +30,7 @@ __all__ = [
     "both_released",
     "graph_set_key",
     "graph_sets",
+    "keyed_set_data",
     "keyed_sets",
     "list_of",
     "mapping_of",
@@ -48,9 +54,11 @@ ORDER_DEPENDENT_NOISE_BYTES = 512 * MIB
 CAPTURE_PAGES_BYTES = 16 * MIB
 
 
-def both_released(base: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+def both_released(base: CaptureCost | None, new: CaptureCost | None) -> bool:
     """Both sections read what their release gave back (``held_behind_allocator_bytes``)."""
-    return all(section.get("held_behind_allocator_bytes") is not None for section in (base, new))
+    return all(
+        section is not None and given(section.held_behind_allocator_bytes) is not None for section in (base, new)
+    )
 
 
 def within_noise(
@@ -94,23 +102,23 @@ def within_noise(
     return False
 
 
-def graph_sets(record: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return [one for one in list_of(mapping_of(record.get("graphs")).get("sets")) if isinstance(one, Mapping)]
+def graph_sets(record: TestRecord) -> list[GraphSet]:
+    return list(given(section_or_empty(record.graphs, Graphs).sets) or ())
 
 
-def graph_set_key(one: Mapping[str, Any]) -> str:
+def graph_set_key(one: GraphSet) -> str:
     """A set's name in a comparison: its capture sizes and order, ``set[1,2,4,8 largest_first]``.
 
     Two runs' sets pair up by it: the same capture sizes captured in the same order
     are the same set, wherever it came in the test.  Long size lists are named by
     their ends, count and a digest.
     """
-    sizes = [str(as_int(size)) for size in list_of(one.get("sizes"))]
-    order = str(one.get("order") or "?")
+    sizes = [str(as_int(size)) for size in given(one.sizes) or ()]
+    order = str(given(one.order) or "?")
     # negative controls of the same sizes (pool="separate", keep_outputs=True) are sets of their own
-    if one.get("pool") not in (None, "shared"):
-        order += f" pool={one.get('pool')}"
-    if one.get("keep_outputs"):
+    if given(one.pool) not in (None, "shared"):
+        order += f" pool={one.pool}"
+    if given(one.keep_outputs):
         order += " keep_outputs"
     if len(sizes) <= 8:
         text = ",".join(sizes)
@@ -120,23 +128,33 @@ def graph_set_key(one: Mapping[str, Any]) -> str:
     return f"set[{text} {order}]"
 
 
-def keyed_sets(record: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+def keyed_sets(record: TestRecord) -> dict[str, GraphSet]:
     """A test's graph sets by ``graph_set_key`` (a second set of the same key gets ``#2``); none for a single set."""
     sets = graph_sets(record)
+    return dict(zip(_set_keys(sets), sets)) if len(sets) >= 2 else {}
+
+
+def keyed_set_data(record: RecordRead) -> dict[str, Mapping[str, Any]]:
+    """``keyed_sets``, each set as the report holds it: every field, those no type names included."""
+    sets = graph_sets(record.typed)
     if len(sets) < 2:
         return {}
-    keyed: dict[str, Mapping[str, Any]] = {}
+    return dict(zip(_set_keys(sets), record.data["graphs"]["sets"]))
+
+
+def _set_keys(sets: list[GraphSet]) -> list[str]:
+    keys: dict[str, None] = {}
     for one in sets:
         key = graph_set_key(one)
         n = 2
-        while key in keyed:
+        while key in keys:
             key = f"{graph_set_key(one)}#{n}"
             n += 1
-        keyed[key] = one
-    return keyed
+        keys[key] = None
+    return list(keys)
 
 
-def unpaired_set_notes(base: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+def unpaired_set_notes(base: TestRecord, new: TestRecord) -> list[str]:
     """One sentence where the two runs' graph sets do not pair up: which, and what was compared instead."""
     base_sets, new_sets = keyed_sets(base), keyed_sets(new)
     if set(base_sets) == set(new_sets):  # paired, or a single set on both sides

@@ -13,10 +13,14 @@ Plain data: no torch, no pytest.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .compare_noise import keyed_sets
+from ..records.loaded import RecordRead
+from .compare_noise import keyed_set_data, keyed_sets
 from .compare_results import Change
+
+if TYPE_CHECKING:
+    from ..records.schema import GraphSet, TestRecord
 
 __all__ = ["env_diff", "paired_sets", "paired_tests", "table_changes"]
 
@@ -47,7 +51,7 @@ _NOT_IN_TABLE = ("cache_keys",)
 
 
 def paired_tests(
-    base_tests: Mapping[str, Any], new_tests: Mapping[str, Any]
+    base_tests: Mapping[str, TestRecord], new_tests: Mapping[str, TestRecord]
 ) -> tuple[list[str], tuple[str, ...], tuple[str, ...]]:
     """(the tests in both reports, in the base's order; the new ones, sorted; the vanished ones, sorted)."""
     both = [n for n in base_tests if n in new_tests]
@@ -56,9 +60,7 @@ def paired_tests(
     return both, new, vanished
 
 
-def paired_sets(
-    base: Mapping[str, Any], new: Mapping[str, Any]
-) -> dict[str, tuple[Mapping[str, Any], Mapping[str, Any]]] | None:
+def paired_sets(base: TestRecord, new: TestRecord) -> dict[str, tuple[GraphSet, GraphSet]] | None:
     """Each graph set of ``base`` with its partner in ``new``, by ``graph_set_key``, in the base's order.
 
     None, so that the test's overall figures are compared instead, when either run
@@ -82,9 +84,13 @@ def env_diff(
 
 
 def table_changes(
-    base: Mapping[str, Any], new: Mapping[str, Any], rule_of: Mapping[str, str], include_timings: bool
+    base: RecordRead, new: RecordRead, rule_of: Mapping[str, str], include_timings: bool
 ) -> tuple[Change, ...]:
-    """The side-by-side table: every scalar that differs, marked with the rule that flags it."""
+    """The side-by-side table: every scalar that differs, marked with the rule that flags it.
+
+    It walks each record as the report holds it, every field included: a figure a
+    newer plugin writes, or a section another plugin adds, is a row like any other.
+    """
     base_values, new_values = _table_values(base, include_timings), _table_values(new, include_timings)
     changes = []
     for metric in list(base_values) + [m for m in new_values if m not in base_values]:
@@ -117,16 +123,17 @@ def _flatten(prefix: str, value: Any, out: dict[str, Any], include_timings: bool
         out[prefix] = value
 
 
-def _table_values(record: Mapping[str, Any], include_timings: bool) -> dict[str, Any]:
-    out: dict[str, Any] = {"outcome": record.get("outcome")}
+def _table_values(read: RecordRead, include_timings: bool) -> dict[str, Any]:
+    record = read.data
+    out: dict[str, Any] = {"outcome": read.typed.outcome}
     if include_timings and "duration_s" in record:
-        out["duration_s"] = record.get("duration_s")
+        out["duration_s"] = record["duration_s"]
     for section in _TABLE_SECTIONS:
         if section in record:
             _flatten(section, record[section], out, include_timings)
-    for key, one in keyed_sets(record).items():
+    for key, one in keyed_set_data(read).items():
         _flatten(f"graphs.{key}", one, out, include_timings)
-    for key, value in record.items():  # sections this plugin version does not know
+    for key, value in record.items():  # every other section: a newer plugin's, another plugin's
         if key not in out and key not in _TABLE_SECTIONS and key not in _OUTCOME_WORDS and key not in _NOT_IN_TABLE:
             _flatten(key, value, out, include_timings)
     return out

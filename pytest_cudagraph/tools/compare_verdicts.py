@@ -11,25 +11,30 @@ no torch, no pytest.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING
 
-from ..records.report import as_int, limit_hit_count
+from msgspec import UNSET, UnsetType
+
+from ..records.loaded import RecordRead, filled, given, section_or_empty
+from ..records.report import as_int
+from ..records.schema import CacheLayer, Caches, GraphBreaks
 from ..text import clip, count_noun, format_bytes, number
 from .compare_costs import instruction_rule, memory_rule, time_rules
-from .compare_noise import both_released, unpaired_set_notes, within_noise
-from .compare_noise import mapping_of as _mapping
+from .compare_noise import both_released, keyed_set_data, unpaired_set_notes, within_noise
 from .compare_pairing import paired_sets, table_changes
 from .compare_results import Change, Regression, RunCompleteness, TestComparison
 from .compare_rules import FAILING, INCOMPLETE_RULE, PASSING, POOL_MIN_GROWTH_BYTES, Flag, Limits
+
+if TYPE_CHECKING:
+    from ..records.schema import GraphSet, PiecewiseSet, Recompiles
 
 __all__ = ["compare_test", "run_regressions"]
 
 
 def compare_test(
     nodeid: str,
-    base: Mapping[str, Any],
-    new: Mapping[str, Any],
+    base: RecordRead,
+    new: RecordRead,
     rules: tuple[str, ...],
     limits: Limits,
     include_timings: bool,
@@ -40,27 +45,27 @@ def compare_test(
         if rule in rules:
             regressions.append((Regression(nodeid, rule, message), metrics))
 
-    base_outcome, new_outcome = base.get("outcome"), new.get("outcome")
-    if base_outcome in PASSING and new_outcome in FAILING:
-        flag("outcome", f"outcome {base_outcome} -> {new_outcome}", "outcome")
-    _recompile_rules(_mapping(base.get("recompiles")), _mapping(new.get("recompiles")), flag)
-    _cache_rules(_mapping(base.get("caches")), _mapping(new.get("caches")), flag)
+    b, n = base.typed, new.typed
+    if b.outcome in PASSING and n.outcome in FAILING:
+        flag("outcome", f"outcome {b.outcome} -> {n.outcome}", "outcome")
+    _recompile_rules(filled(b.recompiles), filled(n.recompiles), flag)
+    _cache_rules(section_or_empty(b.caches, Caches), section_or_empty(n.caches, Caches), flag)
     if not _graph_set_rules(base, new, limits, flag):  # one set, or sets that do not all pair up: overall figures
-        _graph_rules(base, new, limits, flag)
-        memory_rule(base, new, limits, flag)
+        _graph_rules(b.graphs, n.graphs, b.piecewise, n.piecewise, limits, flag)
+        memory_rule(base.data, new.data, limits, flag)
     else:  # every set compared with its partner; piecewise and the rest as usual
-        _graph_rules({**base, "graphs": {}}, {**new, "graphs": {}}, limits, flag)
-        memory_rule({**base, "graphs": {}}, {**new, "graphs": {}}, limits, flag)
-    rows, time_checks = time_rules(base, new, rules, limits, flag)
-    rows += instruction_rule(base, new, limits, flag, time_checks)
+        _graph_rules(UNSET, UNSET, b.piecewise, n.piecewise, limits, flag)
+        memory_rule({**base.data, "graphs": {}}, {**new.data, "graphs": {}}, limits, flag)
+    rows, time_checks = time_rules(b, n, rules, limits, flag)
+    rows += instruction_rule(b, n, limits, flag, time_checks)
     rule_of: dict[str, str] = {}
     for regression, metrics in regressions:
         for metric in metrics:
             rule_of.setdefault(metric, regression.rule)
     every_change = table_changes(base, new, rule_of, include_timings)
     released = {
-        section: both_released(_mapping(base.get(section)), _mapping(new.get(section)))
-        for section in ("graphs", "piecewise")
+        "graphs": both_released(given(b.graphs), given(n.graphs)),
+        "piecewise": both_released(given(b.piecewise), given(n.piecewise)),
     }
     changes = tuple(
         c for c in every_change if c.rule or not _within_noise(c, limits, released.get(c.metric.split(".")[0], False))
@@ -69,60 +74,75 @@ def compare_test(
     # a time regression's medians are rows even where the table leaves timings out
     shown = {change.metric for change in changes}
     changes += tuple(
-        Change(metric, b, n, rule_of[metric]) for metric, b, n in rows if metric in rule_of and metric not in shown
+        Change(metric, b_value, n_value, rule_of[metric])
+        for metric, b_value, n_value in rows
+        if metric in rule_of and metric not in shown
     )
-    notes = tuple(unpaired_set_notes(base, new))
+    notes = tuple(unpaired_set_notes(b, n))
     return TestComparison(
         nodeid, changes, tuple(r for r, _ in regressions), time_checks=time_checks, noise=noise, notes=notes
     )
 
 
-def _recompile_rules(base_rec: Mapping[str, Any], new_rec: Mapping[str, Any], flag: Flag) -> None:
+def _recompile_rules(base_rec: Recompiles | None, new_rec: Recompiles | None, flag: Flag) -> None:
     """recompiles, recompile-limit, graph-breaks."""
-    if not base_rec or not new_rec:
+    if base_rec is None or new_rec is None:
         return
-    before, after = as_int(base_rec.get("count")), as_int(new_rec.get("count"))
+    before, after = as_int(base_rec.count), as_int(new_rec.count)
     if after > before:
         flag(
             "recompiles",
             f"Dynamo recompiled {count_noun(after, 'time')}, {before} before" + _new_reasons(base_rec, new_rec),
             "recompiles.count",
         )
-    before, after = limit_hit_count(base_rec), limit_hit_count(new_rec)
+    before, after = _limit_hits(base_rec), _limit_hits(new_rec)
     if after > before:
-        hits = new_rec.get("limit_hits")
+        hits = new_rec.limit_hits
         first = f": {clip(hits[0])}" if isinstance(hits, list) and hits else ""
         flag(
             "recompile-limit",
             f"hit the recompile limit {count_noun(after, 'time')}, {before} before; Dynamo ran those frames eagerly{first}",
             "recompiles.limit_hits",
         )
-    base_breaks = as_int(_mapping(base_rec.get("graph_breaks")).get("count"))
-    new_breaks = as_int(_mapping(new_rec.get("graph_breaks")).get("count"))
+    base_breaks = as_int(section_or_empty(base_rec.graph_breaks, GraphBreaks).count)
+    new_breaks = as_int(section_or_empty(new_rec.graph_breaks, GraphBreaks).count)
     if new_breaks > base_breaks:
         flag("graph-breaks", f"{new_breaks} graph breaks, {base_breaks} before", "recompiles.graph_breaks.count")
 
 
-def _cache_rules(base_caches: Mapping[str, Any], new_caches: Mapping[str, Any], flag: Flag) -> None:
+def _limit_hits(recompiles: Recompiles) -> int:
+    """How many recompile-limit hits the section records (a list of them, or an older plugin's count)."""
+    hits = recompiles.limit_hits
+    return len(hits) if isinstance(hits, list) else as_int(hits)
+
+
+def _cache_rules(base_caches: Caches, new_caches: Caches, flag: Flag) -> None:
     """cache-miss: more FX-graph or AOTAutograd misses or bypasses, more Triton compiles."""
-    for layer in ("fxgraph", "aot_autograd"):
-        b, n = _mapping(base_caches.get(layer)), _mapping(new_caches.get(layer))
-        if not b or not n:
+    for layer, b, n in (
+        ("fxgraph", filled(base_caches.fxgraph), filled(new_caches.fxgraph)),
+        ("aot_autograd", filled(base_caches.aot_autograd), filled(new_caches.aot_autograd)),
+    ):
+        if b is None or n is None:
             continue
-        for key, word in (("miss", "misses"), ("bypass", "bypasses")):
-            before, after = as_int(b.get(key)), as_int(n.get(key))
+        for key, word, before, after in (
+            ("miss", "misses", as_int(b.miss), as_int(n.miss)),
+            ("bypass", "bypasses", as_int(b.bypass), as_int(n.bypass)),
+        ):
             if after > before:
-                hit_before, hit_after = as_int(b.get("hit")), as_int(n.get("hit"))
                 flag(
                     "cache-miss",
-                    f"{layer} cache {word} {before} -> {after} (hits {hit_before} -> {hit_after})",
+                    f"{layer} cache {word} {before} -> {after} (hits {as_int(b.hit)} -> {as_int(n.hit)})",
                     f"caches.{layer}.{key}",
                 )
-    b, n = _mapping(base_caches.get("triton")), _mapping(new_caches.get("triton"))
-    if "compiled" in b and "compiled" in n and as_int(n.get("compiled")) > as_int(b.get("compiled")):
+    b_triton, n_triton = (
+        section_or_empty(base_caches.triton, CacheLayer),
+        section_or_empty(new_caches.triton, CacheLayer),
+    )
+    compiled_before, compiled_after = given(b_triton.compiled), given(n_triton.compiled)
+    if compiled_before is not None and compiled_after is not None and compiled_after > compiled_before:
         flag(
             "cache-miss",
-            f"Triton compiled {as_int(n.get('compiled'))} kernels, {as_int(b.get('compiled'))} before",
+            f"Triton compiled {compiled_after} kernels, {compiled_before} before",
             "caches.triton.compiled",
         )
 
@@ -139,35 +159,43 @@ def _within_noise(change: Change, limits: Limits, released: bool) -> bool:
     )
 
 
-def _graph_set_rules(base: Mapping[str, Any], new: Mapping[str, Any], limits: Limits, flag: Flag) -> bool:
+def _graph_set_rules(base: RecordRead, new: RecordRead, limits: Limits, flag: Flag) -> bool:
     """graphs, pool, numerics and graph-memory for each of several graph sets, against its partner.
 
     Sets pair up by capture sizes and order (``graph_set_key``).  False, so that the
     test's overall figures are compared instead, when either run has one set or
     fewer, or when some set has no partner (``unpaired_set_notes`` says which).
     """
-    pairs = paired_sets(base, new)
+    pairs = paired_sets(base.typed, new.typed)
     if pairs is None:
         return False
+    # graph-memory reads every figure a set holds, those no type names included
+    base_data, new_data = keyed_set_data(base), keyed_set_data(new)
     for key, (base_set, new_set) in pairs.items():
 
         def set_flag(rule: str, message: str, *metrics: str, key: str = key) -> None:
             flag(rule, f"{key}: {message}", *(metric.replace("graphs.", f"graphs.{key}.", 1) for metric in metrics))
 
-        pair_base, pair_new = {"graphs": base_set}, {"graphs": new_set}
-        _graph_rules(pair_base, pair_new, limits, set_flag)
-        memory_rule(pair_base, pair_new, limits, set_flag)
+        _graph_rules(base_set, new_set, UNSET, UNSET, limits, set_flag)
+        memory_rule({"graphs": base_data[key]}, {"graphs": new_data[key]}, limits, set_flag)
     return True
 
 
-def _graph_rules(base: Mapping[str, Any], new: Mapping[str, Any], limits: Limits, flag: Flag) -> None:
+def _graph_rules(
+    base_graphs: GraphSet | UnsetType,
+    new_graphs: GraphSet | UnsetType,
+    base_pw: PiecewiseSet | UnsetType,
+    new_pw: PiecewiseSet | UnsetType,
+    limits: Limits,
+    flag: Flag,
+) -> None:
     """graphs, pool, numerics (CUDA graphs and piecewise)."""
-    base_graphs, new_graphs = _mapping(base.get("graphs")), _mapping(new.get("graphs"))
-    if base_graphs and new_graphs:
-        before, after = as_int(base_graphs.get("captured")), as_int(new_graphs.get("captured"))
+    b_graphs, n_graphs = filled(base_graphs), filled(new_graphs)
+    if b_graphs is not None and n_graphs is not None:
+        before, after = as_int(b_graphs.captured), as_int(n_graphs.captured)
         if after > before:
             flag("graphs", f"captured {after} CUDA graphs, {before} before", "graphs.captured")
-        pool_before, pool_after = number(base_graphs.get("pool_bytes")), number(new_graphs.get("pool_bytes"))
+        pool_before, pool_after = number(b_graphs.pool_bytes), number(n_graphs.pool_bytes)
         if pool_before and pool_after is not None:
             growth = pool_after - pool_before
             if growth > pool_before * limits.pool_threshold and growth > POOL_MIN_GROWTH_BYTES:
@@ -175,13 +203,16 @@ def _graph_rules(base: Mapping[str, Any], new: Mapping[str, Any], limits: Limits
                     "pool",
                     f"graph pool {format_bytes(pool_before)} -> {format_bytes(pool_after)} "
                     f"(+{growth / pool_before:.1%}, threshold {limits.pool_threshold:.0%}); largest graph "
-                    f"{format_bytes(base_graphs.get('largest_graph_bytes'))} -> "
-                    f"{format_bytes(new_graphs.get('largest_graph_bytes'))}",
+                    f"{format_bytes(given(b_graphs.largest_graph_bytes))} -> "
+                    f"{format_bytes(given(n_graphs.largest_graph_bytes))}",
                     "graphs.pool_bytes",
                 )
-    base_pw, new_pw = _mapping(base.get("piecewise")), _mapping(new.get("piecewise"))
-    for section, base_section, new_section in (("graphs", base_graphs, new_graphs), ("piecewise", base_pw, new_pw)):
-        err_before, err_after = number(base_section.get("max_abs_err")), number(new_section.get("max_abs_err"))
+    for section, b_section, n_section in (
+        ("graphs", given(base_graphs), given(new_graphs)),
+        ("piecewise", given(base_pw), given(new_pw)),
+    ):
+        err_before = number(b_section.max_abs_err) if b_section is not None else None
+        err_after = number(n_section.max_abs_err) if n_section is not None else None
         if err_before is not None and err_after is not None and not math.isnan(err_before):
             allowed = err_before * (1 + limits.numerics_growth) + limits.numerics_floor
             if math.isnan(err_after) or err_after > allowed:
@@ -191,15 +222,16 @@ def _graph_rules(base: Mapping[str, Any], new: Mapping[str, Any], limits: Limits
                     f"{err_before:.3g} -> {err_after:.3g} (allowed up to {allowed:.3g})",
                     f"{section}.max_abs_err",
                 )
-    if base_pw and new_pw:
-        before, after = as_int(base_pw.get("graphs_captured")), as_int(new_pw.get("graphs_captured"))
+    b_pw, n_pw = filled(base_pw), filled(new_pw)
+    if b_pw is not None and n_pw is not None:
+        before, after = as_int(b_pw.graphs_captured), as_int(n_pw.graphs_captured)
         if after > before:
             flag("graphs", f"piecewise captured {after} CUDA graphs, {before} before", "piecewise.graphs_captured")
 
 
-def _new_reasons(base_rec: Mapping[str, Any], new_rec: Mapping[str, Any]) -> str:
-    before = set(map(str, base_rec.get("reasons") or []))
-    fresh = [str(r) for r in new_rec.get("reasons") or [] if str(r) not in before]
+def _new_reasons(base_rec: Recompiles, new_rec: Recompiles) -> str:
+    before = set(given(base_rec.reasons) or [])
+    fresh = [r for r in given(new_rec.reasons) or [] if r not in before]
     if not fresh:
         return ""
     more = f" (and {len(fresh) - 1} more)" if len(fresh) > 1 else ""

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..records.key_diff import diff_reports, has_cache_keys, records_cache_keys
-from ..records.report import load_report
+from ..records.loaded import read_report
 from ..render.key_text import explain_lines, one_run_lines
 from ..text import clip
 
@@ -68,9 +68,9 @@ def explain_report_lines(paths: Sequence[str], wanted: str | None) -> list[str]:
     ``wanted`` (a node id or a part only it holds) narrows them to one test; BadTest
     when it names no test, several, or a test of one of two reports only.
     """
-    reports = [load_report(path) for path in paths]
+    reports = [read_report(path) for path in paths]
     labels = [Path(path).name for path in paths]
-    tests = [report["tests"] for report in reports]
+    tests = [report.tests for report in reports]
     where = " and ".join(paths)
     if len(reports) == 1:
         nodeid = pick_test(wanted, list(tests[0]), where) if wanted is not None else None
@@ -89,7 +89,7 @@ def explain_report_lines(paths: Sequence[str], wanted: str | None) -> list[str]:
     diff = diff_reports(reports[0], reports[1])
     if nodeid is not None and nodeid not in diff.tests:
         lines = [f"{nodeid}: no cache lookups recorded (no cache_keys) in {labels[0]} or {labels[1]}"]
-    elif not any(has_cache_keys(record) for table in tests for record in table.values() if isinstance(record, dict)):
+    elif not any(has_cache_keys(record) for table in tests for record in table.values()):
         lines = [f"no test in {labels[0]} or {labels[1]} recorded a cache lookup (cache_keys): nothing to explain"]
     else:
         lines = explain_lines(diff, (labels[0], labels[1]), nodeid)

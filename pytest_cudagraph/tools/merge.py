@@ -29,7 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ReportError
+from ..records.loaded import LoadedReport, given, section_or_empty, typed_report
 from ..records.report import build_report, expand_cache_components
+from ..records.schema import Shard as ShardSection
+from ..records.schema import Summary
 from ..render.shard_text import NAMED_LIMIT as _NAMED_LIMIT
 from ..render.shard_text import groups_text, ranges_text
 from ..text import clip_nodeid
@@ -57,24 +60,17 @@ _SPLIT_ADVICE = (
 
 @dataclass(frozen=True)
 class Shard:
-    """One shard report: the file it came from, the report, and its ``summary.shard``."""
+    """One shard report: the file it came from, the report (typed, and every field as read), its ``summary.shard``."""
 
     name: str
-    report: Mapping[str, Any]
-    shard: Mapping[str, Any]
+    read: LoadedReport
+    shard: ShardSection
+    group: int
+    splits: int
 
     @property
-    def group(self) -> int:
-        return int(self.shard["group"])
-
-    @property
-    def splits(self) -> int:
-        return int(self.shard["splits"])
-
-    @property
-    def summary(self) -> Mapping[str, Any]:
-        summary = self.report.get("summary")
-        return summary if isinstance(summary, Mapping) else {}
+    def summary(self) -> Summary:
+        return section_or_empty(self.read.report.summary, Summary)
 
     @property
     def label(self) -> str:
@@ -83,34 +79,30 @@ class Shard:
 
     def test_ids(self) -> set[str]:
         """Every test this shard ran: its records and its durations (a test without a record has a duration)."""
-        durations = self.report.get("durations")
-        return set(self.report.get("tests") or {}) | set(durations if isinstance(durations, Mapping) else {})
+        return set(self.read.tests) | set(given(self.read.report.durations) or {})
 
 
-def shard_of_report(name: str, report: Mapping[str, Any]) -> Shard:
+def shard_of_report(name: str, report: LoadedReport | Mapping[str, Any]) -> Shard:
     """``report`` as a Shard; ReportError when it is no shard report (an unsplit run, or a merged report)."""
-    summary = report.get("summary")
-    shard = summary.get("shard") if isinstance(summary, Mapping) else None
-    if isinstance(shard, Mapping) and "merged" in shard:
-        merged = shard.get("merged")
-        groups = groups_text([g for g in merged if type(g) is int] if isinstance(merged, (list, tuple)) else [])
+    read = typed_report(report, name)
+    shard = given(section_or_empty(read.report.summary, Summary).shard)
+    if shard is not None and given(shard.merged) is not None:
         raise ReportError(
-            f"{name} is a report merged from shards {groups} of {shard.get('splits')}, not one shard; "
-            f"give the shard reports it was merged from"
+            f"{name} is a report merged from shards {groups_text(list(shard.merged or ()))} of "
+            f"{given(shard.splits)}, not one shard; give the shard reports it was merged from"
         )
-    if (
-        not isinstance(shard, Mapping)
-        or not isinstance(shard.get("group"), int)
-        or not isinstance(shard.get("splits"), int)
-    ):
+    group, splits = (given(shard.group), given(shard.splits)) if shard is not None else (None, None)
+    if shard is None or group is None or splits is None:
         raise ReportError(
             f"{name} is not a shard report: its summary has no 'shard', so its run was not split by pytest-split; "
             f"give the reports of the runs made with --splits N --group I --cudagraph-report=..."
         )
-    return Shard(name, report, shard)
+    return Shard(name, read, shard, group, splits)
 
 
-def merge_shard_reports(reports: Sequence[tuple[str, Mapping[str, Any]]], created: str | None = None) -> dict[str, Any]:
+def merge_shard_reports(
+    reports: Sequence[tuple[str, LoadedReport | Mapping[str, Any]]], created: str | None = None
+) -> dict[str, Any]:
     """The report of the whole run from the reports of its shards, given as ``(file name, report)`` pairs.
 
     Every record is kept exactly once, ``durations`` joined, the summary computed
@@ -146,14 +138,14 @@ def merge_shard_reports(reports: Sequence[tuple[str, Mapping[str, Any]]], create
 
     env, own_env = _common_env(shards)
     run = _run_facts(shards, own_env)
-    exitstatus = worst_exitstatus([shard.summary.get("exitstatus") for shard in shards])
+    exitstatus = worst_exitstatus([given(shard.summary.exitstatus) for shard in shards])
     return build_report(
         env,
         tests,
         exitstatus=exitstatus,
         created=created,
         run=run,
-        durations=durations if any(isinstance(shard.report.get("durations"), Mapping) for shard in shards) else None,
+        durations=durations if any(given(shard.read.report.durations) is not None for shard in shards) else None,
     )
 
 
@@ -213,7 +205,7 @@ def _check_same_way_of_splitting(shards: list[Shard]) -> None:
     """One algorithm and one -k/-m: otherwise the groups do not partition one suite."""
     first = shards[0]
     for shard in shards[1:]:
-        algorithm, first_algorithm = shard.shard.get("algorithm"), first.shard.get("algorithm")
+        algorithm, first_algorithm = given(shard.shard.algorithm), given(first.shard.algorithm)
         if algorithm != first_algorithm:
             raise ReportError(
                 f"{shard.label} was split by {algorithm or 'an unrecorded algorithm'} but {first.label} by "
@@ -229,8 +221,7 @@ def _check_same_way_of_splitting(shards: list[Shard]) -> None:
 
 
 def _selection(shard: Shard) -> dict[str, str]:
-    selection = shard.summary.get("selection")
-    return {str(k): str(v) for k, v in selection.items()} if isinstance(selection, Mapping) else {}
+    return dict(given(shard.summary.selection) or {})
 
 
 def _selection_text(selection: Mapping[str, str]) -> str:
@@ -240,8 +231,7 @@ def _selection_text(selection: Mapping[str, str]) -> str:
 
 
 def _env(shard: Shard) -> Mapping[str, Any]:
-    env = shard.report.get("env")
-    return env if isinstance(env, Mapping) else {}
+    return given(shard.read.report.env) or {}
 
 
 def _check_one_build(shards: list[Shard]) -> None:
@@ -261,12 +251,12 @@ def _check_one_build(shards: list[Shard]) -> None:
 def _check_one_suite(shards: list[Shard]) -> None:
     """One collection split: the shards' ``suite_digest`` agree (one that has none, from a shard whose every
     xdist worker crashed or an older plugin, is not compared)."""
-    digested = [shard for shard in shards if isinstance(shard.shard.get("suite_digest"), str)]
-    for shard in digested[1:]:
-        digest, first_digest = shard.shard["suite_digest"], digested[0].shard["suite_digest"]
+    digests = [(shard, digest) for shard in shards if (digest := given(shard.shard.suite_digest)) is not None]
+    for shard, digest in digests[1:]:
+        first_digest = digests[0][1]
         if digest != first_digest:
             raise ReportError(
-                f"{shard.label} split another suite than {digested[0].label}: the node ids they collected, or the "
+                f"{shard.label} split another suite than {digests[0][0].label}: the node ids they collected, or the "
                 f"test paths and -k/-m that selected them, differ (suite digest {digest[:12]} vs "
                 f"{first_digest[:12]}), so their groups do not partition one suite; run every shard on the same "
                 f"checkout with the same test arguments, and merge those reports"
@@ -290,18 +280,17 @@ def _join_tests(shards: list[Shard]) -> tuple[dict[str, Any], dict[str, float]]:
                     f"{nodeid} ran in {earlier.label} and in {shard.label}, so the shards did not split one suite "
                     f"the same way; {_SPLIT_ADVICE}"
                 )
-        # whole cache-key components again: build_report factors them over every shard's records
-        tests.update(expand_cache_components(shard.report))
-        shard_durations = shard.report.get("durations")
-        if isinstance(shard_durations, Mapping):
-            durations.update(shard_durations)
+        # every record as read (fields no type names kept), its cache-key components whole again:
+        # build_report factors them over every shard's records
+        tests.update(expand_cache_components(shard.read.data))
+        durations.update(given(shard.read.report.durations) or {})
     return tests, durations
 
 
 def _counts(shard: Shard) -> tuple[int, int] | None:
     """(selected, deselected by pytest-split) where the shard recorded both."""
-    selected, deselected = shard.shard.get("selected"), shard.shard.get("deselected")
-    if isinstance(selected, int) and isinstance(deselected, int):
+    selected, deselected = given(shard.shard.selected), given(shard.shard.deselected)
+    if selected is not None and deselected is not None:
         return selected, deselected
     return None
 
@@ -362,19 +351,18 @@ def _run_facts(shards: list[Shard], own_env: list[dict[str, Any]]) -> dict[str, 
     complete = True
     for shard in shards:
         summary = shard.summary
-        shard_complete = summary.get("complete")
+        shard_complete = given(summary.complete)
         if shard_complete is not True:
             complete = False
-            shard_reasons = summary.get("incomplete_reasons") or []
+            shard_reasons = given(summary.incomplete_reasons) or []
             if shard_complete is None:
                 shard_reasons = ["the shard's report does not say whether its run was complete"]
             elif not shard_reasons:
                 shard_reasons = ["the report says so, without a reason"]
             reasons += [f"shard {shard.group} of {shard.splits} ({shard.name}): {reason}" for reason in shard_reasons]
-        listed = [str(nodeid) for nodeid in summary.get("not_run") or []]
+        listed = list(given(summary.not_run) or [])
         not_run += listed
-        count = summary.get("not_run_count")
-        not_run_count += max(count if isinstance(count, int) else 0, len(listed))
+        not_run_count += max(given(summary.not_run_count) or 0, len(listed))
     facts: dict[str, Any] = {
         "complete": complete,
         "incomplete_reasons": reasons,
@@ -392,35 +380,41 @@ def _run_facts(shards: list[Shard], own_env: list[dict[str, Any]]) -> dict[str, 
 
 def _run_deselected(shard: Shard) -> int | None:
     """The tests -k/-m deselected (the same in every shard): the shard's deselected minus pytest-split's."""
-    deselected, by_split = shard.summary.get("deselected"), shard.shard.get("deselected")
-    if isinstance(deselected, int) and isinstance(by_split, int):
+    deselected, by_split = given(shard.summary.deselected), given(shard.shard.deselected)
+    if deselected is not None and by_split is not None:
         return max(deselected - by_split, 0)
     return None
 
 
 def _merged_shard(shards: list[Shard], own_env: list[dict[str, Any]]) -> dict[str, Any]:
     merged: dict[str, Any] = {"splits": shards[0].splits, "merged": [shard.group for shard in shards]}
-    if shards[0].shard.get("algorithm"):
-        merged["algorithm"] = shards[0].shard["algorithm"]
-    selected = [shard.shard.get("selected") for shard in shards]
-    if all(isinstance(count, int) for count in selected):
-        merged["selected"] = sum(selected)
-    digests = {shard.shard.get("suite_digest") for shard in shards}
+    algorithm = given(shards[0].shard.algorithm)
+    if algorithm:
+        merged["algorithm"] = algorithm
+    selected = [given(shard.shard.selected) for shard in shards]
+    if all(count is not None for count in selected):
+        merged["selected"] = sum(count or 0 for count in selected)
+    digests = {given(shard.shard.suite_digest) for shard in shards}
     if len(digests) == 1 and isinstance(next(iter(digests)), str):
         merged["suite_digest"] = next(iter(digests))
     sources = []
     for shard, env in zip(shards, own_env):
         source: dict[str, Any] = {"group": shard.group, "file": shard.name}
-        created = shard.report.get("created")
-        if isinstance(created, str):
+        created = given(shard.read.report.created)
+        if created is not None:
             source["created"] = created
-        for key in ("complete", "exitstatus"):
-            if key in shard.summary:
-                source[key] = shard.summary[key]
-        for key in ("selected", "deselected", "durations_path"):
-            if key in shard.shard:
-                source[key] = shard.shard[key]
-        source["tests"] = len(shard.report.get("tests") or {})
+        summary, split = shard.summary, shard.shard
+        for key, value in (("complete", summary.complete), ("exitstatus", summary.exitstatus)):
+            if given(value) is not None:
+                source[key] = value
+        for split_key, split_value in (
+            ("selected", split.selected),
+            ("deselected", split.deselected),
+            ("durations_path", split.durations_path),
+        ):
+            if given(split_value) is not None:
+                source[split_key] = split_value
+        source["tests"] = len(shard.read.tests)
         if env:
             source["env"] = env
         sources.append(source)
@@ -442,7 +436,9 @@ def worst_exitstatus(statuses: Sequence[Any]) -> int | None:
 # ----------------------------------------------------------------------------
 
 
-def durations_from_reports(reports: Sequence[tuple[str, Mapping[str, Any]]]) -> tuple[dict[str, float], list[str]]:
+def durations_from_reports(
+    reports: Sequence[tuple[str, LoadedReport | Mapping[str, Any]]],
+) -> tuple[dict[str, float], list[str]]:
     """Seconds per node id from the reports' ``durations``, in pytest-split's format, and notes for the user.
 
     A later report's duration of a test replaces an earlier one's (the newer run's
@@ -454,18 +450,17 @@ def durations_from_reports(reports: Sequence[tuple[str, Mapping[str, Any]]]) -> 
     durations: dict[str, float] = {}
     notes: list[str] = []
     for name, report in reports:
-        carried = report.get("durations")
-        if isinstance(carried, Mapping):
-            read = {str(nodeid): float(seconds) for nodeid, seconds in carried.items()}
+        typed = typed_report(report, name).report
+        carried = given(typed.durations)
+        if carried is not None:
+            read = {nodeid: float(seconds) for nodeid, seconds in carried.items()}
             _check_not_negative(name, read, "durations")
             durations.update(read)
             continue
         from_records = {
-            str(nodeid): round(float(record["duration_s"]), 3)
-            for nodeid, record in (report.get("tests") or {}).items()
-            if isinstance(record.get("duration_s"), (int, float))
-            and not isinstance(record.get("duration_s"), bool)
-            and record.get("outcome") != "crashed"
+            nodeid: round(float(seconds), 3)
+            for nodeid, record in typed.tests.items()
+            if isinstance(seconds := record.duration_s, (int, float)) and record.outcome != "crashed"
         }
         _check_not_negative(name, from_records, "duration_s")
         durations.update(from_records)
