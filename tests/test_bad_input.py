@@ -490,7 +490,8 @@ def test_bad_option_or_ini_value_stops_the_run_with_one_sentence_and_writes_noth
 
 SIZES_FIX = "give sizes such as [1, 2, 4, 8]"
 CUDAGRAPH_SIGNATURE = (
-    "the signature is cudagraph(capture_sizes=None, rtol=None, atol=None, *, trees=None, world_size=None, timeout=None)"
+    "the signature is cudagraph(capture_sizes=None, rtol=None, atol=None, *, trees=None, world_size=None, timeout=None, break_at=None, "
+    "max_rerecords=None)"
 )
 
 # (marker call, what the sentence must name besides the test and the marker, the fix as worded)

@@ -28,7 +28,8 @@ def test_markers_are_registered_and_documented(pytester):
     result = pytester.runpytest("--markers")
     result.stdout.fnmatch_lines(
         [
-            "@pytest.mark.cudagraph(capture_sizes=None, rtol=None, atol=None, *, trees=None, world_size=None, timeout=None)*",
+            "@pytest.mark.cudagraph(capture_sizes=None, rtol=None, atol=None, *, trees=None, world_size=None, timeout=None, "
+            "break_at=None, max_rerecords=None)*",
             "@pytest.mark.max_recompiles(n=0)*",
             "@pytest.mark.compile_cache(mode=*",
         ]
