@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import typing
@@ -27,11 +28,26 @@ def test_importing_the_package_and_the_plugin_imports_no_torch():
     assert out.strip() == "False"
 
 
+# Checked in a fresh interpreter: an in-process pytester run earlier in this session restores
+# sys.modules afterwards, so a module first imported inside it is imported anew later, and the
+# package's cached attribute would then name the earlier module object.
+IDENTITY_CHECK = """
+import json, sys, pytest_cudagraph
+names = sorted(set(pytest_cudagraph.__all__) - {"__version__"})
+print(json.dumps({name: getattr(pytest_cudagraph, name) is getattr(
+    sys.modules["pytest_cudagraph." + pytest_cudagraph._LAZY[name]], name) for name in names}))
+"""
+
+
+@pytest.fixture(scope="module")
+def resolved_in_a_fresh_interpreter() -> dict[str, bool]:
+    out = subprocess.run([sys.executable, "-c", IDENTITY_CHECK], capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+
+
 @pytest.mark.parametrize("name", sorted(set(pytest_cudagraph.__all__) - {"__version__"}))
-def test_every_exported_name_resolves_to_its_modules_object(name):
-    value = getattr(pytest_cudagraph, name)
-    module = sys.modules[f"pytest_cudagraph.{pytest_cudagraph._LAZY[name]}"]
-    assert value is getattr(module, name)
+def test_every_exported_name_resolves_to_its_modules_object(name, resolved_in_a_fresh_interpreter):
+    assert resolved_in_a_fresh_interpreter[name], f"pytest_cudagraph.{name} is not its module's object"
 
 
 @pytest.mark.parametrize("entry", sorted(RETURNED))
