@@ -50,8 +50,17 @@ LOADED = """
 """
 
 
+def featureless_environment() -> dict[str, str]:
+    """This process's environment without the plugin's own variables.
+
+    The suite's own session (its cache root, its child passes) may have put some in
+    ``os.environ``; a run that uses no plugin feature has none.
+    """
+    return {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_CUDAGRAPH_")}
+
+
 def loaded_after(code: str, cwd: Path) -> set[str]:
-    env = dict(os.environ)
+    env = featureless_environment()
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(CHECKOUT), env.get("PYTHONPATH")) if p)
     proc = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code) + textwrap.dedent(LOADED)],
@@ -108,7 +117,7 @@ REGISTERED = """
 
 
 def registered_hooks(args: list[str], cwd: Path) -> dict[str, list[str]]:
-    env = dict(os.environ)
+    env = featureless_environment()
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(CHECKOUT), env.get("PYTHONPATH")) if p)
     code = textwrap.dedent(REGISTERED).replace("ARGS", repr(args))
     proc = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
