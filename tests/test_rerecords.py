@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from pytest_cudagraph import _compat
 from pytest_cudagraph.graphs.reduce_overhead import ReduceOverheadResult
-from pytest_cudagraph.graphs.rerecords import REMEDY, count_rerecords, rerecord_failure, shape_text
+from pytest_cudagraph.graphs.rerecords import count_rerecords, rerecord_failure, rerecord_remedy, shape_text
 from pytest_cudagraph.plugin.markers import MarkerArgumentError, parse_cudagraph
 from pytest_cudagraph.records.report import build_report
 from pytest_cudagraph.records.validate import checked_report
@@ -66,7 +66,7 @@ def test_twelve_shapes_are_eleven_re_recordings_and_the_message_lists_them():
         "@pytest.mark.cudagraph(max_rerecords=4): reduce-overhead re-recorded step (model.py:3) 11 times "
         "(more than max_rerecords=4): 12 shapes in the order recorded: (2, 16); (3, 16); (4, 16);"
     )
-    assert message.rstrip(".").endswith(REMEDY)
+    assert message.rstrip(".").endswith(rerecord_remedy())
 
 
 def test_an_uncounted_limit_fails_instead_of_passing_silently():

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the names as they are defined, for type checkers; at run time they load on first use
     from .cache_factors import (
         DEFAULT_SWEEP_CONFIGS,
+        INDUCTOR_CONFIG_NAME,
         compile_config_values,
         config_changes_as_key_components,
         custom_graph_pass_class,
@@ -100,6 +101,7 @@ if TYPE_CHECKING:  # the names as they are defined, for type checkers; at run ti
         non_owning_alias,
     )
     from .cudagraph_trees import (
+        RERECORD_REMEDY_NAMES,
         TreeCallMeter,
         cudagraph_skip_context,
     )
@@ -221,6 +223,7 @@ _CAPABILITIES = {
     "triton_kernel_dirs": "cache_layers",
     # cache_factors
     "DEFAULT_SWEEP_CONFIGS": "cache_factors",
+    "INDUCTOR_CONFIG_NAME": "cache_factors",
     "compile_config_values": "cache_factors",
     "config_changes_as_key_components": "cache_factors",
     "custom_graph_pass_class": "cache_factors",
@@ -245,6 +248,7 @@ _CAPABILITIES = {
     "no_cuda_skip_reason": "cuda",
     "non_owning_alias": "cuda",
     # cudagraph_trees
+    "RERECORD_REMEDY_NAMES": "cudagraph_trees",
     "TreeCallMeter": "cudagraph_trees",
     "cudagraph_skip_context": "cudagraph_trees",
     # distributed
@@ -344,6 +348,7 @@ __all__ = [
     "CACHE_KEY_CONFIG_MODULES",
     "CUSTOM_GRAPH_PASS_CLASS",
     "DEFAULT_SWEEP_CONFIGS",
+    "INDUCTOR_CONFIG_NAME",
     "compile_config_values",
     "config_changes_as_key_components",
     "custom_graph_pass_class",
@@ -388,6 +393,7 @@ __all__ = [
     "functorch_config_snapshot",
     "graph_break_counter",
     "guard_failures_table",
+    "RERECORD_REMEDY_NAMES",
     "TreeCallMeter",
     "cudagraph_skip_context",
     "compiled_graph_of_frame",

@@ -32,6 +32,9 @@ _KEY_COMPONENT_PREFIX = {
     "torch._inductor.config": "inductor_config",
     "torch._functorch.config": "autograd_config",
 }
+# the module users patch Inductor's settings with, named in the sweep's advice
+INDUCTOR_CONFIG_NAME = "torch._inductor.config"
+
 _CONFIG_MODULES = ("torch._dynamo.config", "torch._inductor.config", "torch._functorch.config")
 
 

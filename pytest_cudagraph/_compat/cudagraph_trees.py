@@ -36,6 +36,12 @@ from typing import Any
 
 __all__ = ["TreeCallMeter", "cudagraph_skip_context"]
 
+# what a user reaches for against re-recording, as this torch names it: dynamic dims, the recorded sizes
+RERECORD_REMEDY_NAMES = {
+    "mark_dynamic": "torch._dynamo.mark_dynamic",
+    "capture_sizes": "torch._inductor.config.triton.cudagraph_capture_sizes",
+}
+
 CALL_KINDS = ("replayed", "recorded", "warmup", "without_graph")
 
 

@@ -48,7 +48,7 @@ class Factor:
         """Inductor's config entry ``entry`` (dotted for nested ones, ``cpp.vec_isa_ok``) set to ``value``."""
         if not isinstance(entry, str) or not compat.has_inductor_config(entry):
             raise MisuseError(
-                f"Factor.config({entry!r}, ...): torch._inductor.config has no entry {entry!r} in this torch; "
+                f"Factor.config({entry!r}, ...): {compat.INDUCTOR_CONFIG_NAME} has no entry {entry!r} in this torch; "
                 f"give the name of an existing entry"
             )
         return cls(name or f"{entry}={value!r}", context=lambda: compat.inductor_config_patch({entry: value}))
@@ -71,7 +71,7 @@ class Factor:
         if not (hasattr(manager, "__enter__") and hasattr(manager, "__exit__")):
             raise MisuseError(
                 f"sweep(): factor {self.name!r} returned {type(manager).__name__}, not a context manager; "
-                f"return one, such as torch._inductor.config.patch(...) or a contextlib.contextmanager"
+                f"return one, such as {compat.INDUCTOR_CONFIG_NAME}.patch(...) or a contextlib.contextmanager"
             )
         return manager
 
@@ -206,6 +206,6 @@ def _from_entry(name: Any, value: Any) -> Factor:
     if not callable(value):
         raise MisuseError(
             f"sweep(factors={{{name!r}: ...}}): the value is a {type(value).__name__}, not callable; give a "
-            f"zero-argument callable returning a context manager (lambda: torch._inductor.config.patch(...))"
+            f"zero-argument callable returning a context manager (lambda: {compat.INDUCTOR_CONFIG_NAME}.patch(...))"
         )
     return Factor(name, context=value)

@@ -49,7 +49,7 @@ def resolve_break_at(break_at: Any) -> tuple[Any, ...]:
     registered op is a MisuseError naming the fix.
     """
     __tracebackhide__ = True
-    from ..piecewise.ops import SplittingOp, op_names
+    from ..piecewise.ops import SplittingOp, op_names, registered_op
 
     resolved = []
     for entry in break_at_entries(break_at):
@@ -61,29 +61,13 @@ def resolve_break_at(break_at: Any) -> tuple[Any, ...]:
         if names is not None:
             resolved.append(SplittingOp(*names))
         elif isinstance(op, str):
-            resolved.append(_registered(op, SplittingOp))
+            resolved.append(registered_op(op, "break_at op", "capturing"))
         else:
             raise MisuseError(
                 f"break_at entry {op!r} is a {type(op).__name__}, not an op; give 'namespace::op' names or "
                 f"registered ops, e.g. {EXAMPLE}"
             )
     return tuple(dict.fromkeys(resolved))
-
-
-def _registered(name: str, splitting_op: type) -> Any:
-    __tracebackhide__ = True
-    namespace, _, rest = name.partition("::")
-    op_name, _, overload = rest.partition(".")
-    try:
-        packet = getattr(getattr(torch.ops, namespace), op_name)
-        if overload:
-            getattr(packet, overload)
-    except (AttributeError, RuntimeError):
-        raise MisuseError(
-            f"break_at op {name!r} is not registered with torch.library; import the module that registers it "
-            f"(torch.library.custom_op) before capturing, or fix the name"
-        ) from None
-    return splitting_op(f"{namespace}::{op_name}", overload or None)
 
 
 def break_op_names(break_ops: Sequence[Any]) -> list[str]:

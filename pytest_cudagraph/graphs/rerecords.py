@@ -24,16 +24,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import _compat as compat
 from ..text import count_noun
 
-__all__ = ["FunctionRerecords", "count_rerecords", "rerecord_failure", "shape_text"]
+__all__ = ["FunctionRerecords", "count_rerecords", "rerecord_failure", "rerecord_remedy", "shape_text"]
 
 # what to try, once: the graphs per shape are the trees' design, not a bug of the function
-REMEDY = (
+_REMEDY = (
     "each new input shape records one more CUDA graph (torch warns after 8, pytorch#162696); "
-    "torch._dynamo.mark_dynamic(x, dim) saves the recompile per shape but the trees still record a graph per "
+    "{mark_dynamic}(x, dim) saves the recompile per shape but the trees still record a graph per "
     "size, so pad the varying dimension up to a few bucket sizes (as vLLM's capture sizes do), or limit the "
-    "recorded sizes (torch._inductor.config.triton.cudagraph_capture_sizes)"
+    "recorded sizes ({capture_sizes})"
 )
 
 
@@ -50,6 +51,11 @@ def shape_text(shape: Any) -> str:
 
 def _dims(dims: tuple) -> str:
     return "(" + ", ".join(str(d) for d in dims) + (",)" if len(dims) == 1 else ")")
+
+
+def rerecord_remedy() -> str:
+    """What to try against re-recording, with torch's names for dynamic dims and the recorded sizes."""
+    return _REMEDY.format(**compat.RERECORD_REMEDY_NAMES)
 
 
 @dataclass(frozen=True)
@@ -120,5 +126,5 @@ def rerecord_failure(
             f"max_rerecords={max_rerecords}): {count_noun(len(c.shapes), 'shape')} in the order recorded: "
             f"{'; '.join(c.shapes)}."
         )
-    lines.append(f"What to try: {REMEDY}.")
+    lines.append(f"What to try: {rerecord_remedy()}.")
     return "\n".join(lines)

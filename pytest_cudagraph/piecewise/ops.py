@@ -86,18 +86,27 @@ def _resolve_name(op: Any) -> SplittingOp:
             f"splitting op {op!r} is neither an op nor a 'namespace::op' name; pass e.g. "
             f"'cudagraph_toy::attention' or torch.ops.cudagraph_toy.attention.default"
         )
-    namespace, _, rest = op.partition("::")
-    name, _, overload = rest.partition(".")
+    return registered_op(op, "splitting op", "piecewise_compile")
+
+
+def registered_op(name: str, role: str, before: str) -> SplittingOp:
+    """``"namespace::op[.overload]"`` as a SplittingOp, once torch.library has that op.
+
+    Failure: MisuseError naming the op as ``role`` and saying to register it before ``before``.
+    """
+    __tracebackhide__ = True
+    namespace, _, rest = name.partition("::")
+    op_name, _, overload = rest.partition(".")
     try:
-        packet = getattr(getattr(torch.ops, namespace), name)
+        packet = getattr(getattr(torch.ops, namespace), op_name)
         if overload:
             getattr(packet, overload)
     except (AttributeError, RuntimeError):
         raise MisuseError(
-            f"splitting op {op!r} is not registered with torch.library; import the module that "
-            f"registers it (torch.library.custom_op) before piecewise_compile, or fix the name"
+            f"{role} {name!r} is not registered with torch.library; import the module that "
+            f"registers it (torch.library.custom_op) before {before}, or fix the name"
         ) from None
-    return SplittingOp(f"{namespace}::{name}", overload or None)
+    return SplittingOp(f"{namespace}::{op_name}", overload or None)
 
 
 class SplittingOpCounter(compat.dispatch_mode_base()):
