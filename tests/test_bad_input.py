@@ -491,7 +491,7 @@ def test_bad_option_or_ini_value_stops_the_run_with_one_sentence_and_writes_noth
 SIZES_FIX = "give sizes such as [1, 2, 4, 8]"
 CUDAGRAPH_SIGNATURE = (
     "the signature is cudagraph(capture_sizes=None, rtol=None, atol=None, *, trees=None, world_size=None, timeout=None, break_at=None, "
-    "max_rerecords=None)"
+    "max_rerecords=None, align_collectives=True)"
 )
 
 # (marker call, what the sentence must name besides the test and the marker, the fix as worded)
@@ -529,6 +529,8 @@ BAD_MARKERS = [
                  id="cudagraph-unknown-argument"),
     pytest.param("cudagraph([1], 1e-5, 1e-5, 0)", "too many positional arguments", CUDAGRAPH_SIGNATURE,
                  id="cudagraph-too-many-arguments"),
+    pytest.param("cudagraph(align_collectives='no')", "align_collectives='no' is not True or False",
+                 "give align_collectives=False to let the ranks replay", id="cudagraph-align_collectives-type"),
     # max_recompiles(n)
     pytest.param("max_recompiles(n='0')", "n='0' is not a non-negative integer", "such as n=0",
                  id="max_recompiles-type-str"),

@@ -29,7 +29,7 @@ def test_markers_are_registered_and_documented(pytester):
     result.stdout.fnmatch_lines(
         [
             "@pytest.mark.cudagraph(capture_sizes=None, rtol=None, atol=None, *, trees=None, world_size=None, timeout=None, "
-            "break_at=None, max_rerecords=None)*",
+            "break_at=None, max_rerecords=None, align_collectives=True)*",
             "@pytest.mark.max_recompiles(n=0)*",
             "@pytest.mark.compile_cache(mode=*",
         ]

@@ -26,6 +26,8 @@ every run, and a run that uses no plugin feature imports none of them.
   version leaves out of them;
 - ``cache_factors``: what a cache sweep varies (Inductor config entries by name,
   custom graph passes, the config a factor changed, as the key names it);
+- ``collectives``: which dispatched ops are torch.distributed collectives (kind, dtype,
+  element count), and the NCCL kernels a captured graph holds;
 - ``compile_metrics``: torch's compilation metrics, one record per compiled frame with
   the time of each phase (Dynamo, AOTAutograd, Inductor, kernel compiles, cache savings);
 - ``instructions``: callgrind's collection toggled around every frame compile
@@ -84,6 +86,17 @@ if TYPE_CHECKING:  # the names as they are defined, for type checkers; at run ti
         cache_lookup_gaps,
         capturing_cache_lookups,
         functorch_config_snapshot,
+    )
+    from .collectives import (
+        COLLECTIVE_KINDS,
+        collective_call,
+        collective_recorder_base,
+        graph_kernel_names,
+        instantiate_kept_graph,
+        kernel_names_in_dot,
+        nccl_kernel_collective,
+        new_readable_cuda_graph,
+        recorder_sees_compiled_code,
     )
     from .compile_metrics import (
         COMPILE_METRIC_CAPABILITIES,
@@ -230,6 +243,16 @@ _CAPABILITIES = {
     "custom_graph_pass_missing": "cache_factors",
     "has_inductor_config": "cache_factors",
     "inductor_config_patch": "cache_factors",
+    # collectives
+    "COLLECTIVE_KINDS": "collectives",
+    "collective_call": "collectives",
+    "collective_recorder_base": "collectives",
+    "graph_kernel_names": "collectives",
+    "instantiate_kept_graph": "collectives",
+    "kernel_names_in_dot": "collectives",
+    "nccl_kernel_collective": "collectives",
+    "new_readable_cuda_graph": "collectives",
+    "recorder_sees_compiled_code": "collectives",
     # cache_lookups
     "cache_lookup_gaps": "cache_lookups",
     "capturing_cache_lookups": "cache_lookups",
@@ -458,6 +481,15 @@ __all__ = [
     "begin_graph_segment",
     "end_graph_segment",
     "stream_is_capturing",
+    "COLLECTIVE_KINDS",
+    "collective_call",
+    "collective_recorder_base",
+    "graph_kernel_names",
+    "instantiate_kept_graph",
+    "kernel_names_in_dot",
+    "nccl_kernel_collective",
+    "new_readable_cuda_graph",
+    "recorder_sees_compiled_code",
 ]
 
 

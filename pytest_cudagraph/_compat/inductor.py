@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -162,8 +163,12 @@ def is_generated_code(filename: str) -> bool:
 
     Inductor registers each generated module's line map with ``PyCodeCache.linemaps``
     when it loads it (cache hits too); a module under Inductor's cache directory is
-    generated even where that table does not know it.
+    generated even where that table does not know it.  Where Inductor's code cache
+    was never imported, no generated module was loaded, and the answer is False
+    without importing Inductor (seconds, on a first call).
     """
+    if "torch._inductor.codecache" not in sys.modules:
+        return False
     try:
         from torch._inductor.codecache import PyCodeCache
 

@@ -82,6 +82,9 @@ def capture_graphs(
     negative controls for ``check_pool``.  ``break_at=("ns::op", ...)`` makes the
     capture breakable (``breakable``): each size is a chain of graphs, ended at every
     call of those ops, which run eagerly between the graphs, all in the one pool.
+    ``record_collectives=True`` keeps each size's collectives (``gs.graph(size).collectives``:
+    the calls ``fn`` issued during capture, and the NCCL kernels read back from the graph);
+    the ``cudagraph_ranks`` handle turns it on to align the ranks before the first replay.
 
     Failure: a capture that syncs, copies to the CPU or allocates off-stream raises
     CaptureError naming the cause and the op; the process is restored.  Without a

@@ -7,6 +7,7 @@ them in.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -16,6 +17,8 @@ import torch
 
 from .. import _compat
 from ..errors import CaptureError, MisuseError, StaleGraphError
+from . import collectives
+from .collectives import CapturedCollectives
 from .guarded import guarded_capture
 from .memory import PoolId
 
@@ -75,6 +78,7 @@ class CapturedGraph:
         fingerprint: Mapping[str, int],
         warmup_s: float,
         capture_s: float,
+        collectives: CapturedCollectives | None = None,
     ):
         self.graph = graph
         self.static_inputs = static_inputs
@@ -86,6 +90,8 @@ class CapturedGraph:
         self.warmup_s = warmup_s  # host seconds of the eager warm-up calls
         self.capture_s = capture_s  # host seconds from capture_begin to capture_end (instantiation included)
         self.input_ptrs = tuple(t.data_ptr() for t in static_inputs)
+        # what the capture issued and the graph holds of collectives, where asked for (graphs/collectives.py)
+        self.collectives = collectives
         self.replays = 0
         self.released = False
 
@@ -194,6 +200,7 @@ def capture_callable(
     workspace_in_pool: bool = False,
     after_warmup: Callable[[], None] | None = None,
     break_at: Sequence[Any] = (),
+    record_collectives: bool = False,
 ) -> CapturedGraph:
     """Warm ``fn`` up on ``stream``, then capture ``fn(*static_inputs)`` into ``pool``.
 
@@ -207,7 +214,10 @@ def capture_callable(
     ``torch.no_grad()``.  With ``break_at`` (resolved break ops,
     ``breakable.resolve_break_at``) the capture is breakable: the graph ends at each
     call of a break op, which runs eagerly, and the next graph begins in the same
-    pool; the ``CapturedGraph`` then holds a ``breakable.GraphChain``.
+    pool; the ``CapturedGraph`` then holds a ``breakable.GraphChain``.  With
+    ``record_collectives=True`` the capture records the collectives ``fn`` issued and
+    reads the graph's NCCL kernels back (``CapturedGraph.collectives``; a chain's
+    kernels are not read).
 
     Failure: a warm-up error propagates unchanged (the function fails eagerly); a
     capture error is a ``CaptureError`` (see ``guarded_capture``).
@@ -236,7 +246,9 @@ def capture_callable(
         capture_start = time.perf_counter()
         if workspace_in_pool:
             _compat.clear_cublas_workspaces()
-        graph, outputs = _capture(fn, static_inputs, pool, stream, label, name, capture_error_mode, break_at)
+        graph, outputs, collectives = _capture(
+            fn, static_inputs, pool, stream, label, name, capture_error_mode, break_at, record_collectives
+        )
     captured = time.perf_counter()
     current.wait_stream(stream)
     if not keep_outputs:
@@ -251,6 +263,7 @@ def capture_callable(
         fingerprint=fingerprint,
         warmup_s=warmed - start,
         capture_s=captured - capture_start,
+        collectives=collectives,
     )
 
 
@@ -263,29 +276,38 @@ def _capture(
     name: str,
     capture_error_mode: str,
     break_at: Sequence[Any],
-) -> tuple[Any, Any]:
-    """Capture ``fn(*static_inputs)``: ``(graph, outputs)``, the graph a chain of graphs where ``break_at`` is given."""
+    record_collectives: bool = False,
+) -> tuple[Any, Any, CapturedCollectives | None]:
+    """Capture ``fn(*static_inputs)``: ``(graph, outputs, collectives)``, the graph a chain where ``break_at`` is given."""
     __tracebackhide__ = True
+    recording = collectives.record_collectives() if record_collectives else contextlib.nullcontext(None)
     if break_at:
         from .breakable import capture_chain
 
-        return capture_chain(
-            fn, static_inputs, pool=pool, stream=stream, break_ops=break_at, label=label, fn_name=name,
-            capture_error_mode=capture_error_mode,
-        )  # fmt: skip
-    graph = torch.cuda.CUDAGraph()
+        with recording as record:
+            chain, outputs = capture_chain(
+                fn, static_inputs, pool=pool, stream=stream, break_ops=break_at, label=label, fn_name=name,
+                capture_error_mode=capture_error_mode,
+            )  # fmt: skip
+        return chain, outputs, None if record is None else CapturedCollectives(tuple(record.calls), None)
+    graph = _compat.new_readable_cuda_graph() if record_collectives else torch.cuda.CUDAGraph()
     outputs = None
     try:
         with guarded_capture(
             graph, pool=pool, stream=stream, label=label, fn_name=name, capture_error_mode=capture_error_mode
         ):
-            outputs = fn(*static_inputs)
+            with recording as record:
+                outputs = fn(*static_inputs)
     except CaptureError:
         # A capture can fail after fn returned (unjoined streams): its outputs live
         # in the abandoned pool, and this frame stays alive in the traceback.
         outputs = None
         raise
-    return graph, outputs
+    if record is None:
+        return graph, outputs, None
+    kernels = collectives.graph_collective_kernels(graph)  # read before instantiation, as the graph was kept for
+    _compat.instantiate_kept_graph(graph)
+    return graph, outputs, CapturedCollectives(tuple(record.calls), kernels)
 
 
 def _warm_up(

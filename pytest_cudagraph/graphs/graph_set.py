@@ -141,9 +141,12 @@ class GraphSet:
         capture_error_mode: str = "global",
         record: TestRecord | None = None,
         break_at: Any = None,
+        record_collectives: bool = False,
     ):
         _check_options(pool, order, warmup_iters, size_warmup_iters)
         self.break_at = resolve_break_at(break_at)  # breakable: each size a chain of graphs (graphs/breakable.py)
+        # each size's collectives, recorded at capture (graphs/collectives.py; the ranks align them)
+        self.record_collectives = bool(record_collectives)
         self.fn = fn
         self.make_inputs = make_inputs
         given = capture_sizes_in_order(sizes, "sizes", caller="capture_graphs")
@@ -439,6 +442,7 @@ def capture_all(graph_set: GraphSet) -> None:
                     workspace_in_pool=position == 0,
                     after_warmup=cost.after_warmup,
                     break_at=graph_set.break_at,
+                    record_collectives=graph_set.record_collectives,
                 )
                 graph_set.graphs[size] = captured
                 pool_now = graph_set.meter.after_size(size, position).reserved_bytes

@@ -14,12 +14,13 @@ DEFAULT_RANK_TIMEOUT_S = 120.0
 MARKER_DOCS = {
     "cudagraph": (
         "cudagraph(capture_sizes=None, rtol=None, atol=None, *, trees=None, world_size=None, timeout=None, "
-        "break_at=None, max_rerecords=None): "
+        "break_at=None, max_rerecords=None, align_collectives=True): "
         "a CUDA graph test; runs only with --cudagraph, and its arguments become the defaults of the "
         "cudagraphs fixture. trees='all' fails the test when any region compiled with "
         "mode='reduce-overhead' ran without a CUDA graph. world_size=N runs the cudagraph_ranks "
         "fixture's bodies on N ranks, one process per GPU; timeout (seconds, default "
-        f"{DEFAULT_RANK_TIMEOUT_S:g}) bounds how long ranks may wait on each other. "
+        f"{DEFAULT_RANK_TIMEOUT_S:g}) bounds how long ranks may wait on each other; the ranks compare the "
+        "collectives their graphs captured before the first replay (align_collectives=False turns that off). "
         "break_at=('ns::op', ...) makes cudagraphs.capture and cudagraphs.agree breakable: each graph ends at "
         "those ops, which run eagerly between graphs. max_rerecords=N fails the test when reduce-overhead "
         "re-records a function at a new input shape more than N times."

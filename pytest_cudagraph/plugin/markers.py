@@ -45,6 +45,8 @@ class CudagraphMarker:
     break_at: tuple[str, ...] | None = None
     # the re-recordings at new shapes a reduce-overhead function may make (graphs/rerecords.py)
     max_rerecords: int | None = None
+    # the cudagraph_ranks handle compares the ranks' captured collectives before the first replay
+    align_collectives: bool = True
 
     @property
     def watches_trees(self) -> bool:
@@ -107,7 +109,7 @@ def parse_capture_sizes(value: Any, where: str) -> tuple[int, ...]:
 
 def _cudagraph(
     capture_sizes=None, rtol=None, atol=None, *, trees=None, world_size=None, timeout=None, break_at=None,
-    max_rerecords=None,
+    max_rerecords=None, align_collectives=True,
 ):  # pragma: no cover  # fmt: skip
     pass
 
@@ -149,7 +151,14 @@ def parse_cudagraph(args: tuple, kwargs: dict) -> CudagraphMarker:
             f"@pytest.mark.cudagraph: max_rerecords={max_rerecords!r} is not a non-negative integer; give how many "
             "times a reduce-overhead function may be recorded again at a new input shape, such as max_rerecords=4"
         )
+    align_collectives = bound["align_collectives"]
+    if not isinstance(align_collectives, bool):
+        raise MarkerArgumentError(
+            f"@pytest.mark.cudagraph: align_collectives={align_collectives!r} is not True or False; give "
+            "align_collectives=False to let the ranks replay without comparing their captured collectives first"
+        )
     return CudagraphMarker(
+        align_collectives=align_collectives,
         break_at=_break_at(bound["break_at"]),
         max_rerecords=None if max_rerecords is None else int(max_rerecords),
         capture_sizes=None if sizes is None else parse_capture_sizes(sizes, "@pytest.mark.cudagraph: capture_sizes"),

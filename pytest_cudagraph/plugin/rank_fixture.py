@@ -52,6 +52,8 @@ class RanksFixture:
     rtol: float | None = None
     atol: float | None = None
     enabled: bool = False
+    # the marker's align_collectives: the ranks compare their captured collectives before the first replay
+    align_collectives: bool = True
     pinned_device: str | None = None
     results: list[RanksResult] = field(default_factory=list)
     _sections: RankSections | None = field(default=None, repr=False)
@@ -91,6 +93,7 @@ class RanksFixture:
                 rtol=self.rtol,
                 atol=self.atol,
                 seed=seed,
+                align_collectives=self.align_collectives,
             )
         except RanksFailed as exc:
             self._add(exc.result)
@@ -134,6 +137,7 @@ def ranks_handle(request: pytest.FixtureRequest) -> RanksFixture:
         record=record_of(request.node),
         world_size=marker.world_size if marker else None,
         timeout=marker.timeout if marker else None,
+        align_collectives=marker.align_collectives if marker else True,
         enabled=state.options.enabled,
         pinned_device=state.pinned_device,
         **_capture_defaults(request),

@@ -88,6 +88,8 @@ class RankSpec:
     sizes: tuple[int, ...] | None = None
     rtol: float | None = None
     atol: float | None = None
+    # the handle's captures align the ranks' collectives before the first replay (ranks/alignment.py)
+    align_collectives: bool = True
 
     def path(self, kind: str) -> Path:
         return Path(self.directory) / f"rank{self.rank}.{kind}"
@@ -301,6 +303,8 @@ def _run(spec: RankSpec, args: tuple, reporter: _Reporter) -> None:
         sizes=spec.sizes,
         rtol=spec.rtol,
         atol=spec.atol,
+        store=store,
+        align_collectives=spec.align_collectives,
     )
     reporter.at(R.STAGE_BODY)
     try:
@@ -313,7 +317,13 @@ def _run(spec: RankSpec, args: tuple, reporter: _Reporter) -> None:
     handle.release()
     if device is not None:
         torch.cuda.synchronize(device)
-    reporter.result("passed", value=value, graph_sets=handle.graph_results(), agreement_checks=handle.agreement_checks)
+    reporter.result(
+        "passed",
+        value=value,
+        graph_sets=handle.graph_results(),
+        agreement_checks=handle.agreement_checks,
+        collective_alignment=handle.alignment_result(),
+    )
     reporter.at(R.STAGE_TEARDOWN)
     # A barrier over the store, not a collective: a collective here could pair up with one that
     # another rank issued alone in its body and hide that mismatch.

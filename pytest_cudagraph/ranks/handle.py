@@ -8,6 +8,7 @@ on every rank.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -17,6 +18,8 @@ import torch.distributed as dist
 from ..errors import InvariantViolation, MisuseError
 from ..graphs.capture import GraphSet, capture_graphs
 from ..graphs.numerics import compare_tensors
+from .alignment import CollectivesMisaligned, SizeCollectives, first_misalignment, from_payload, misalignment_message
+from .alignment import payload as alignment_payload
 
 
 class Rank:
@@ -47,6 +50,8 @@ class Rank:
         sizes: Sequence[int] | None = None,
         rtol: float | None = None,
         atol: float | None = None,
+        store: Any = None,
+        align_collectives: bool = True,
     ):
         self.rank = rank
         self.world_size = world_size
@@ -58,6 +63,13 @@ class Rank:
         self._atol = atol
         self.graph_sets: list[GraphSet] = []
         self.agreement_checks = 0
+        # the launcher's store, through which the ranks align their captured collectives (ranks/alignment.py)
+        self._store = store
+        self.align_collectives_by_default = align_collectives
+        self.alignments = 0
+        self.aligned_sizes = 0
+        self.aligned_collectives = 0
+        self.alignment_s = 0.0
 
     def __repr__(self) -> str:
         return f"<Rank {self.rank} of {self.world_size} on {self.device} ({self.backend})>"
@@ -68,6 +80,8 @@ class Rank:
         fn: Callable[..., Any],
         make_inputs: Callable[[int], Any],
         sizes: Sequence[int] | None = None,
+        *,
+        align_collectives: bool | None = None,
         **options: Any,
     ) -> GraphSet:
         """``capture_graphs(fn, make_inputs, sizes, ...)`` on this rank's GPU; see ``capture_graphs``.
@@ -82,6 +96,13 @@ class Rank:
         watchdog thread polls CUDA events of earlier eager collectives, which the
         default "global" mode would count as an unsafe call and invalidate the
         capture.  A host sync in ``fn`` itself (``.item()``) still fails the capture.
+
+        **Collectives aligned before the first replay.**  By default (the marker's
+        ``align_collectives=True``; ``align_collectives=`` here overrides it for
+        one capture) each size's capture records the collectives ``fn`` issued and
+        reads the graph's NCCL kernels back, and the ranks compare them before
+        ``capture`` returns: graphs that would hang at their first replay raise
+        CollectivesMisaligned on every rank at once (see ``align_collectives``).
         """
         __tracebackhide__ = True
         if self.device.type != "cuda":
@@ -99,10 +120,49 @@ class Rank:
         options.setdefault("atol", self._atol)
         if self.backend == "nccl":
             options.setdefault("capture_error_mode", "thread_local")
+        align = self.align_collectives_by_default if align_collectives is None else bool(align_collectives)
+        if align:
+            options["record_collectives"] = True
         with torch.cuda.device(self.device):
             graph_set = capture_graphs(fn, make_inputs, chosen, **options)
         self.graph_sets.append(graph_set)
+        if align:
+            self.align_collectives(_captured_collectives(graph_set))
         return graph_set
+
+    def align_collectives(self, sizes: Sequence[SizeCollectives]) -> None:
+        """Check that every rank holds the same collectives per size; raises CollectivesMisaligned on every rank.
+
+        ``capture`` calls it after capturing, before any replay.  Each rank
+        publishes a digest of its sequences through the launcher's store (outside the
+        graphs and the process group, bounded by the watchdog); every rank reads
+        all of them and runs the same comparison, so all fail together, with the
+        same message: the size, each rank's sequence, the first collective that
+        differs and the user's line that issued it.  Call it on every rank alike
+        (it waits for every rank's sequences).
+        """
+        __tracebackhide__ = True
+        if self._store is None:
+            raise MisuseError("align_collectives needs the launcher's store; call it inside a cudagraph_ranks body")
+        start = time.perf_counter()
+        index = self.alignments
+        self.alignments += 1
+        prefix = f"cudagraph_ranks/collectives/{index}"
+        self._store.set(f"{prefix}/{self.rank}", alignment_payload(sizes))
+        keys = [f"{prefix}/{r}" for r in range(self.world_size)]
+        self._store.wait(keys)
+        published = {r: from_payload(bytes(self._store.get(key))) for r, key in enumerate(keys)}
+        self.alignment_s += time.perf_counter() - start
+        self.aligned_sizes += len(sizes)
+        self.aligned_collectives += sum(len(s.calls) for s in sizes)
+        if len({found_digest for found_digest, _ in published.values()}) == 1:
+            return
+        found = first_misalignment({r: by_size for r, (_, by_size) in published.items()})
+        if found is None:  # digests differ only where the comparison does not look (it reads the same fields)
+            raise CollectivesMisaligned(
+                "the ranks' captured collectives hash differently but compare equal; report this as a bug"
+            )
+        raise CollectivesMisaligned(misalignment_message(found, self.world_size))
 
     # -- agreement --------------------------------------------------------------
     def assert_ranks_agree(
@@ -172,6 +232,17 @@ class Rank:
             out.append((shape_of, dtype))
         return out
 
+    def alignment_result(self) -> dict[str, Any] | None:
+        """The report's ``collective_alignment`` of this rank: exchanges, sizes, collectives, seconds; None if none ran."""
+        if not self.alignments:
+            return None
+        return {
+            "exchanges": self.alignments,
+            "sizes": self.aligned_sizes,
+            "collectives": self.aligned_collectives,
+            "seconds": round(self.alignment_s, 6),
+        }
+
     # -- the harness's side -------------------------------------------------------
     def graph_results(self) -> tuple[dict[str, Any], ...]:
         """The report entries of every GraphSet captured so far (nothing new is measured)."""
@@ -187,3 +258,14 @@ class Rank:
                 errors.append(exc)
         if errors:
             raise errors[0]
+
+
+def _captured_collectives(graph_set: GraphSet) -> list[SizeCollectives]:
+    """Each size's recorded collectives, in capture order."""
+    out = []
+    for size in graph_set.capture_order:
+        recorded = graph_set.graph(size).collectives
+        if recorded is None:  # recording was not on for this set
+            continue
+        out.append(SizeCollectives(size=size, calls=recorded.calls, kernels=recorded.kernels))
+    return out

@@ -196,6 +196,7 @@ def run_ranks(
     atol: float | None = None,
     seed: int = 0,
     env: Mapping[str, str] | None = None,
+    align_collectives: bool = True,
 ) -> R.RanksResult:
     """Run ``body(rank, *args)`` on ``world_size`` processes with torch.distributed initialised (plain API).
 
@@ -246,7 +247,10 @@ def run_ranks(
     store, port = _compat.rendezvous_store_server()
     watched, watching = _keeper_pipe(context)
     with tempfile.TemporaryDirectory(prefix="cudagraph-ranks-") as directory:
-        specs = _rank_specs(placed, backend, port, timeout_s, directory, module, qualname, env, seed, sizes, rtol, atol)
+        specs = _rank_specs(
+            placed, backend, port, timeout_s, directory, module, qualname, env, seed, sizes, rtol, atol,
+            align_collectives,
+        )  # fmt: skip
         watch = _Watch(specs, timeout_s)
         try:
             _spawn(context, watch, args, watched)
@@ -291,6 +295,7 @@ def _rank_specs(
     sizes: Sequence[int] | None,
     rtol: float | None,
     atol: float | None,
+    align_collectives: bool = True,
 ) -> list[RankSpec]:
     """One RankSpec per rank, rank ``r`` on ``placed[r]``."""
     return [
@@ -310,6 +315,7 @@ def _rank_specs(
             sizes=tuple(sizes) if sizes else None,
             rtol=rtol,
             atol=atol,
+            align_collectives=align_collectives,
         )
         for rank in range(len(placed))
     ]

@@ -76,6 +76,8 @@ class RankResult:
     # the tail of the rank's own stdout and stderr
     output: str = ""
     value_error: str | None = None
+    # the ranks' collectives compared before the first replay: exchanges, sizes, collectives, seconds
+    collective_alignment: Mapping[str, Any] | None = None
 
     @property
     def graphs(self) -> dict[str, Any] | None:
@@ -105,6 +107,8 @@ class RankResult:
             "duration_s": round(self.duration_s, 4),
             "exitcode": self.exitcode,
         }
+        if self.collective_alignment is not None:
+            out["collective_alignment"] = dict(self.collective_alignment)
         graphs = self.graphs
         if graphs is not None:
             out["graphs"] = graphs

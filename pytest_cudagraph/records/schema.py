@@ -371,6 +371,15 @@ class RankError(Section):
     where: TextOrNull | UnsetType = UNSET
 
 
+class CollectiveAlignment(Section):
+    """A rank's captured collectives compared with the other ranks' before the first replay (ranks/alignment.py)."""
+
+    exchanges: Count | UnsetType = UNSET
+    sizes: Count | UnsetType = UNSET
+    collectives: Count | UnsetType = UNSET
+    seconds: Measure | UnsetType = UNSET
+
+
 class Rank(Section):
     rank: Count | UnsetType = UNSET
     device: Text | UnsetType = UNSET
@@ -382,6 +391,7 @@ class Rank(Section):
     placement: Scalars | UnsetType = UNSET
     duration_s: Measure | UnsetType = UNSET
     exitcode: Count | Null | UnsetType = UNSET
+    collective_alignment: CollectiveAlignment | UnsetType = UNSET
     graphs: Graphs | UnsetType = UNSET
 
 

@@ -84,6 +84,9 @@ def test_tensor_parallel_mlp_at_8_sizes_on_2_ranks(cudagraph_ranks):
         assert rank.graphs["pool_check_passed"] is True
         assert rank.graphs["replay_checks"] == 1
         assert rank.device == f"cuda:{rank.rank}"
+        # the ranks' collectives were compared before the first replay: one all-reduce per size
+        assert rank.collective_alignment["sizes"] == len(SIZES)
+        assert rank.collective_alignment["collectives"] == len(SIZES)
     # replay equals eager on both ranks (measured bitwise on H200s; a hair of slack for other GPUs)
     assert all(value["max_abs_err"] <= 1e-5 for value in result.values)
 
@@ -197,6 +200,36 @@ def test_a_collective_on_one_rank_only_fails_within_the_timeout(cudagraph_ranks)
     assert message.startswith("rank 0 did not finish within 15 s; it was waiting"), message
     assert "rank 1 had finished its body" in message
     assert elapsed < 2 * 15 + 15
+
+
+def extra_all_reduce_on_rank_one_body(rank):
+    model = TensorParallelMLP(rank.rank, rank.world_size).to(rank.device)
+
+    def forward(x):
+        y = model(x)
+        # a path taken only while capturing, on rank 1 only: the warm-up pairs up, the graphs do not
+        if rank.rank == 1 and torch.cuda.is_current_stream_capturing():
+            dist.all_reduce(y)
+        return y
+
+    graphs = rank.capture(forward, lambda n: torch.randn(n, D_MODEL, device=rank.device), sizes=SIZES)
+    graphs.check_replay()  # never reached: replaying would hang until the timeout
+
+
+@pytest.mark.cudagraph(world_size=2, timeout=60)
+def test_an_all_reduce_on_rank_one_only_is_caught_before_replay(cudagraph_ranks):
+    start = time.monotonic()
+    with pytest.raises(RanksFailed) as info:
+        cudagraph_ranks.run(extra_all_reduce_on_rank_one_body)
+    elapsed = time.monotonic() - start
+    message = str(info.value)
+    assert info.value.error_type == "CollectivesMisaligned", message
+    assert info.value.result.outcome == "failed"  # the comparison, not the watchdog's timeout
+    largest = max(SIZES)
+    assert f"CUDA graphs for batch size {largest} hold different collectives (issued)" in message
+    assert f"rank 0 has nothing, rank 1 has all_reduce of {largest * D_MODEL} float32 (sum, group 0)" in message
+    assert "rank 1 issued it at tests/gpu/test_ranks_gpu.py:" in message and "in forward" in message
+    print(f"\nthe mismatch was reported {elapsed:.1f} s after the run started (timeout 60 s)")
 
 
 def pool_per_rank_body(rank):
