@@ -143,6 +143,10 @@ def _reduction(value: Any) -> str | None:
     return None
 
 
+# every op a recorder sees is looked up here: reading an overload's schema name costs microseconds
+_KIND_OF_OVERLOAD: dict[Any, tuple[str, str | None]] = {}
+
+
 def collective_call(func: Any, args: tuple, kwargs: dict) -> dict[str, Any] | None:
     """What a dispatched collective op sends: ``{"kind", "op", "dtype", "count", "group", "reduce"}``, or None.
 
@@ -152,8 +156,15 @@ def collective_call(func: Any, args: tuple, kwargs: dict) -> dict[str, Any] | No
     ``group`` the process group's name where the op names it; ``reduce`` the
     reduction (``"sum"``) where the op takes one and it can be read.
     """
-    name = _op_name(func)
-    kind = COLLECTIVE_KINDS.get(name)
+    try:
+        name, kind = _KIND_OF_OVERLOAD[func]
+    except (KeyError, TypeError):  # first sight of this overload (or one that cannot be a key)
+        name = _op_name(func)
+        kind = COLLECTIVE_KINDS.get(name)
+        try:
+            _KIND_OF_OVERLOAD[func] = (name, kind)
+        except TypeError:
+            pass
     if kind is None:
         return None
     schema = func._schema
