@@ -33,16 +33,15 @@ HOOK_MODULES = {
     "pytest_cudagraph.plugin.items",
     "pytest_cudagraph.plugin.marker_docs",
     "pytest_cudagraph.plugin.state_isolation",
+    # the running test's slot: the record and the open-object registry take it on first use
+    "pytest_cudagraph.records",
+    "pytest_cudagraph.records.running",
 }
 # what collecting adds: the hook specifications, registered at start-up
 COLLECT_MODULES = HOOK_MODULES | {"pytest_cudagraph.plugin.hookspecs"}
-# what running tests adds: each test's record, made current for the plain API, and the open objects it tracks
-RUN_MODULES = COLLECT_MODULES | {
-    "pytest_cudagraph.graphs",
-    "pytest_cudagraph.graphs.open_objects",
-    "pytest_cudagraph.records",
-    "pytest_cudagraph.records.record",
-}
+# what running tests adds: nothing; each test's record is made when the plain API first asks for it
+RUN_MODULES = COLLECT_MODULES
+
 
 LOADED = """
     import json, sys

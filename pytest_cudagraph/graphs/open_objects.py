@@ -18,6 +18,8 @@ from __future__ import annotations
 import weakref
 from typing import Any, Protocol
 
+from ..records import running
+
 
 class Closable(Protocol):
     closed: bool
@@ -28,6 +30,8 @@ class Closable(Protocol):
 _opened: list[weakref.ref[Closable]] = []
 _tracking = False
 _suspended = 0
+# the test records/running.py marked when tracking last started lazily (a run without plugin features)
+_started_for: int | None = None
 
 
 def start_test() -> None:
@@ -37,9 +41,19 @@ def start_test() -> None:
     _tracking = True
 
 
+def _tracking_now() -> bool:
+    """Whether the running test's objects are tracked; starts tracking for a test marked in records/running."""
+    global _tracking, _started_for
+    if not _tracking and running.running() and _started_for != running.serial:
+        _opened.clear()
+        _tracking = True
+        _started_for = running.serial
+    return _tracking
+
+
 def track(obj: Closable) -> None:
     """Register an object that owns graphs or pools; a no-op outside a test."""
-    if _tracking and not _suspended:
+    if _tracking_now() and not _suspended:
         # drop what is gone or closed, so a loop creating thousands keeps the list short
         _opened[:] = [ref for ref in _opened if (alive := ref()) is not None and not alive.closed]
         _opened.append(weakref.ref(obj))

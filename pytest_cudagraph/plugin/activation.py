@@ -35,7 +35,8 @@ from typing import Any
 
 import pytest
 
-from .items import NODEID_KEY, OUTCOME_KEY, PLUGIN_FIXTURES, PLUGIN_MARKERS, RECORD_KEY, record_of
+from ..records import running
+from .items import NODEID_KEY, OUTCOME_KEY, PLUGIN_FIXTURES, PLUGIN_MARKERS, record_of
 
 # set on config.stash once the feature modules are registered
 ACTIVE_KEY = pytest.StashKey[bool]()
@@ -241,12 +242,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
         start_test(item)
         return
-    from ..graphs import open_objects
-    from ..records.record import set_current_record
-
-    # a test that imports torch itself and uses the plain API: its results go to its record
-    set_current_record(record_of(item))
-    open_objects.start_test()
+    # A test that imports torch itself and uses the plain API: its results go to its record,
+    # made when the plain API first asks for it (records/running.py), so a run that never
+    # does imports neither the record nor the registry of open objects.
+    running.begin(lambda: record_of(item))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -258,14 +257,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     if not is_active(config) and "torch" in sys.modules:
         activate(config, item.session, collected=True)  # this test imported torch
     if call.when == "teardown":
+        running.end()
         if is_active(config):
             from .recording import attach_record
 
             attach_record(item, report)
-        elif RECORD_KEY in item.stash:
-            from ..records.record import set_current_record
-
-            set_current_record(None)
     return report
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any, Protocol
 
+from . import running
+
 
 class JsonResult(Protocol):
     def to_json(self) -> dict[str, Any]: ...
@@ -162,11 +164,15 @@ def merge_piecewise(sets: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 # The record of the test that is running in this process, set by the plugin
-# around each test; None outside tests (plain API used from a script).
+# around each test; None outside tests (plain API used from a script).  In a run
+# that uses no plugin feature the plugin sets none: the running test's record then
+# comes from records/running.py, made on first use.
 _current: TestRecord | None = None
 
 
 def current_record() -> TestRecord | None:
+    if _current is None and running.running():
+        return running.record()
     return _current
 
 
