@@ -188,5 +188,5 @@ def _header_line(state: RunState) -> str:
     root = state.options.cache_dir or state.shared_root_hint
     if root is None and state.cache_root_if_created is not None:
         root = state.cache_root_if_created.path
-    shown = str(root) if root is not None else "a fresh private directory per run (created on first use)"
+    shown = str(root) if root is not None else "fresh per run (made on first use)"
     return header_line(shown)

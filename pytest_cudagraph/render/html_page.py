@@ -103,6 +103,10 @@ td.num, th.num { text-align: right; }
 code, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12.5px; }
 .small { font-size: 11.5px; color: #5b6670; }
 table.tests { width: 100%; }
+/* on a narrow window the overview scrolls sideways, and the test's id keeps a readable column instead of
+   wrapping a few letters a line: measured at 720 px wide, it took 2 to 4 characters a line */
+.wide { overflow-x: auto; }
+@media (max-width: 900px) { table.tests td:first-child { min-width: 26ch; } }
 table.tests td { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12.5px; }
 table.tests tr.has-headline td { border-bottom: none; }
 table.tests tr.headline td { padding: 0 0 5px 14px; color: #8e1b1b; font-size: 12px; }

@@ -110,9 +110,11 @@ def _cache_rows(
         elif all(layer in disabled_layers(pair) for pair in pairs):
             text = escape("off")
         else:
+            # the line may break after the arrow, never inside a pass's counts: at 1024 px the two passes
+            # of a layer that bypassed did not fit one line of the summary's half of the page
             text = (
-                f'<span class="nowrap">{escape(_counts_words(layer, cold))} <span class="arrow">-&gt;</span> '
-                f"{escape(_counts_words(layer, warm))}</span>"
+                f'<span class="nowrap">{escape(_counts_words(layer, cold))} <span class="arrow">-&gt;</span></span> '
+                f'<span class="nowrap">{escape(_counts_words(layer, warm))}</span>'
             )
         rest = added_up([{layer: counts[layer]} for counts in others if isinstance(counts.get(layer), Mapping)])
         if rest.get(layer) and any(rest[layer].values()):
@@ -195,6 +197,6 @@ def overview_html(tests: list[tuple[str, RecordRead]], anchors: Mapping[str, str
         body.append(f"<tr{css}>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>")
         if headline:
             body.append(f'<tr class="headline"><td colspan="{len(HEADER)}"><div>{escape(headline)}</div></td></tr>')
-    table = f'<table class="tests"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+    table = f'<div class="wide"><table class="tests"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
     legend = "".join(f'<p class="small legend-line">{escape(line)}</p>' for line in legend_lines(rows))
     return table + legend
