@@ -110,6 +110,7 @@ def test_each_pass_carries_its_lookups_with_their_keys_components_and_graph_numb
     assert pair.explanations() == []
 
 
+@pytest.mark.slow  # its fixture compiles again in a child interpreter (about 20 s on two cores)
 def test_subprocess_warm_pass_ran_in_another_interpreter(subprocess_run):
     assert subprocess_run.mode == "subprocess"
     assert subprocess_run.warm.process.startswith("a fresh interpreter (pid ")
