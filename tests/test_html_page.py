@@ -628,3 +628,37 @@ def test_a_multi_rank_test_shows_its_world_size_and_a_row_per_rank():
     ]
     assert "<details><summary>the run's message</summary><pre>rank 1 of 2 failed" in section
     assert "per_rank" not in section  # drawn, not dumped as JSON
+
+
+NARROW_PROBE = """
+<pre id="narrow-result"></pre>
+<script>
+addEventListener("load", () => {
+  const ids = [...document.querySelectorAll("table.tests td:first-child")].map((td) => td.getBoundingClientRect().width);
+  const wide = document.querySelector(".wide");
+  document.getElementById("narrow-result").textContent = JSON.stringify({
+    width: innerWidth, scrollWidth: document.documentElement.scrollWidth, ids,
+    tableScrolls: wide ? wide.scrollWidth > wide.clientWidth : null,
+  });
+});
+</script>
+"""
+
+
+def test_on_a_narrow_window_the_overview_scrolls_and_keeps_the_test_ids_readable(tmp_path):
+    """At 720 px the test ids took 2 to 4 characters a line; the overview now scrolls inside its own box."""
+    chromium = _chromium()
+    page = render_html(layout_report(), title="pytest-cudagraph report: page.json")
+    probe = tmp_path / "narrow.html"
+    probe.write_text(page.replace("</body>", NARROW_PROBE + "</body>"), encoding="utf-8")
+    dumped = _run_chromium(
+        chromium, tmp_path / "profile", 720, "--virtual-time-budget=2000", "--dump-dom", probe.as_uri()
+    )
+    found = re.search(r'<pre id="narrow-result">(.*?)</pre>', dumped.stdout, re.S)
+    assert found and found.group(1), f"Chromium gave no measurement (exit {dumped.returncode}): {dumped.stderr[-2000:]}"
+    layout = json.loads(html.unescape(found.group(1)))
+    assert layout["width"] == 720
+    assert layout["scrollWidth"] <= 720, "the page itself scrolls sideways; only the overview's box may"
+    assert layout["tableScrolls"] is True
+    # 26 characters of 12.5 px monospace: well over a test id of a few letters a line
+    assert layout["ids"] and min(layout["ids"]) >= 150, layout["ids"]

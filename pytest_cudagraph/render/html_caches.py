@@ -89,7 +89,9 @@ def pass_pair_html(pair: PassPair) -> str:
                 cells.append(f'<td class="{" ".join(css)}"{title}>{escape(value)}</td>')
         body.append(f"<tr><th>{escape(layer)}</th>{''.join(cells)}</tr>")
     parts = [
-        f'<table class="passes"><caption>{caption}</caption><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>'
+        # in a box of its own that scrolls sideways on a narrow window (13 columns do not fit 720 px)
+        f'<div class="wide"><table class="passes"><caption>{caption}</caption><thead>{head}</thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>"
     ]
     notes = []
     if off_seen:
