@@ -4,7 +4,8 @@ Imports nothing of the library or of torch, so ``compare``, ``show`` and ``merge
 run on a machine without torch.
 
 - ``schema``: the report's types, and the JSON Schema generated from them;
-- ``record``: the record of one test, filled while it runs;
+- ``record``: the record of one test, filled while it runs; ``running``: the running test, as the
+  plugin marks it (the record is made from it on first use);
 - ``report``: building the report; ``files``, ``load`` and ``validate``: writing it
   atomically, loading it, checking it against its types;
 - ``progress``: how far a run got;
