@@ -24,6 +24,7 @@ from pytest_cudagraph.ranks.alignment import (
     digest,
     first_misalignment,
     from_payload,
+    misaligned,
     misalignment_message,
     payload,
 )
@@ -101,6 +102,16 @@ def test_kernels_are_compared_only_where_every_rank_read_them():
     assert found.source == "kernels" and found.index == 1
     unread = {0: _sizes({8: [ALL_REDUCE]}, nccl), 1: _sizes({8: [ALL_REDUCE]}, None)}
     assert first_misalignment(unread) is None
+
+
+def test_a_rank_that_could_not_read_its_kernels_aligns_though_its_digest_differs():
+    nccl = (Collective("all_reduce", "bfloat16", None, None, "sum"),)
+    read, unread = _sizes({8: [ALL_REDUCE]}, nccl), _sizes({8: [ALL_REDUCE]}, None)
+    assert digest(read) != digest(unread)
+    assert misaligned({0: payload(read), 1: payload(unread)}, 2) is None
+    more = _sizes({8: [ALL_REDUCE, ALL_REDUCE]}, None)
+    message = misaligned({0: payload(read), 1: payload(more)}, 2)
+    assert message is not None and message.startswith("the ranks' CUDA graphs for batch size 8 hold different")
 
 
 def test_different_captured_sizes_are_named():

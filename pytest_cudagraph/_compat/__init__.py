@@ -96,7 +96,6 @@ if TYPE_CHECKING:  # the names as they are defined, for type checkers; at run ti
         kernel_names_in_dot,
         nccl_kernel_collective,
         new_readable_cuda_graph,
-        recorder_sees_compiled_code,
     )
     from .compile_metrics import (
         COMPILE_METRIC_CAPABILITIES,
@@ -252,7 +251,6 @@ _CAPABILITIES = {
     "kernel_names_in_dot": "collectives",
     "nccl_kernel_collective": "collectives",
     "new_readable_cuda_graph": "collectives",
-    "recorder_sees_compiled_code": "collectives",
     # cache_lookups
     "cache_lookup_gaps": "cache_lookups",
     "capturing_cache_lookups": "cache_lookups",
@@ -489,7 +487,6 @@ __all__ = [
     "kernel_names_in_dot",
     "nccl_kernel_collective",
     "new_readable_cuda_graph",
-    "recorder_sees_compiled_code",
 ]
 
 

@@ -40,6 +40,8 @@ import tempfile
 import warnings
 from typing import Any
 
+from .fx import dispatch_mode_base, op_qualified_name, tree_leaves
+
 __all__ = [
     "COLLECTIVE_KINDS",
     "collective_call",
@@ -49,7 +51,6 @@ __all__ = [
     "kernel_names_in_dot",
     "nccl_kernel_collective",
     "new_readable_cuda_graph",
-    "recorder_sees_compiled_code",
 ]
 
 # Dispatcher op name (namespace::name, no overload) -> the collective's kind.
@@ -92,19 +93,10 @@ _SENT_ARGUMENTS = ("input", "inputs", "input_tensor", "input_tensors", "tensors"
 _REDUCE_ARGUMENTS = ("reduce_op", "op")
 
 
-def _op_name(func: Any) -> str:
-    schema = getattr(func, "_schema", None)
-    return str(getattr(schema, "name", "")) if schema is not None else ""
-
-
 def _tensors(value: Any) -> list[Any]:
     import torch
 
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for item in value for t in _tensors(item)]
-    return []
+    return [leaf for leaf in tree_leaves(value) if isinstance(leaf, torch.Tensor)]
 
 
 def _group_name(value: Any) -> str | None:
@@ -147,6 +139,14 @@ def _reduction(value: Any) -> str | None:
 _KIND_OF_OVERLOAD: dict[Any, tuple[str, str | None]] = {}
 
 
+def _name_and_kind(func: Any) -> tuple[str, str | None]:
+    found = _KIND_OF_OVERLOAD.get(func)
+    if found is None:
+        name = op_qualified_name(func)
+        found = _KIND_OF_OVERLOAD[func] = (name, COLLECTIVE_KINDS.get(name))
+    return found
+
+
 def collective_call(func: Any, args: tuple, kwargs: dict) -> dict[str, Any] | None:
     """What a dispatched collective op sends: ``{"kind", "op", "dtype", "count", "group", "reduce"}``, or None.
 
@@ -156,15 +156,7 @@ def collective_call(func: Any, args: tuple, kwargs: dict) -> dict[str, Any] | No
     ``group`` the process group's name where the op names it; ``reduce`` the
     reduction (``"sum"``) where the op takes one and it can be read.
     """
-    try:
-        name, kind = _KIND_OF_OVERLOAD[func]
-    except (KeyError, TypeError):  # first sight of this overload (or one that cannot be a key)
-        name = _op_name(func)
-        kind = COLLECTIVE_KINDS.get(name)
-        try:
-            _KIND_OF_OVERLOAD[func] = (name, kind)
-        except TypeError:
-            pass
+    name, kind = _name_and_kind(func)
     if kind is None:
         return None
     schema = func._schema
@@ -200,18 +192,10 @@ def collective_call(func: Any, args: tuple, kwargs: dict) -> dict[str, Any] | No
     }
 
 
-def recorder_sees_compiled_code() -> bool:
-    """Whether a dispatch mode can say ``ignore_compile_internals()`` (2.11+; not 2.6), so Dynamo compiles under it."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    return hasattr(TorchDispatchMode, "ignore_compile_internals")
-
-
 def collective_recorder_base() -> type:
     """The base class of a dispatch mode that records collectives and leaves Dynamo compiling where it can."""
-    from torch.utils._python_dispatch import TorchDispatchMode
 
-    class CollectiveRecorderBase(TorchDispatchMode):
+    class CollectiveRecorderBase(dispatch_mode_base()):  # type: ignore[misc]
         @classmethod
         def ignore_compile_internals(cls) -> bool:  # read by Dynamo where it exists; unused before
             return True

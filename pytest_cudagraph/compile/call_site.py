@@ -90,6 +90,14 @@ def _library_dirs() -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=1)
+def _library_files() -> frozenset[str]:
+    # typing_extensions' @deprecated wrapper, which torch puts around the functions it deprecates
+    # (dist.all_gather_into_tensor): a single module in site-packages whose frame is never the user's line
+    spec = importlib.util.find_spec("typing_extensions")
+    return frozenset({os.path.abspath(spec.origin)} if spec is not None and spec.origin else ())
+
+
+@lru_cache(maxsize=1)
 def _site_dirs() -> tuple[str, ...]:
     paths = sysconfig.get_paths()
     return tuple(
@@ -99,12 +107,12 @@ def _site_dirs() -> tuple[str, ...]:
 
 @lru_cache(maxsize=4096)
 def is_library_file(filename: str) -> bool:
-    """True for torch's, the plugin's and the standard library's files, and for code with no file."""
+    """True for torch's, the plugin's and the standard library's files, typing_extensions', and code with no file."""
     if not filename or filename.startswith("<"):
         return True
     path = os.path.abspath(filename)
     ours_or_torch = _library_dirs()[:2]
-    if any(path.startswith(d) for d in ours_or_torch):
+    if any(path.startswith(d) for d in ours_or_torch) or path in _library_files():
         return True
     if any(path.startswith(d) for d in _site_dirs()):
         return False  # another package (transformers, timm, the user's installed project)

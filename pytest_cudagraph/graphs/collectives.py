@@ -71,14 +71,8 @@ class CollectiveRecord:
         self.calls: list[Collective] = []
 
 
-def _not_the_users(frame: Any) -> bool:
-    """Inductor's generated code, and ``typing_extensions.deprecated``'s wrapper (torch wraps collectives in it)."""
-    filename = frame.f_code.co_filename
-    return _compat.is_generated_code(filename) or filename.endswith("typing_extensions.py")
-
-
 def _where() -> str | None:
-    site = user_call_site(skip=_not_the_users)
+    site = user_call_site(skip=lambda frame: _compat.is_generated_code(frame.f_code.co_filename))
     if site is None:
         return None
     return f"{site.label} in {site.function}"

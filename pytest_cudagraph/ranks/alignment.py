@@ -37,6 +37,7 @@ __all__ = [
     "digest",
     "first_misalignment",
     "from_payload",
+    "misaligned",
     "misalignment_message",
     "payload",
 ]
@@ -58,6 +59,19 @@ class SizeCollectives:
     calls: tuple[Collective, ...]
     kernels: tuple[Collective, ...] | None = None
 
+    def to_json(self) -> dict[str, Any]:
+        kernels = None if self.kernels is None else [c.to_json() for c in self.kernels]
+        return {"size": self.size, "calls": [c.to_json() for c in self.calls], "kernels": kernels}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SizeCollectives:
+        kernels = data["kernels"]
+        return cls(
+            size=int(data["size"]),
+            calls=tuple(Collective.from_json(c) for c in data["calls"]),
+            kernels=None if kernels is None else tuple(Collective.from_json(c) for c in kernels),
+        )
+
 
 def _signatures(collectives: Sequence[Collective] | None) -> list[list[Any]] | None:
     return None if collectives is None else [list(c.signature) for c in collectives]
@@ -71,33 +85,27 @@ def digest(sizes: Sequence[SizeCollectives]) -> str:
 
 def payload(sizes: Sequence[SizeCollectives]) -> bytes:
     """What a rank publishes: the digest, and the sequences for the message should the digests differ."""
-    return json.dumps(
-        {
-            "digest": digest(sizes),
-            "sizes": [
-                {
-                    "size": s.size,
-                    "calls": [c.to_json() for c in s.calls],
-                    "kernels": None if s.kernels is None else [c.to_json() for c in s.kernels],
-                }
-                for s in sizes
-            ],
-        }
-    ).encode()
+    return json.dumps({"digest": digest(sizes), "sizes": [s.to_json() for s in sizes]}).encode()
 
 
 def from_payload(data: bytes) -> tuple[str, list[SizeCollectives]]:
     """``(digest, sizes)`` of a rank's published payload."""
     decoded = json.loads(data)
-    sizes = [
-        SizeCollectives(
-            size=int(entry["size"]),
-            calls=tuple(Collective.from_json(c) for c in entry["calls"]),
-            kernels=None if entry["kernels"] is None else tuple(Collective.from_json(c) for c in entry["kernels"]),
-        )
-        for entry in decoded["sizes"]
-    ]
-    return str(decoded["digest"]), sizes
+    return str(decoded["digest"]), [SizeCollectives.from_json(entry) for entry in decoded["sizes"]]
+
+
+def misaligned(published: Mapping[int, bytes], world_size: int) -> str | None:
+    """The message every rank raises for the ranks' published payloads, or None where they align.
+
+    Equal digests align at once.  Digests can also differ where the comparison finds
+    nothing: a rank that could not read its graph's kernels (None) against ranks
+    that could; the ranks then agree in all that every rank could read.
+    """
+    decoded = {rank: from_payload(data) for rank, data in published.items()}
+    if len({found_digest for found_digest, _ in decoded.values()}) == 1:
+        return None
+    found = first_misalignment({rank: sizes for rank, (_, sizes) in decoded.items()})
+    return None if found is None else misalignment_message(found, world_size)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import torch.distributed as dist
 from ..errors import InvariantViolation, MisuseError
 from ..graphs.capture import GraphSet, capture_graphs
 from ..graphs.numerics import compare_tensors
-from .alignment import CollectivesMisaligned, SizeCollectives, first_misalignment, from_payload, misalignment_message
+from .alignment import CollectivesMisaligned, SizeCollectives, misaligned
 from .alignment import payload as alignment_payload
 
 
@@ -151,18 +151,12 @@ class Rank:
         self._store.set(f"{prefix}/{self.rank}", alignment_payload(sizes))
         keys = [f"{prefix}/{r}" for r in range(self.world_size)]
         self._store.wait(keys)
-        published = {r: from_payload(bytes(self._store.get(key))) for r, key in enumerate(keys)}
+        message = misaligned({r: bytes(self._store.get(key)) for r, key in enumerate(keys)}, self.world_size)
         self.alignment_s += time.perf_counter() - start
         self.aligned_sizes += len(sizes)
         self.aligned_collectives += sum(len(s.calls) for s in sizes)
-        if len({found_digest for found_digest, _ in published.values()}) == 1:
-            return
-        found = first_misalignment({r: by_size for r, (_, by_size) in published.items()})
-        if found is None:  # digests differ only where the comparison does not look (it reads the same fields)
-            raise CollectivesMisaligned(
-                "the ranks' captured collectives hash differently but compare equal; report this as a bug"
-            )
-        raise CollectivesMisaligned(misalignment_message(found, self.world_size))
+        if message is not None:
+            raise CollectivesMisaligned(message)
 
     # -- agreement --------------------------------------------------------------
     def assert_ranks_agree(
