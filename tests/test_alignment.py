@@ -140,10 +140,10 @@ def test_the_message_names_the_size_both_sequences_the_difference_and_the_line()
         {0: _sizes({16: [ALL_REDUCE, ALL_GATHER]}), 1: _sizes({16: [ALL_REDUCE, extra, ALL_GATHER]})}
     )
     assert misalignment_message(found, 2) == (
-        "the ranks' CUDA graphs for batch size 16 hold different collectives (issued), found before the first "
-        "replay: collective #2 differs: rank 0 has all_gather of 1024 bfloat16 (group 0), rank 1 has all_reduce of "
+        "the ranks' CUDA graphs for batch size 16 hold different collectives, found before the first "
+        "replay: call #2 that the captured function issued differs: rank 0 has all_gather of 1024 bfloat16 (group 0), rank 1 has all_reduce of "
         "4096 bfloat16 (sum, group 0) (rank 0 issued it at tp.py:44 in forward; rank 1 issued it at tp.py:47 in "
-        "forward); sequences issued: rank 0, 2 collectives: #1 all_reduce of 4096 bfloat16 (sum, group 0), #2 all_gather of "
+        "forward); the calls per rank: rank 0, 2 collectives: #1 all_reduce of 4096 bfloat16 (sum, group 0), #2 all_gather of "
         "1024 bfloat16 (group 0); rank 1, 3 collectives: #1 all_reduce of 4096 bfloat16 (sum, group 0), #2 all_reduce of 4096 "
         "bfloat16 (sum, group 0), #3 all_gather of 1024 bfloat16 (group 0); every rank must issue the same "
         "collectives, with the same sizes and in the same order, inside the captured function (a branch on the "
@@ -157,7 +157,8 @@ def test_a_long_sequence_is_shown_around_its_difference():
     found = first_misalignment({0: _sizes({2: many}), 1: _sizes({2: many[:30]})})
     message = misalignment_message(found, 2)
     assert (
-        "collective #31 differs: rank 0 has all_reduce of 4096 bfloat16 (sum, group 0), rank 1 has nothing" in message
+        "call #31 that the captured function issued differs: rank 0 has all_reduce of 4096 bfloat16 (sum, group 0), rank 1 has nothing"
+        in message
     )
     assert (
         "rank 0, 40 collectives: (27 before), #28 " in message
@@ -221,6 +222,9 @@ def test_one_all_reduce_more_on_rank_one_fails_every_rank_at_once_naming_it():
     errors = [r.error for r in result.per_rank if r.error is not None]
     assert errors and all(e.type == "CollectivesMisaligned" for e in errors)
     message = str(info.value)
-    assert "the ranks' CUDA graphs for batch size 8 hold different collectives (issued)" in message
-    assert "collective #2 differs: rank 0 has nothing, rank 1 has all_reduce of 128 float32 (sum)" in message
+    assert "the ranks' CUDA graphs for batch size 8 hold different collectives, found before the first" in message
+    assert (
+        "call #2 that the captured function issued differs: rank 0 has nothing, rank 1 has all_reduce of 128 float32 (sum)"
+        in message
+    )
     assert "rank 1 issued it at tests/test_alignment.py:" in message and "in _layer" in message

@@ -44,7 +44,11 @@ __all__ = [
 
 # the entries of a sequence shown around its first difference
 SHOWN_AROUND = 3
-SOURCES = {"calls": "issued", "kernels": "NCCL kernels in the graph"}
+# per source: what one entry is called, where it comes from, and what the per-rank listing is
+SOURCES = {
+    "calls": ("call", "that the captured function issued", "the calls per rank"),
+    "kernels": ("NCCL kernel", "in the graphs", "the NCCL kernels per rank"),
+}
 
 
 class CollectivesMisaligned(InvariantViolation):
@@ -201,10 +205,10 @@ def misalignment_message(found: Misalignment, world_size: int) -> str:
     differing = ", ".join(f"rank {r} has {collective_text(c)}" for r, c in sorted(at_index.items()))
     sites = sorted({f"rank {r} issued it at {c.where}" for r, c in at_index.items() if c is not None and c.where})
     listed = "; ".join(f"rank {r}, {_sequence_text(s, index)}" for r, s in sorted(found.sequences.items()))
-    what = SOURCES[found.source]
+    entry, origin, per_rank = SOURCES[found.source]
     return (
-        f"the ranks' CUDA graphs for batch size {found.size} hold different collectives ({what}), found before "
-        f"the first replay: collective #{index + 1} differs: {differing}"
+        f"the ranks' CUDA graphs for batch size {found.size} hold different collectives, found before "
+        f"the first replay: {entry} #{index + 1} {origin} differs: {differing}"
         + (f" ({'; '.join(sites)})" if sites else "")
-        + f"; sequences {what}: {listed}; {remedy}"
+        + f"; {per_rank}: {listed}; {remedy}"
     )

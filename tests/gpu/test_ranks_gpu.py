@@ -226,7 +226,8 @@ def test_an_all_reduce_on_rank_one_only_is_caught_before_replay(cudagraph_ranks)
     assert info.value.error_type == "CollectivesMisaligned", message
     assert info.value.result.outcome == "failed"  # the comparison, not the watchdog's timeout
     largest = max(SIZES)
-    assert f"CUDA graphs for batch size {largest} hold different collectives (issued)" in message
+    assert f"CUDA graphs for batch size {largest} hold different collectives, found before" in message
+    assert "call #2 that the captured function issued differs" in message
     assert f"rank 0 has nothing, rank 1 has all_reduce of {largest * D_MODEL} float32 (sum, group 0)" in message
     assert "rank 1 issued it at tests/gpu/test_ranks_gpu.py:" in message and "in forward" in message
     print(f"\nthe mismatch was reported {elapsed:.1f} s after the run started (timeout 60 s)")
