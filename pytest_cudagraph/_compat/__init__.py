@@ -39,7 +39,8 @@ every run, and a run that uses no plugin feature imports none of them.
   with eager ops between;
 - ``dtypes``: default comparison tolerances, dtypes this torch has;
 - ``state``: the global torch state a test must leave as it found it (configs,
-  compile stance, default device, Dynamo's per-code caches);
+  compile stance, default device, Dynamo's per-code caches), and a tensor's version
+  counter (what an in-place write bumps);
 - ``pytest_xdist``: pytest's base temp directory, the arguments pytest passes a
   test function, xdist's scope scheduling.
 """
@@ -121,6 +122,7 @@ if TYPE_CHECKING:  # the names as they are defined, for type checkers; at run ti
         backend_available,
         distributed_available,
         init_rank_process_group,
+        process_group_initialized,
         rendezvous_store_client,
         rendezvous_store_server,
     )
@@ -209,6 +211,7 @@ if TYPE_CHECKING:  # the names as they are defined, for type checkers; at run ti
         dynamo_cache_entry_counts,
         restore_compile_config,
         restore_compile_stance,
+        tensor_version,
     )
 
 # each capability -> the submodule that defines it
@@ -276,6 +279,7 @@ _CAPABILITIES = {
     "backend_available": "distributed",
     "distributed_available": "distributed",
     "init_rank_process_group": "distributed",
+    "process_group_initialized": "distributed",
     "rendezvous_store_client": "distributed",
     "rendezvous_store_server": "distributed",
     # dtypes
@@ -357,6 +361,7 @@ _CAPABILITIES = {
     "dynamo_cache_entry_counts": "state",
     "restore_compile_config": "state",
     "restore_compile_stance": "state",
+    "tensor_version": "state",
 }
 
 __all__ = [
@@ -454,6 +459,7 @@ __all__ = [
     "reset_dynamo",
     "restore_compile_config",
     "restore_compile_stance",
+    "tensor_version",
     "run_basetemp",
     "save_cache_artifacts",
     "set_log_artifact",
@@ -474,6 +480,7 @@ __all__ = [
     "backend_available",
     "distributed_available",
     "init_rank_process_group",
+    "process_group_initialized",
     "rendezvous_store_client",
     "rendezvous_store_server",
     "begin_graph_segment",

@@ -17,6 +17,13 @@ def distributed_available() -> bool:
     return bool(dist.is_available())
 
 
+def process_group_initialized() -> bool:
+    """True once this process joined a default process group (``init_process_group``)."""
+    import torch.distributed as dist
+
+    return bool(dist.is_available() and dist.is_initialized())
+
+
 def backend_available(backend: str) -> bool:
     """Whether ``backend`` ("nccl" or "gloo") was built into this torch; ``is_nccl_available`` is False on CPU builds."""
     import torch.distributed as dist

@@ -98,3 +98,16 @@ def dynamo_cache_entry_counts() -> dict[int, int]:
         if code is not None:
             counts[id(code)] = len(eval_frame._debug_get_cache_entry_list(code))
     return counts
+
+
+def tensor_version(tensor: Any) -> int | None:
+    """The tensor's version counter (every in-place write bumps it), or None where it keeps none.
+
+    ``Tensor._version`` (2.6-2.14) counts in-place ops, ``out=`` writes and, for a
+    compiled function, the mutations AOTAutograd applies to its inputs.  Inference
+    tensors (made under ``torch.inference_mode``) keep no counter: reading it raises.
+    """
+    try:
+        return int(tensor._version)
+    except RuntimeError:
+        return None

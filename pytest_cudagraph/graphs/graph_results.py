@@ -21,6 +21,8 @@ class GraphReplayCheck:
     trials: int
     max_abs_err: float | None
     reference: str
+    # why the reference ran one after the replay instead of beside it (None: beside it)
+    serial_reason: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -28,6 +28,7 @@ from .graph_results import GraphReplayCheck, GraphSetResult, graph_set_result
 from .guarded import new_pool
 from .memory import PoolCheck, PoolId, PoolMeter
 from .numerics import DeferredComparisons, TensorComparison, max_abs_error, replay_mismatch_message
+from .reference_overlap import StateWatch, serial_reason
 from .sizes import capture_sizes_in_order
 
 POOL_MODES = ("shared", "separate")
@@ -226,6 +227,7 @@ class GraphSet:
         rtol: float | None = None,
         atol: float | None = None,
         sizes: Sequence[int] | None = None,
+        side_by_side: bool = True,
     ) -> GraphReplayCheck:
         """Replay every size on fresh random inputs and compare with eager (or ``reference``).
 
@@ -234,6 +236,16 @@ class GraphSet:
         passes.  Failure (InvariantViolation): the size, the trial, the output, the
         worst element's index, both values and the error, and the static control
         flow hint (a Python branch taken at capture stays taken on every replay).
+
+        ``side_by_side``: after the first pair, the reference runs on the set's own
+        stream while the replay runs on the current one, where that is safe: the first
+        reference call wrote no tensor reachable from it (parameters, buffers, a KV
+        cache held in an attribute or closure), every such tensor keeps a version
+        counter, and no process group is initialized.  ``.serial_reason`` of the
+        result says why it ran one after the other instead.  A mismatch seen side by
+        side is checked again one after the other before it is reported.  Give
+        ``side_by_side=False`` where the function writes shared state through a
+        kernel that bumps no version counter.
 
         .. warning::
             **Static control flow.** A replay re-launches the kernels recorded at
@@ -248,7 +260,7 @@ class GraphSet:
             gs.check_replay(reference=ref_fn)    # against a reference implementation
         """
         __tracebackhide__ = True
-        return _check_replay(self, reference, trials, rtol, atol, sizes)
+        return _check_replay(self, reference, trials, rtol, atol, sizes, side_by_side)
 
     @property
     def max_abs_err(self) -> float | None:
@@ -462,42 +474,129 @@ def _check_replay(
     rtol: float | None,
     atol: float | None,
     sizes: Sequence[int] | None,
+    side_by_side: bool = True,
 ) -> GraphReplayCheck:
     """``GraphSet.check_replay``: replay the sizes ``trials`` times each, compare, count the check."""
     __tracebackhide__ = True
     graph_set._require_open()
     if not isinstance(trials, int) or trials < 1:
         raise MisuseError(f"trials={trials!r}: give at least one trial")
+    if not isinstance(side_by_side, bool):
+        raise MisuseError(f"side_by_side={side_by_side!r}: give True (where safe) or False (one after the other)")
     reference_fn = reference if reference is not None else graph_set.fn
     reference_name = "eager" if reference is None else "the reference"
     rtol = graph_set.rtol if rtol is None else rtol
     atol = graph_set.atol if atol is None else atol
     chosen = graph_set.capture_order if sizes is None else capture_sizes_in_order(sizes, "sizes")
-    # Compared on the device and read back once: the host never waits for a replay,
-    # so it queues the next size's work while the device runs this one.
-    pending = DeferredComparisons()
-    try:
-        for trial in range(trials):
-            for size in chosen:
-                inputs = _batch_inputs(graph_set.make_inputs, size)
-                actual = graph_set.replay(size, *inputs)
-                with torch.no_grad():
-                    expected = reference_fn(*inputs)
-                pending.add((trial, size), actual, expected, rtol, atol)
-                del actual, expected
-    except Exception:
-        _, mismatch = _first_mismatch(graph_set, pending.results(), trials, reference_name)
-        if mismatch is None:
-            raise
-        # a mismatch on an earlier size or trial is the first thing that went wrong
-        raise InvariantViolation(mismatch) from None
-    worst, mismatch = _first_mismatch(graph_set, pending.results(), trials, reference_name)
+    entries = [(trial, size) for trial in range(trials) for size in chosen]
+    run = _compare_replays(graph_set, reference_fn, entries, rtol, atol, side_by_side, trials, reference_name)
+    worst, mismatch = _first_mismatch(graph_set, run.results, trials, reference_name)
+    if mismatch is not None and run.serial_reason is None:
+        # Side by side, a write the version counters cannot see races the replay: only a
+        # mismatch seen one after the other is reported as the graph's.
+        serial = _compare_replays(graph_set, reference_fn, entries, rtol, atol, False, trials, reference_name)
+        _, serial_mismatch = _first_mismatch(graph_set, serial.results, trials, reference_name)
+        raise InvariantViolation(serial_mismatch or _side_by_side_only(mismatch, reference_name))
     if mismatch is not None:
         raise InvariantViolation(mismatch)
     err = max_abs_error(worst)
     graph_set._max_abs_err = _worse_error(graph_set._max_abs_err, err)
     graph_set._replay_checks += 1
-    return GraphReplayCheck(tuple(sorted(chosen)), trials, err, reference_name)
+    return GraphReplayCheck(tuple(sorted(chosen)), trials, err, reference_name, run.serial_reason)
+
+
+class _ComparedReplays:
+    """The comparisons of one pass over the entries, and why the reference ran one after the replay (None: beside it)."""
+
+    def __init__(self, results: list[tuple[tuple[int, int], list[TensorComparison]]], serial_reason: str | None):
+        self.results = results
+        self.serial_reason = serial_reason
+
+
+def _compare_replays(
+    graph_set: GraphSet,
+    reference_fn: Callable[..., Any],
+    entries: list[tuple[int, int]],
+    rtol: float | None,
+    atol: float | None,
+    side_by_side: bool,
+    trials: int,
+    reference_name: str,
+) -> _ComparedReplays:
+    """Replay and compare every ``(trial, size)``; the reference beside the replay once that is known to be safe."""
+    __tracebackhide__ = True
+    # Compared on the device and read back once: the host never waits for a replay,
+    # so it queues the next size's work while the device runs this one.
+    pending = DeferredComparisons()
+    reason: str | None = "side_by_side=False" if not side_by_side else None
+    side: torch.cuda.Stream | None = None
+    try:
+        for index, (trial, size) in enumerate(entries):
+            inputs = _batch_inputs(graph_set.make_inputs, size)
+            if side is not None:
+                actual, expected = _replay_beside_reference(graph_set, size, inputs, reference_fn, side)
+            else:
+                # the first pair runs one after the other whatever is allowed: it is what the
+                # watch learns from (whether the reference writes state the replay reads)
+                watch = StateWatch(reference_fn) if index == 0 and reason is None else None
+                actual = graph_set.replay(size, *inputs)
+                with torch.no_grad():
+                    expected = reference_fn(*inputs)
+                if watch is not None:
+                    reason = serial_reason(watch)
+                    side = graph_set.stream if reason is None else None
+            pending.add((trial, size), actual, expected, rtol, atol)
+            del actual, expected
+    except Exception:
+        if side is not None:
+            raise  # side by side, an earlier mismatch is not confirmed: the error is what went wrong
+        _, mismatch = _first_mismatch(graph_set, pending.results(), trials, reference_name)
+        if mismatch is None:
+            raise
+        # a mismatch on an earlier size or trial is the first thing that went wrong
+        raise InvariantViolation(mismatch) from None
+    if reason is None and not entries[1:]:
+        reason = "one size and one trial: nothing to run beside it"
+    return _ComparedReplays(pending.results(), reason)
+
+
+def _replay_beside_reference(
+    graph_set: GraphSet,
+    size: int,
+    inputs: tuple[torch.Tensor, ...],
+    reference_fn: Callable[..., Any],
+    side: torch.cuda.Stream,
+) -> tuple[Any, Any]:
+    """One replay on the current stream and the reference on ``side`` at the same time; both joined back."""
+    __tracebackhide__ = True
+    captured = graph_set.graph(size)
+    main = torch.cuda.current_stream()
+    captured._copy_in(inputs)
+    inputs_ready = torch.cuda.Event()
+    inputs_ready.record(main)
+    # the replay is queued first: one launch, which the device runs while the host
+    # launches the reference's kernels
+    actual = _clone_out(captured.replay(verify=True))
+    side.wait_event(inputs_ready)
+    with torch.cuda.stream(side), torch.no_grad():
+        expected = reference_fn(*inputs)
+    main.wait_stream(side)
+    # memory used on the other stream is not lent out again before that stream is done with it
+    for tensor in inputs:
+        tensor.record_stream(side)
+    for leaf in _compat.tree_leaves(expected):
+        if isinstance(leaf, torch.Tensor) and leaf.is_cuda:
+            leaf.record_stream(main)
+    return actual, expected
+
+
+def _side_by_side_only(mismatch: str, reference_name: str) -> str:
+    return (
+        f"{mismatch}\nThis mismatch appeared only while {reference_name} ran beside the replay on a second "
+        f"stream; run one after the other, every size and trial agreed. The function most likely writes state "
+        f"that both read, through a kernel whose writes the check cannot see (a C++ extension's or a Triton "
+        f"kernel's): pass side_by_side=False to check_replay to check it one after the other."
+    )
 
 
 def _first_mismatch(
