@@ -43,8 +43,11 @@ from .. import _compat
 # more objects than this is checked one after the other rather than walked for long.
 _MAX_OBJECTS = 200_000
 # How deep the walk follows plain objects' attributes and containers (modules are
-# walked through their own tree, whatever their depth).
-_MAX_DEPTH = 4
+# walked through their own tree, whatever their depth): a Hugging Face StaticCache
+# keeps its tensors 5 levels below the module holding it (a dict of caches, the
+# cache, its list of layers, a layer, its tensors).  Deeper than this the walk
+# cannot vouch for the reference, and the check runs one after the other.
+_MAX_DEPTH = 12
 
 
 class StateWatch:
@@ -60,7 +63,10 @@ class StateWatch:
         self.reason: str | None = None
         self._watched: list[tuple[str, torch.Tensor, int]] = []
         if found is None:
-            self.reason = f"the reference reaches more than {_MAX_OBJECTS} objects"
+            self.reason = (
+                f"the reference reaches more than {_MAX_OBJECTS} objects, or objects nested more than "
+                f"{_MAX_DEPTH} levels deep, whose writes the check does not follow"
+            )
             return
         for name, tensor in found:
             version = _compat.tensor_version(tensor)
@@ -116,8 +122,10 @@ def _reachable_tensors(reference: Callable[..., Any]) -> list[tuple[str, Any]] |
             return True
         if isinstance(value, torch.nn.Module):
             return visit_module(value, name)
-        if depth >= _MAX_DEPTH or value is None or isinstance(value, _LEAF_TYPES):
+        if value is None or isinstance(value, _LEAF_TYPES):
             return True
+        if depth >= _MAX_DEPTH:
+            return False
         if isinstance(value, dict):
             return all(visit(item, f"{name}[{key!r}]", depth + 1) for key, item in list(value.items()))
         if isinstance(value, (list, tuple, set, frozenset)):
@@ -132,10 +140,7 @@ def _reachable_tensors(reference: Callable[..., Any]) -> list[tuple[str, Any]] |
             return visit(value.__self__, _label(value.__self__), depth) and visit(value.__func__, name, depth)
         if isinstance(value, types.FunctionType):
             return visit_function(value, name, depth)
-        attributes = getattr(value, "__dict__", None)
-        if isinstance(attributes, dict):
-            return all(visit(item, f"{name}.{key}", depth + 1) for key, item in list(attributes.items()))
-        return True
+        return all(visit(item, f"{name}.{key}", depth + 1) for key, item in _attributes(value))
 
     def visit_module(module: torch.nn.Module, name: str) -> bool:
         for prefix, sub in module.named_modules(prefix=name):
@@ -171,6 +176,18 @@ def _reachable_tensors(reference: Callable[..., Any]) -> list[tuple[str, Any]] |
     if not visit(reference, label, 0):
         return None
     return list(found.values())
+
+
+def _attributes(value: Any) -> list[tuple[str, Any]]:
+    """An object's attributes: its ``__dict__`` and its ``__slots__`` (objects built in C have neither)."""
+    attributes = getattr(value, "__dict__", None)
+    found = list(attributes.items()) if isinstance(attributes, dict) else []
+    for cls in type(value).__mro__:
+        slots = cls.__dict__.get("__slots__", ())
+        for slot in (slots,) if isinstance(slots, str) else slots:
+            if slot not in ("__dict__", "__weakref__") and hasattr(value, slot):
+                found.append((slot, getattr(value, slot)))
+    return found
 
 
 def _label(value: Any) -> str:
