@@ -229,3 +229,23 @@ def test_a_tensor_nested_in_containers_is_watched_wherever_it_sits(path, writes)
 
     reason = verdict(fn, torch.ones(2))
     assert (reason is not None) == writes
+
+
+class RaisesOnRead:
+    """An object whose attribute lookup raises something other than AttributeError."""
+
+    __slots__ = ("guarded",)
+
+    def __getattribute__(self, name):
+        if name == "guarded":
+            raise RuntimeError("not readable here")
+        return object.__getattribute__(self, name)
+
+
+def test_state_that_raises_when_read_keeps_the_check_one_after_the_other():
+    holder = RaisesOnRead()
+
+    def fn(x):
+        return x + len(type(holder).__name__)
+
+    assert verdict(fn, torch.ones(1)) == "reading the reference's state raised RuntimeError"

@@ -51,7 +51,7 @@ _MAX_DEPTH = 12
 
 
 class StateWatch:
-    """The version counters of every tensor reachable from a reference and its inputs.
+    """The version counters of every tensor reachable from a reference (its inputs are fresh per pair).
 
     ``reason`` is None when the watch can vouch for the reference (every reachable
     tensor keeps a counter), else why it cannot; ``written()`` names the first
@@ -59,9 +59,13 @@ class StateWatch:
     """
 
     def __init__(self, reference: Callable[..., Any]) -> None:
-        found = _reachable_tensors(reference)
         self.reason: str | None = None
         self._watched: list[tuple[str, torch.Tensor, int]] = []
+        try:
+            found = _reachable_tensors(reference)
+        except Exception as exc:  # an attribute that raises when read: the walk cannot vouch, the check goes on
+            self.reason = f"reading the reference's state raised {type(exc).__name__}"
+            return
         if found is None:
             self.reason = (
                 f"the reference reaches more than {_MAX_OBJECTS} objects, or objects nested more than "
