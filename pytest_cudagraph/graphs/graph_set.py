@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -505,12 +505,12 @@ def _check_replay(
     return GraphReplayCheck(tuple(sorted(chosen)), trials, err, reference_name, run.serial_reason)
 
 
+@dataclass(frozen=True)
 class _ComparedReplays:
     """The comparisons of one pass over the entries, and why the reference ran one after the replay (None: beside it)."""
 
-    def __init__(self, results: list[tuple[tuple[int, int], list[TensorComparison]]], serial_reason: str | None):
-        self.results = results
-        self.serial_reason = serial_reason
+    results: list[tuple[tuple[int, int], list[TensorComparison]]]
+    serial_reason: str | None
 
 
 def _compare_replays(

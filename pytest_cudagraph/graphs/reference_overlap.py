@@ -98,7 +98,7 @@ def serial_reason(watch: StateWatch) -> str | None:
     written = watch.written()
     if written is not None:
         return f"the reference writes {written} in place"
-    if _compat.distributed_available() and _compat.process_group_initialized():
+    if _compat.process_group_initialized():
         return "a process group is initialized (collectives from two streams can be ordered differently per rank)"
     return None
 
