@@ -118,6 +118,14 @@ def test_mismatch_message_is_a_small_report():
     assert STATIC_CONTROL_FLOW_HINT in text and "static control flow" in text
 
 
+def test_a_mismatch_with_a_known_cause_ends_with_it_instead_of_the_hint():
+    expected = torch.zeros(4)
+    comparison = compare_tensors(expected + 1, expected, rtol=1e-6, atol=1e-5, path="output")
+    text = replay_mismatch_message(comparison, size=8, trial=0, trials=2, cause="It raced.")
+    assert text.startswith("replay of batch size 8 differs from eager on trial 1 of 2, output:")
+    assert text.endswith(". It raced.") and STATIC_CONTROL_FLOW_HINT not in text
+
+
 # -- DeferredComparisons: the same verdicts, read back at once ---------------------------------
 
 _SPECIAL = st.sampled_from([0.0, 1.0, -2.5, 1e-7, math.inf, -math.inf, math.nan])

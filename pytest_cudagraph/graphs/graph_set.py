@@ -496,7 +496,12 @@ def _check_replay(
         # mismatch seen one after the other is reported as the graph's.
         serial = _compare_replays(graph_set, reference_fn, entries, rtol, atol, False, trials, reference_name)
         _, serial_mismatch = _first_mismatch(graph_set, serial.results, trials, reference_name)
-        raise InvariantViolation(serial_mismatch or _side_by_side_only(mismatch, reference_name))
+        if serial_mismatch is None:
+            # (not the static control flow hint: that flow agreed one after the other)
+            _, serial_mismatch = _first_mismatch(
+                graph_set, run.results, trials, reference_name, cause=_side_by_side_only(reference_name)
+            )
+        raise InvariantViolation(serial_mismatch)
     if mismatch is not None:
         raise InvariantViolation(mismatch)
     err = max_abs_error(worst)
@@ -590,9 +595,10 @@ def _replay_beside_reference(
     return actual, expected
 
 
-def _side_by_side_only(mismatch: str, reference_name: str) -> str:
+def _side_by_side_only(reference_name: str) -> str:
+    """How a mismatch seen only side by side ends: what it points to, and the fix."""
     return (
-        f"{mismatch}\nThis mismatch appeared only while {reference_name} ran beside the replay on a second "
+        f"This mismatch appeared only while {reference_name} ran beside the replay on a second "
         f"stream; run one after the other, every size and trial agreed. The function most likely writes state "
         f"that both read, through a kernel whose writes the check cannot see (a C++ extension's or a Triton "
         f"kernel's): pass side_by_side=False to check_replay to check it one after the other."
@@ -600,7 +606,11 @@ def _side_by_side_only(mismatch: str, reference_name: str) -> str:
 
 
 def _first_mismatch(
-    graph_set: GraphSet, results: list[tuple[tuple[int, int], list[TensorComparison]]], trials: int, reference_name: str
+    graph_set: GraphSet,
+    results: list[tuple[tuple[int, int], list[TensorComparison]]],
+    trials: int,
+    reference_name: str,
+    cause: str | None = None,
 ) -> tuple[list[TensorComparison], str | None]:
     """The comparisons in the order they ran, up to the first that failed, and that failure's message."""
     seen: list[TensorComparison] = []
@@ -609,5 +619,5 @@ def _first_mismatch(
         failed = next((c for c in comparisons if not c.passed), None)
         if failed is not None:
             graph_set._max_abs_err = _worse_error(graph_set._max_abs_err, max_abs_error(comparisons))
-            return seen, replay_mismatch_message(failed, size, trial, trials, reference_name)
+            return seen, replay_mismatch_message(failed, size, trial, trials, reference_name, cause)
     return seen, None

@@ -404,9 +404,15 @@ def replay_mismatch_message(
     trial: int,
     trials: int,
     reference_name: str = "eager",
+    cause: str | None = None,
 ) -> str:
-    """The failure sentence of ``GraphSet.check_replay`` for one failing output."""
+    """The failure sentence of ``GraphSet.check_replay`` for one failing output.
+
+    It ends with the static control flow hint, or with ``cause`` where the check
+    knows better what the mismatch points to.
+    """
+    ending = cause if cause is not None else f"Hint: {STATIC_CONTROL_FLOW_HINT}."
     return (
         f"replay of batch size {size} differs from {reference_name} on trial {trial + 1} of {trials}, "
-        f"{comparison.describe('replay', reference_name)}. Hint: {STATIC_CONTROL_FLOW_HINT}."
+        f"{comparison.describe('replay', reference_name)}. {ending}"
     )

@@ -78,6 +78,7 @@ def test_a_mismatch_seen_only_side_by_side_is_reported_as_such(mlp):
         assert calls["beside"] > 0
         assert "appeared only while the reference ran beside the replay" in text
         assert "pass side_by_side=False" in text
+        assert "static control flow" not in text  # one after the other, the flow agreed
         # one after the other the same reference agrees everywhere
         assert gs.check_replay(reference=reference, trials=2, side_by_side=False).serial_reason == "side_by_side=False"
 
