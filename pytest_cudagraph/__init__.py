@@ -21,7 +21,7 @@ _LAZY = {
     "GraphReplayCheck": "graphs.capture",
     "GraphSetResult": "graphs.capture",
     "CapturedGraph": "graphs.capture",
-    "PoolCheck": "graphs.memory",
+    "PoolCheck": "graphs.pool_check",
     # capture_graphs(..., break_at=...): each size's CapturedGraph holds a GraphChain
     "GraphChain": "graphs.breakable",
     # agree_modes -> ModeAgreement (.check(), .comparisons: PairComparison)

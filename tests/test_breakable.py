@@ -17,7 +17,7 @@ from pytest_cudagraph.graphs.break_ops import break_at_entries, is_op_name
 from pytest_cudagraph.graphs.breakable import EagerStep, GraphChain, chain_result, resolve_break_at
 from pytest_cudagraph.graphs.capture import GraphSet, GraphSetResult
 from pytest_cudagraph.graphs.capture_failure import break_at_hint
-from pytest_cudagraph.graphs.memory import SizeMemory
+from pytest_cudagraph.graphs.pool_check import SizeMemory
 from pytest_cudagraph.plugin.markers import MarkerArgumentError, parse_cudagraph
 from pytest_cudagraph.records.report import build_report
 from pytest_cudagraph.records.validate import checked_report

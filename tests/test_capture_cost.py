@@ -24,7 +24,7 @@ from pytest_cudagraph.graphs.capture_cost import (
     outside_limit,
     set_shared_device,
 )
-from pytest_cudagraph.graphs.memory import PoolCheck, Slack
+from pytest_cudagraph.graphs.pool_check import PoolCheck
 from pytest_cudagraph.plugin.devices import gpu_sharing_note
 from pytest_cudagraph.records.record import merge_graph_sets
 from pytest_cudagraph.records.report import SCHEMA, validate_report
@@ -195,14 +195,15 @@ def test_outside_must_be_bytes(bad):
 
 def _pool_check(pool_bytes, outside=None) -> PoolCheck:
     return PoolCheck(
-        pool_bytes,
-        16,
-        20 * MIB,
-        0,
-        Slack(2 * MIB, ("one 2 MiB segment",)),
-        "shared",
-        "largest_first",
-        False,
+        pool_bytes=pool_bytes,
+        largest_size=16,
+        largest_graph_bytes=20 * MIB,
+        cublas_workspace_bytes=0,
+        pool_mode="shared",
+        order="largest_first",
+        keep_outputs=False,
+        capture_order=(16,),
+        slack_bytes=2 * MIB,
         outside=outside,
     )
 
@@ -222,7 +223,9 @@ def test_an_outside_bound_without_a_verdict_leaves_the_pool_verdict_alone():
     with pytest.raises(MisuseError, match="gives no verdict: GPU 0 is shared"):
         check.raise_if_failed()
     # a pool over its bound still fails as such, with the no-verdict sentence after it
-    with pytest.raises(InvariantViolation, match="(?s)the graph pool holds 90.0 MiB.*gives no verdict"):
+    with pytest.raises(
+        InvariantViolation, match="(?s)pool check \\(pool budget\\): the pool holds 90.0 MiB.*gives no verdict"
+    ):
         _pool_check(90 * MIB, shared.check(MIB)).raise_if_failed()
 
 
@@ -236,11 +239,11 @@ def test_pool_check_with_outside_raises_the_right_error_for_each_case():
     _pool_check(20 * MIB, cost.check(64 * MIB)).raise_if_failed()  # both within bounds
     with pytest.raises(InvariantViolation, match="behind PyTorch's allocator") as outside_only:
         _pool_check(20 * MIB, cost.check(MIB)).raise_if_failed()
-    assert "graph pool holds" not in str(outside_only.value)
+    assert "pool check" not in str(outside_only.value)
     with pytest.raises(InvariantViolation) as both:
         _pool_check(90 * MIB, cost.check(MIB)).raise_if_failed("piecewise graphs: ")
     text = str(both.value)
-    assert text.startswith("piecewise graphs: the graph pool holds 90.0 MiB")
+    assert text.startswith("piecewise graphs: pool check (pool budget): the pool holds 90.0 MiB")
     assert "behind PyTorch's allocator" in text
     shared = CaptureCost(cost.sizes, cost.device_bytes, cost.allocator_bytes, cost.pool_bytes, "GPU 0 is shared")
     with pytest.raises(MisuseError, match="gives no verdict"):

@@ -1,4 +1,4 @@
-"""Pool accounting without a GPU: the allocator's rounding, the slack, the table, the check."""
+"""Pool accounting without a GPU: the allocator's rounding, the pool readings, the table, the meter."""
 
 from __future__ import annotations
 
@@ -6,20 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_cudagraph.graphs.memory import (
-    LARGE_BUFFER,
-    MIB,
-    SMALL_BUFFER,
-    PoolCheck,
-    PoolMeter,
-    SizeMemory,
-    derive_slack,
-    format_bytes,
-    format_size_table,
-    pool_usage_from_segments,
-    round_request,
-    segment_size_for,
-)
+from pytest_cudagraph.graphs.memory import PoolMeter, pool_usage_from_segments, round_request, segment_size_for
+from pytest_cudagraph.graphs.pool_blocks import LARGE_BUFFER, SMALL_BUFFER
+from pytest_cudagraph.graphs.pool_check import SizeMemory, format_size_table
+from pytest_cudagraph.text import MIB, format_bytes
 
 
 @pytest.mark.parametrize(
@@ -43,15 +33,6 @@ def test_segments_always_hold_their_request(nbytes):
     assert round_request(nbytes) % 512 == 0 and round_request(nbytes) >= nbytes
     assert segment_size_for(nbytes) >= round_request(nbytes)
     assert segment_size_for(nbytes) - round_request(nbytes) < LARGE_BUFFER
-
-
-def test_slack_is_one_segment_of_each_kind_the_largest_graph_uses():
-    assert derive_slack([]).nbytes == 0
-    assert derive_slack([SMALL_BUFFER, SMALL_BUFFER]).nbytes == SMALL_BUFFER
-    both = derive_slack([LARGE_BUFFER, LARGE_BUFFER, SMALL_BUFFER])
-    assert both.nbytes == 22 * MIB
-    assert both.describe() == "one 2 MiB small segment + one 20 MiB large segment"
-    assert derive_slack([64 * MIB]).nbytes == 2 * MIB
 
 
 def test_pool_usage_sums_only_the_pools_asked_for():
@@ -83,9 +64,9 @@ def test_size_table_shows_growth_in_capture_order():
         SizeMemory(size=1, order=2, pool_bytes_after=44 * MIB),
     ]
     lines = format_size_table(list(reversed(rows))).splitlines()
-    assert lines[0].split() == ["#", "size", "pool", "after", "growth", "alone"]
+    assert lines[0].split() == ["#", "size", "pool", "after", "growth", "live", "alone"]
     assert lines[1].split()[:2] == ["1", "512"] and "+42.0 MiB" in lines[1]
-    assert lines[2].split()[-2:] == ["0", "-"]
+    assert lines[2].split()[-3:] == ["0", "-", "-"]
     assert "+2.0 MiB" in lines[3]
 
 
@@ -93,62 +74,8 @@ def test_long_tables_elide_sizes_that_did_not_grow_the_pool():
     rows = [SizeMemory(size=600 - i, order=i, pool_bytes_after=40 * MIB + (MIB if i == 70 else 0)) for i in range(80)]
     rows[70:] = [SizeMemory(r.size, r.order, 41 * MIB) for r in rows[70:]]
     text = format_size_table(rows, limit_rows=10)
-    assert "(78 sizes where the pool did not grow are not shown)" in text
+    assert "(78 sizes where the pool did not grow and nothing was live are not shown)" in text
     assert " 530 " in text  # the row where the pool grew
-
-
-def _check(pool_mib: float, **kwargs) -> PoolCheck:
-    # The H200 figures of docs/concepts.md: the 512 graph alone 42 MiB of which the first capture's
-    # 32 MiB cuBLAS workspace is accounted separately; its segments are 20 MiB and 2 MiB ones.
-    options = {"pool_mode": "shared", "order": "largest_first", "keep_outputs": False} | kwargs
-    return PoolCheck(
-        pool_bytes=int(pool_mib * MIB),
-        largest_size=512,
-        largest_graph_bytes=10 * MIB,
-        cublas_workspace_bytes=32 * MIB,
-        slack=derive_slack([LARGE_BUFFER, SMALL_BUFFER]),
-        rows=(SizeMemory(512, 0, int(pool_mib * MIB), 10 * MIB),),
-        **options,
-    )
-
-
-def test_pool_check_tells_the_design_table_apart():
-    assert _check(60).passed  # largest first, one pool
-    assert not _check(86, order="as_given", keep_outputs=True).passed  # smallest first, outputs kept
-    assert not _check(990, pool_mode="separate").passed  # separate pools
-    assert _check(60).limit == 64 * MIB
-
-
-def test_pool_check_message_is_a_small_report_with_the_table():
-    text = _check(86, order="as_given", keep_outputs=True).message()
-    assert text.startswith("the graph pool holds 86.0 MiB, more than the largest graph's high-water mark")
-    assert "batch size 512: 10.0 MiB" in text and "cuBLAS workspace 32.0 MiB" in text
-    assert "slack 22.0 MiB (one 2 MiB small segment + one 20 MiB large segment) = 64.0 MiB" in text
-    assert "order='largest_first'" in text and "keep_outputs=False" in text
-    assert "pool after" in text.splitlines()[1]
-    separate = _check(990, pool_mode="separate").message()
-    assert "share one pool (pool='shared')" in separate
-
-
-def test_pool_check_tells_the_measured_h200_figures_apart():
-    # torch 2.11 on an H200, this plugin's capture of the 8-block MLP (d=1024, 4d hidden)
-    # at vLLM's 51 sizes: the 512 graph alone 40 MiB in two 20 MiB segments, a 33 MiB
-    # cuBLAS workspace; largest first 76 MiB, smallest first keeping outputs 144 MiB,
-    # separate pools 992 MiB.
-    def check(pool_mib, **kwargs):
-        options = {"pool_mode": "shared", "order": "largest_first", "keep_outputs": False} | kwargs
-        return PoolCheck(
-            pool_bytes=pool_mib * MIB,
-            largest_size=512,
-            largest_graph_bytes=40 * MIB,
-            cublas_workspace_bytes=33 * MIB,
-            slack=derive_slack([LARGE_BUFFER, LARGE_BUFFER]),
-            **options,
-        )
-
-    assert check(76).passed and check(76).limit == 93 * MIB
-    assert not check(144, order="as_given", keep_outputs=True).passed
-    assert not check(992, pool_mode="separate").passed
 
 
 def test_pool_meter_builds_the_check_from_its_rows_and_the_workspace():
@@ -157,21 +84,13 @@ def test_pool_meter_builds_the_check_from_its_rows_and_the_workspace():
     meter.rows = {8: SizeMemory(8, 0, 52 * MIB), 1: SizeMemory(1, 1, 54 * MIB)}
     meter.segments_after = {8: (LARGE_BUFFER, LARGE_BUFFER, SMALL_BUFFER)}
     meter.cublas_workspace_bytes = 32 * MIB
-    check = meter.check(
-        largest_size=8,
-        largest_graph_bytes=20 * MIB,
-        largest_segments=meter.segments_after[8],
-        slack=None,
-        capture_order=[8, 4, 1],
-    )
+    check = meter.check(largest_size=8, largest_graph_bytes=20 * MIB, slack=None, capture_order=[8, 4, 1])
     assert check.pool_bytes == 0 and check.cublas_workspace_bytes == 32 * MIB
-    assert check.limit == (20 + 32 + 22) * MIB  # derived slack: one large and one small segment
+    assert check.limit is None  # no byte budget unless the user gives one
     assert [row.size for row in check.rows] == [8, 1]  # capture order, sizes without a row left out
     assert meter.pool_bytes_after() == {8: 52 * MIB, 1: 54 * MIB}
-    given = meter.check(
-        largest_size=8, largest_graph_bytes=20 * MIB, largest_segments=(), slack=3 * MIB, capture_order=[8]
-    )
-    assert given.slack.nbytes == 3 * MIB and given.slack.describe() == "3.0 MiB given"
+    given = meter.check(largest_size=8, largest_graph_bytes=20 * MIB, slack=3 * MIB, capture_order=[8])
+    assert given.limit == (20 + 32 + 3) * MIB
 
 
 def test_pool_meter_names_the_larger_size_on_a_tie_of_own_marks():

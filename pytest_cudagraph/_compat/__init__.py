@@ -105,6 +105,7 @@ if TYPE_CHECKING:  # the names as they are defined, for type checkers; at run ti
     )
     from .cuda import (
         abandon_capture_pool,
+        allocation_stacks,
         clear_cublas_workspaces,
         cuda_available,
         cuda_device_count,
@@ -264,6 +265,7 @@ _CAPABILITIES = {
     "compile_metric_columns_missing": "compile_metrics",
     # cuda
     "abandon_capture_pool": "cuda",
+    "allocation_stacks": "cuda",
     "clear_cublas_workspaces": "cuda",
     "cuda_available": "cuda",
     "cuda_device_count": "cuda",
@@ -383,6 +385,7 @@ __all__ = [
     "inductor_config_patch",
     "RECOMPILE_LOG_ARTIFACTS",
     "abandon_capture_pool",
+    "allocation_stacks",
     "applied_compile_config",
     "backend_compiler_failed_type",
     "cache_bypass_loggers",

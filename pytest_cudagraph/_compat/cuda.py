@@ -5,6 +5,8 @@ Everything imports torch lazily.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -52,6 +54,29 @@ def memory_snapshot_segments(pool_id: tuple[int, int] | None = None) -> list[dic
     if pool_id is not None and "mempool_id" in params:
         kwargs["mempool_id"] = tuple(pool_id)
     return list(torch.cuda.memory_snapshot(**kwargs))
+
+
+@contextlib.contextmanager
+def allocation_stacks() -> Iterator[None]:
+    """Record the Python stack of every CUDA allocation made inside the block, for the snapshot's blocks.
+
+    ``torch.cuda.memory._record_memory_history(enabled="state", stacks="python")``
+    (2.1+): each live block of ``memory_snapshot()`` then carries ``frames``, the
+    stack that allocated it, and no trace of alloc/free events is kept.  Where the
+    user already records the whole history (``enabled="all"``, seen as device
+    traces in the snapshot), it is left as it is; otherwise recording is turned
+    off again on the way out.
+    """
+    import torch
+
+    already = any(torch.cuda.memory._snapshot().get("device_traces") or ())
+    if not already:
+        torch.cuda.memory._record_memory_history(enabled="state", context="alloc", stacks="python")
+    try:
+        yield
+    finally:
+        if not already:
+            torch.cuda.memory._record_memory_history(enabled=None)
 
 
 def abandon_capture_pool(device: int, pool_id: tuple[int, int], end_allocation: bool) -> None:

@@ -49,6 +49,9 @@ class GraphSetResult:
     cublas_workspace_bytes: int | None
     graph_bytes: Mapping[int, int] | None = None
     pool_check_passed: bool | None = None
+    # from the pool check: bytes left allocated across captures, and what the allocator's caching added
+    pool_live_bytes: int | None = None
+    pool_caching_bytes: int | None = None
     replay_checks: int = 0
     cost: CaptureCost | None = None  # per size: warm-up and capture seconds, memory outside the pool
     static_input_bytes: int | None = None  # the graphs' input buffers, outside the pool
@@ -74,6 +77,8 @@ class GraphSetResult:
             out["graph_bytes"] = {str(size): n for size, n in sorted(self.graph_bytes.items())}
         if self.pool_check_passed is not None:
             out["pool_check_passed"] = self.pool_check_passed
+            out["pool_live_bytes"] = self.pool_live_bytes
+            out["pool_caching_bytes"] = self.pool_caching_bytes
         if self.static_input_bytes is not None:
             out["static_input_bytes"] = self.static_input_bytes
         out.update(cost_json(self.cost))
@@ -84,6 +89,7 @@ class GraphSetResult:
 
 def graph_set_result(graph_set: GraphSet) -> GraphSetResult:
     """The report entry of ``graph_set`` from the figures measured so far (``GraphSet.result``)."""
+    check = graph_set._pool_check
     return GraphSetResult(
         sizes=graph_set.sizes,
         captured=len(graph_set.graphs),
@@ -96,7 +102,9 @@ def graph_set_result(graph_set: GraphSet) -> GraphSetResult:
         keep_outputs=graph_set.keep_outputs,
         cublas_workspace_bytes=graph_set.cublas_workspace_bytes,
         graph_bytes=dict(graph_set.meter.graph_bytes) or None,
-        pool_check_passed=None if graph_set._pool_check is None else graph_set._pool_check.passed,
+        pool_check_passed=None if check is None else check.passed,
+        pool_live_bytes=None if check is None else check.live_bytes,
+        pool_caching_bytes=None if check is None else check.caching_bytes,
         replay_checks=graph_set._replay_checks,
         cost=graph_set.cost,
         breakable=chain_result(graph_set),

@@ -15,47 +15,49 @@ The rounding is the caching allocator's (c10/cuda/CUDACachingAllocator.cpp):
 - requests between 1 MiB and 10 MiB come from 20 MiB "large" segments;
 - bigger requests get a segment of their own, rounded up to 2 MiB.
 
-The pool check's slack is derived from those rules (``derive_slack``) instead of
-being guessed.  Pure functions here work on plain segment dicts, so the
-arithmetic and the table are tested on a CPU.
+Those rules say why a shared pool can hold more than its largest graph with
+nothing in it alive; ``pool_check`` says what the check fails on instead.  Pure
+functions here work on plain segment dicts, so the arithmetic is tested on a CPU.
 
 ``PoolMeter`` is the one meter both ``capture.GraphSet`` and the piecewise runtime
-use: the pool bytes after each capture size, each size's own mark, the cuBLAS
-workspace the first capture puts in the pool, and the ``PoolCheck``.
+use: the pool bytes and the live blocks after each capture size, each size's own
+mark, the cuBLAS workspace the first capture puts in the pool, and the ``PoolCheck``.
 """
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any
 
-from ..text import MIB, format_bytes, format_table
+from .pool_blocks import (
+    LARGE_BUFFER,
+    MIN_BLOCK_SIZE,
+    MIN_LARGE_ALLOC,
+    ROUND_LARGE,
+    SMALL_BUFFER,
+    SMALL_SIZE,
+    LiveBlock,
+    live_blocks_from_segments,
+)
+from .pool_check import PoolCheck, SizeMemory, format_size_table, live_after_capture, segment_growth
 
-# what check_pool returns and the readings a user may take of a pool
+# the readings a user may take of a pool (the check is pool_check's)
 __all__ = [
-    "PoolCheck",
     "PoolMeter",
     "PoolUsage",
-    "SizeMemory",
-    "Slack",
-    "derive_slack",
     "graph_pool_segments",
     "pool_bytes",
     "pool_usage",
 ]
 
 
-MIN_BLOCK_SIZE = 512  # kMinBlockSize: every request is rounded up to this
-SMALL_SIZE = 1 * MIB  # kSmallSize: largest request served from small segments
-SMALL_BUFFER = 2 * MIB  # kSmallBuffer: size of a small segment
-MIN_LARGE_ALLOC = 10 * MIB  # kMinLargeAlloc: from here a request gets its own segment
-LARGE_BUFFER = 20 * MIB  # kLargeBuffer: size of a large segment for 1-10 MiB requests
-ROUND_LARGE = 2 * MIB  # kRoundLarge: rounding of a request's own segment
-
 PoolId = tuple[int, int]
 # size -> (the fresh pool it was captured into alone, the graph: anything with ``release()``)
 CaptureAlone = Callable[[int], tuple[PoolId, Any]]
+# every size captured largest first into one fresh pool, outputs released: (the pool, anything with ``release()``)
+CaptureAll = Callable[[], tuple[PoolId, Any]]
 
 
 def round_request(nbytes: int) -> int:
@@ -81,15 +83,6 @@ def segment_size_for(nbytes: int) -> int:
     if size < MIN_LARGE_ALLOC:
         return LARGE_BUFFER
     return -(-size // ROUND_LARGE) * ROUND_LARGE
-
-
-def segment_class(total_size: int) -> str:
-    """``'small'`` (2 MiB), ``'large'`` (20 MiB) or ``'own'`` (one big request's segment)."""
-    if total_size == SMALL_BUFFER:
-        return "small"
-    if total_size == LARGE_BUFFER:
-        return "large"
-    return "own"
 
 
 # --------------------------------------------------------------------------
@@ -188,209 +181,6 @@ def graph_pool_segments(device: int | None = None) -> list[dict]:
 
 
 # --------------------------------------------------------------------------
-# the pool check: slack, per-size table, message
-# --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Slack:
-    """Bytes a shared pool may hold beyond the largest graph, and where they come from."""
-
-    nbytes: int
-    parts: tuple[str, ...] = ()
-
-    def describe(self) -> str:
-        return " + ".join(self.parts) if self.parts else "none"
-
-
-def given_slack(nbytes: int) -> Slack:
-    """A slack the caller gave in bytes (``check_pool(slack=...)``)."""
-    return Slack(int(nbytes), (f"{format_bytes(int(nbytes))} given",))
-
-
-def derive_slack(largest_graph_segments: Sequence[int]) -> Slack:
-    """One more segment of each kind the largest graph's pool uses.
-
-    Capturing smaller graphs into the pool the largest one left behind reuses its
-    freed blocks, but a block split for one size may be too small for the next
-    size's request of the same kind; the allocator then reserves one more segment
-    of that kind: 2 MiB for small requests, 20 MiB for 1-10 MiB requests, and for a
-    request with its own segment at most the 2 MiB it is rounded up by.  A second
-    copy of a whole activation is not forgiven: that is what outputs kept alive or
-    smallest-first capture cost.
-
-    >>> derive_slack([20 * MIB, 2 * MIB]).nbytes == 22 * MIB
-    True
-    """
-    classes = {segment_class(size) for size in largest_graph_segments}
-    parts = []
-    nbytes = 0
-    if "small" in classes:
-        nbytes += SMALL_BUFFER
-        parts.append("one 2 MiB small segment")
-    if "large" in classes:
-        nbytes += LARGE_BUFFER
-        parts.append("one 20 MiB large segment")
-    if "own" in classes:
-        nbytes += ROUND_LARGE
-        parts.append("2 MiB rounding of one big request")
-    return Slack(nbytes, tuple(parts))
-
-
-@dataclass(frozen=True)
-class SizeMemory:
-    """One row of the per-size table: a capture size and what its capture cost."""
-
-    size: int
-    order: int  # position in capture order, 0 = captured first
-    pool_bytes_after: int | None  # all pools of the set, right after this size was captured
-    graph_bytes: int | None = None  # this size alone in a fresh pool (measured on request)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "size": self.size,
-            "order": self.order,
-            "pool_bytes_after": self.pool_bytes_after,
-            "graph_bytes": self.graph_bytes,
-        }
-
-
-def format_size_table(rows: Sequence[SizeMemory], limit_rows: int = 24) -> str:
-    """The per-size table in capture order: growth of the pool and each size's own mark.
-
-    Rows where the pool did not grow are elided in long tables, so the table shows
-    where memory went.
-    """
-    header = ("#", "size", "pool after", "growth", "alone")
-    body: list[tuple[str, ...]] = []
-    previous = 0
-    ordered = sorted(rows, key=lambda r: r.order)
-    growth_rows = []
-    for row in ordered:
-        growth = None if row.pool_bytes_after is None else row.pool_bytes_after - previous
-        if row.pool_bytes_after is not None:
-            previous = row.pool_bytes_after
-        growth_rows.append((row, growth))
-    shown = growth_rows
-    elided = 0
-    if len(growth_rows) > limit_rows:
-        shown = [(r, g) for r, g in growth_rows if g != 0 or r.order == 0 or r.graph_bytes is not None]
-        shown = shown[:limit_rows]
-        elided = len(growth_rows) - len(shown)
-    for row, growth in shown:
-        body.append(
-            (
-                str(row.order + 1),
-                str(row.size),
-                format_bytes(row.pool_bytes_after),
-                "-" if growth is None else ("+" + format_bytes(growth) if growth > 0 else "0"),
-                format_bytes(row.graph_bytes),
-            )
-        )
-    table = [header, *body]
-    lines = format_table(table, align=">>>>>")
-    if elided:
-        lines.append(f"({elided} sizes where the pool did not grow are not shown)")
-    return "\n".join(lines)
-
-
-@dataclass(frozen=True)
-class PoolCheck:
-    """The outcome of ``GraphSet.check_pool``: the bound, its parts and the per-size rows."""
-
-    pool_bytes: int
-    largest_size: int
-    largest_graph_bytes: int
-    cublas_workspace_bytes: int
-    slack: Slack
-    pool_mode: str
-    order: str
-    keep_outputs: bool
-    rows: tuple[SizeMemory, ...] = field(default_factory=tuple)
-    # check_pool(outside=BYTES): the bound on the captures' memory behind the allocator
-    # (capture_cost.OutsideCheck); check_pool(first_use=BYTES): the warm-ups' (FirstUseCheck)
-    outside: Any = None
-    first_use: Any = None
-
-    @property
-    def limit(self) -> int:
-        return self.largest_graph_bytes + self.cublas_workspace_bytes + self.slack.nbytes
-
-    @property
-    def pool_passed(self) -> bool:
-        return self.pool_bytes <= self.limit
-
-    @property
-    def device_checks(self) -> tuple[Any, ...]:
-        """The bounds on memory behind the allocator that were asked for (outside, first use)."""
-        return tuple(check for check in (self.outside, self.first_use) if check is not None)
-
-    @property
-    def passed(self) -> bool:
-        """Nothing failed: the pool within its bound, and memory behind the allocator within ``outside``/``first_use``.
-
-        A bound that could give no verdict does not fail the pool check
-        (``raise_if_failed`` raises MisuseError for it); its ``passed`` is None.
-        """
-        return self.pool_passed and all(check.passed is not False for check in self.device_checks)
-
-    def message(self) -> str:
-        """What failed: the pool's sentence and table, the device bounds', or both."""
-        parts = [] if self.pool_passed else [self.pool_message()]
-        parts.extend(check.message() for check in self.device_checks if check.passed is not True)
-        return "\n".join(parts)
-
-    def raise_if_failed(self, prefix: str = "") -> None:
-        """InvariantViolation with ``message()`` when the check failed; MisuseError when the only
-        trouble is that a device bound could give no verdict (the GPU is not this process's alone)."""
-        __tracebackhide__ = True
-        from ..errors import InvariantViolation, MisuseError
-
-        if not self.passed:
-            raise InvariantViolation(prefix + self.message())
-        no_verdict = [check for check in self.device_checks if check.passed is None]
-        if no_verdict:
-            raise MisuseError(prefix + no_verdict[0].message())
-
-    def pool_message(self) -> str:
-        hints = []
-        if self.pool_mode != "shared":
-            hints.append("share one pool (pool='shared')")
-        if self.order != "largest_first":
-            hints.append("capture the largest size first (order='largest_first')")
-        if self.keep_outputs:
-            hints.append("drop each size's outputs after capture (keep_outputs=False)")
-        what_to_try = (
-            "try: " + "; ".join(hints)
-            if hints
-            else "look for tensors the captured function keeps alive across captures (caches, "
-            "lists of outputs), or allocations that only smaller sizes make"
-        )
-        return (
-            f"the graph pool holds {format_bytes(self.pool_bytes)}, more than the largest graph's "
-            f"high-water mark (batch size {self.largest_size}: {format_bytes(self.largest_graph_bytes)}) "
-            f"+ cuBLAS workspace {format_bytes(self.cublas_workspace_bytes)} "
-            f"+ slack {format_bytes(self.slack.nbytes)} ({self.slack.describe()}) "
-            f"= {format_bytes(self.limit)} "
-            f"(pool={self.pool_mode!r}, order={self.order!r}, keep_outputs={self.keep_outputs}); "
-            f"{what_to_try}.\n" + format_size_table(self.rows)
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "pool_bytes": self.pool_bytes,
-            "limit_bytes": self.limit,
-            "largest_size": self.largest_size,
-            "largest_graph_bytes": self.largest_graph_bytes,
-            "cublas_workspace_bytes": self.cublas_workspace_bytes,
-            "slack_bytes": self.slack.nbytes,
-            "passed": self.passed,
-            **({"outside": self.outside.to_json()} if self.outside is not None else {}),
-            **({"first_use": self.first_use.to_json()} if self.first_use is not None else {}),
-        }
-
-
-# --------------------------------------------------------------------------
 # the pool meter: one set of graph pools, size by size
 # --------------------------------------------------------------------------
 
@@ -399,12 +189,13 @@ class PoolMeter:
     """What the graph pools of one capture run hold, per capture size, and their pool check.
 
     The capturing code adds each pool it captures into (``add_pool``) and calls
-    ``after_size`` once a size is captured; the meter reads the allocator snapshot
-    (``pool_usage``) and keeps a ``SizeMemory`` row per size.  ``release_cublas_workspace``
-    clears cuBLAS's workspaces after the last capture and counts the bytes that left the
-    pools: the workspace the first capture put there, which the pool check allows for.
-    ``note_alone`` keeps a size's own high-water mark (that size captured alone into a
-    fresh pool).  ``check`` builds the ``PoolCheck``.
+    ``after_size`` once a size is captured; the meter reads one allocator snapshot
+    and keeps a ``SizeMemory`` row per size, the pools' segments and the blocks
+    still allocated in them.  ``release_cublas_workspace`` clears cuBLAS's
+    workspaces after the last capture: the bytes and blocks that left the pools
+    are the workspace the first capture put there, which the check sets apart.
+    ``note_alone`` keeps a size's own high-water mark (that size captured alone
+    into a fresh pool).  ``check`` builds the ``PoolCheck``.
 
     Example::
 
@@ -422,14 +213,31 @@ class PoolMeter:
         self.pool_ids: list[PoolId] = []
         self.rows: dict[int, SizeMemory] = {}  # insertion order = capture order
         self.segments_after: dict[int, tuple[int, ...]] = {}
+        self.live_after: dict[int, tuple[LiveBlock, ...]] = {}  # blocks allocated right after each capture
         self.graph_bytes: dict[int, int] = {}  # each size alone in a fresh pool
-        self.alone_segments: dict[int, list[int]] = {}
         self.cublas_workspace_bytes: int | None = None  # set by release_cublas_workspace
+        self.workspace_addresses: frozenset[int] = frozenset()  # the blocks that release freed
 
     def add_pool(self, pool: PoolId) -> PoolId:
         """Meter ``pool`` too (a shared pool once, or each separate pool)."""
         self.pool_ids.append(pool)
         return pool
+
+    def _snapshot(self) -> list[dict]:
+        from .._compat import memory_snapshot_segments
+
+        # one pool: let torch filter (2.8+); several: one full snapshot covers them all
+        return memory_snapshot_segments(self.pool_ids[0] if len(self.pool_ids) == 1 else None)
+
+    def read(self) -> tuple[PoolUsage, tuple[LiveBlock, ...]]:
+        """The metered pools now, from one snapshot: their segments, and the blocks allocated in them."""
+        if not self.pool_ids:
+            return PoolUsage(()), ()
+        segments = self._snapshot()
+        return (
+            pool_usage_from_segments(segments, self.pool_ids, self.device),
+            live_blocks_from_segments(segments, self.pool_ids, self.device),
+        )
 
     def usage(self) -> PoolUsage:
         """The metered pools now (nothing before the first pool)."""
@@ -439,11 +247,17 @@ class PoolMeter:
         """Bytes the metered pools reserve now, in whole segments."""
         return self.usage().reserved_bytes
 
+    def pools(self) -> tuple[tuple[PoolId, int], ...]:
+        """Each metered pool and the bytes it reserves now."""
+        segments = self._snapshot() if self.pool_ids else []
+        return tuple((p, pool_usage_from_segments(segments, [p], self.device).reserved_bytes) for p in self.pool_ids)
+
     def after_size(self, size: int, order: int) -> PoolUsage:
         """Record the pools right after ``size`` (the ``order``-th size, 0 = first) was captured."""
-        usage = self.usage()
+        usage, live = self.read()
         self.rows[size] = SizeMemory(size, order, usage.reserved_bytes)
         self.segments_after[size] = usage.segment_sizes
+        self.live_after[size] = live
         return usage
 
     def pool_bytes_after(self) -> dict[int, int | None]:
@@ -455,23 +269,46 @@ class PoolMeter:
 
         The workspace the first capture put in the pool stays registered with cuBLAS;
         clearing it keeps a later matmul elsewhere from writing into the pool, and the
-        blocks it frees are the workspace's size.
+        blocks it frees are the workspace: the live-block verdict sets them apart.
         """
         from .._compat import clear_cublas_workspaces
 
-        before = self.usage().allocated_bytes
+        before_usage, before = self.read()
         clear_cublas_workspaces()
-        self.cublas_workspace_bytes = max(0, before - self.usage().allocated_bytes)
+        after_usage, after = self.read()
+        self.cublas_workspace_bytes = max(0, before_usage.allocated_bytes - after_usage.allocated_bytes)
+        still = {b.address for b in after}
+        self.workspace_addresses = frozenset(b.address for b in before if b.address not in still)
         return self.cublas_workspace_bytes
+
+    def live_by_size(self, held: frozenset[int] | None = None) -> tuple[tuple[int, tuple[LiveBlock, ...]], ...]:
+        """Per size, in capture order: the blocks allocated right after its capture, the workspace's apart.
+
+        ``held``: only the blocks at these addresses (the ones still allocated now).
+        """
+        live = live_after_capture(list(self.live_after.items()), self.workspace_addresses)
+        if held is None:
+            return live
+        return tuple((size, tuple(b for b in blocks if b.address in held)) for size, blocks in live)
+
+    def held_addresses(self) -> frozenset[int]:
+        """The blocks still allocated in the pools now, once Python's garbage is collected.
+
+        Captures run with the collector paused, so an output caught in a reference
+        cycle is allocated at a size's reading without anyone holding it; what
+        survives a collection is held.
+        """
+        gc.collect()
+        _, live = self.read()
+        return frozenset(b.address for b in live)
 
     def note_alone(self, size: int, pool: PoolId) -> int:
         """Record ``size``'s own high-water mark: its graph, captured alone into the fresh ``pool``."""
         usage = pool_usage(pool, self.device)
         self.graph_bytes[size] = usage.reserved_bytes
-        self.alone_segments[size] = list(usage.segment_sizes)
         row = self.rows.get(size)
         if row is not None:
-            self.rows[size] = SizeMemory(row.size, row.order, row.pool_bytes_after, usage.reserved_bytes)
+            self.rows[size] = replace(row, graph_bytes=usage.reserved_bytes)
         return usage.reserved_bytes
 
     def measure_alone(self, sizes: Iterable[int], capture_alone: CaptureAlone) -> dict[int, int]:
@@ -488,9 +325,7 @@ class PoolMeter:
             self.note_alone(size, pool)
             probe.release()
         if todo:
-            import torch
-
-            torch.cuda.empty_cache()  # the measuring pools are freeable now; give their segments back
+            _give_back_freed_pools()
         return {s: self.graph_bytes[s] for s in wanted}
 
     def largest_alone_bytes(self, default_size: int, capture_alone: CaptureAlone) -> int:
@@ -503,38 +338,50 @@ class PoolMeter:
         """The size with the largest own mark (the larger size on a tie)."""
         return max(self.graph_bytes, key=lambda s: (self.graph_bytes[s], s))
 
-    def rows_in(self, sizes: Iterable[int]) -> tuple[SizeMemory, ...]:
-        """The rows of ``sizes`` that were recorded, in that order."""
-        return tuple(self.rows[s] for s in sizes if s in self.rows)
+    def rows_in(self, sizes: Iterable[int], held: frozenset[int] | None = None) -> tuple[SizeMemory, ...]:
+        """The rows of ``sizes`` that were recorded, in that order, each with the bytes live after it."""
+        live = dict(self.live_by_size(held))
+        return tuple(
+            replace(self.rows[s], live_bytes=sum(b.size for b in live.get(s, ()))) for s in sizes if s in self.rows
+        )
 
     def check(
         self,
         *,
         largest_size: int,
         largest_graph_bytes: int,
-        largest_segments: Sequence[int],
         slack: int | None,
         capture_order: Sequence[int],
         pool_mode: str = "shared",
         order: str = "largest_first",
         keep_outputs: bool = False,
+        largest_first_bytes: int | None = None,
     ) -> PoolCheck:
-        """The pool check: the pools now against the largest graph's mark + workspace + slack.
+        """The pool check from what the allocator did (``pool_check`` says what fails).
 
-        ``slack=None`` derives it from ``largest_segments`` (``derive_slack``); an int
-        is a slack in bytes.
+        ``slack`` in bytes adds the user's own budget over the largest graph and the
+        workspace; ``largest_first_bytes`` is the same sizes captured largest first
+        into a fresh pool, measured where the capture order was otherwise.
         """
-        slack_obj = derive_slack(largest_segments) if slack is None else given_slack(slack)
+        held = self.held_addresses()
+        usage = self.usage()
+        first = next(iter(self.segments_after), None)
+        growth = segment_growth(self.segments_after[first], usage.segment_sizes) if first is not None else ()
         return PoolCheck(
-            pool_bytes=self.reserved_bytes(),
+            pool_bytes=usage.reserved_bytes,
             largest_size=largest_size,
             largest_graph_bytes=largest_graph_bytes,
             cublas_workspace_bytes=self.cublas_workspace_bytes or 0,
-            slack=slack_obj,
             pool_mode=pool_mode,
             order=order,
             keep_outputs=keep_outputs,
-            rows=self.rows_in(capture_order),
+            rows=self.rows_in(capture_order, held),
+            pools=self.pools(),
+            live=tuple((s, blocks) for s, blocks in self.live_by_size(held) if s in set(capture_order)),
+            capture_order=tuple(capture_order),
+            largest_first_bytes=largest_first_bytes,
+            growth=growth,
+            slack_bytes=None if slack is None else int(slack),
         )
 
     def check_against_alone(
@@ -546,33 +393,39 @@ class PoolMeter:
         pool_mode: str,
         order: str,
         keep_outputs: bool,
+        capture_largest_first: CaptureAll | None = None,
     ) -> PoolCheck:
         """The pool check against the largest size's own mark (``GraphSet.pool_check``).
 
-        Measures the largest size alone when nothing was measured; a derived slack
-        needs the largest measured size's own segments, measured again if missing.
+        Measures the largest size alone when nothing was measured.  Where the sizes
+        were not captured largest first and the pool holds more than the largest
+        graph and the workspace, ``capture_largest_first()`` captures them all that
+        way into a fresh pool, whose bytes are what the order is judged against.
         """
         largest_bytes = self.largest_alone_bytes(max(capture_order), capture_alone)
-        largest_size = self.largest_measured_size()
-        segments: Sequence[int] = ()
-        if slack is None:
-            # The slack follows the segment kinds the largest graph's own capture needs:
-            # those are the kinds a smaller graph's request can fail to find room in.
-            if largest_size not in self.alone_segments:
-                self.graph_bytes.pop(largest_size, None)
-                self.measure_alone([largest_size], capture_alone)
-            segments = self.alone_segments[largest_size]
-        return self.check(
-            largest_size=largest_size,
+        check = self.check(
+            largest_size=self.largest_measured_size(),
             largest_graph_bytes=largest_bytes,
-            largest_segments=segments,
             slack=slack,
             capture_order=capture_order,
             pool_mode=pool_mode,
             order=order,
             keep_outputs=keep_outputs,
         )
+        if check.largest_first or check.caching_bytes == 0 or len(check.pools) > 1 or capture_largest_first is None:
+            return check
+        pool, graphs = capture_largest_first()
+        reference = pool_usage(pool, self.device).reserved_bytes
+        graphs.release()
+        _give_back_freed_pools()
+        return replace(check, largest_first_bytes=reference)
 
     def size_table(self, capture_order: Sequence[int]) -> str:
         """The per-size table of the recorded sizes (see ``format_size_table``)."""
         return format_size_table(list(self.rows_in(capture_order)))
+
+
+def _give_back_freed_pools() -> None:
+    import torch
+
+    torch.cuda.empty_cache()  # the measuring pools are freeable now; give their segments back

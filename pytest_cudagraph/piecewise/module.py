@@ -15,7 +15,7 @@ import torch
 
 from ..errors import InvariantViolation, MisuseError
 from ..graphs import open_objects
-from ..graphs.memory import PoolCheck
+from ..graphs.pool_check import PoolCheck
 from ..graphs.sizes import validate_capture_sizes
 from ..records.record import TestRecord, current_record
 from .ops import resolve_splitting_ops
@@ -205,13 +205,14 @@ class PiecewiseModule:
         Every piece of every size is captured into one pool, largest size first, and a
         size's piece outputs are let go (kept as non-owning aliases) before the next
         size, so the smaller sizes fit in the blocks the largest size left behind.
-        Invariant: pool bytes <= the pool right after the largest size (minus the cuBLAS
-        workspace, counted apart) + cuBLAS workspace + slack, the slack derived from
-        the allocator's rounding (``memory.derive_slack``) unless given in bytes.
+        The verdict is ``GraphSet.check_pool``'s: no block left allocated in the pool
+        after a size's capture (the cuBLAS workspace apart), and, with ``slack=BYTES``,
+        the pool within the pool right after the largest size + BYTES; what the
+        allocator's caching adds is a figure (``PoolCheck.caching_bytes``).
         ``outside=BYTES`` also bounds the device memory the captures took behind
         PyTorch's allocator, ``first_use=BYTES`` what the warm-ups took there (see
         ``GraphSet.check_pool``).
-        Returns the ``memory.PoolCheck``; raises InvariantViolation with the per-size
+        Returns the ``pool_check.PoolCheck``; raises InvariantViolation with the per-size
         table otherwise.
 
         Example::

@@ -24,7 +24,8 @@ import torch
 
 from .. import _compat as compat
 from ..graphs.capture_cost import CaptureCost, CaptureCostMeter, collection_paused, outside_limit, with_device_bounds
-from ..graphs.memory import PoolCheck, PoolMeter
+from ..graphs.memory import PoolMeter
+from ..graphs.pool_check import PoolCheck
 from .ops import SplittingOp, SplittingOpCounter
 from .padding import BatchPadding
 from .pieces import PassState
@@ -182,7 +183,6 @@ class PiecewiseRuntime:
         check = meter.check(
             largest_size=largest,
             largest_graph_bytes=max(0, meter.rows[largest].pool_bytes_after - workspace),
-            largest_segments=meter.segments_after[largest],
             slack=slack,
             capture_order=order,
         )

@@ -103,6 +103,11 @@ def merge_graph_sets(sets: list[dict[str, Any]]) -> dict[str, Any]:
         "captured": sum(int(g.get("captured", 0)) for g in sets),
         "pool_bytes": _max_or_none([g.get("pool_bytes") for g in sets]),
         "largest_graph_bytes": _max_or_none([g.get("largest_graph_bytes") for g in sets]),
+        **{
+            key: _max_or_none([g.get(key) for g in sets])
+            for key in ("pool_live_bytes", "pool_caching_bytes")
+            if any(key in g for g in sets)
+        },
         "max_abs_err": _max_or_none([g.get("max_abs_err") for g in sets]),
         "capture_s": round(sum(float(g.get("capture_s") or 0.0) for g in sets), 6),
         **_merged_capture_cost(sets),

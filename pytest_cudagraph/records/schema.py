@@ -250,6 +250,9 @@ class GraphSet(CaptureCost, kw_only=True):
     pool: Text | UnsetType = UNSET
     keep_outputs: Flag | UnsetType = UNSET
     pool_check_passed: Flag | UnsetType = UNSET
+    # the pool check's figures: bytes left allocated across captures, and free bytes the allocator's caching added
+    pool_live_bytes: Measure | UnsetType = UNSET
+    pool_caching_bytes: Measure | UnsetType = UNSET
     replay_checks: Count | UnsetType = UNSET
     # a breakable set: the ops its graphs end at, its graphs over all sizes, and each size's chain
     break_at: Texts | UnsetType = UNSET
