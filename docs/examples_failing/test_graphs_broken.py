@@ -73,6 +73,28 @@ def test_separate_pools_cost_the_sum(cudagraphs):
     graphs.check_pool()
 
 
+class RememberingMlp(torch.nn.Module):
+    """Keeps every hidden activation it makes: a tensor held across captures, in the graph pool."""
+
+    def __init__(self):
+        super().__init__()
+        self.mlp = deep_mlp()
+        self.seen = []
+
+    def forward(self, x):
+        hidden = self.mlp(x)
+        self.seen.append(hidden * 1)  # kept across captures
+        return hidden
+
+
+@pytest.mark.cudagraph(capture_sizes=VLLM_SIZES)
+def test_a_tensor_kept_across_captures_holds_pool_memory(cudagraphs):
+    model = RememberingMlp().cuda().eval()
+    with torch.no_grad():
+        graphs = cudagraphs.capture(model, lambda bs: torch.randn(bs, 1024, device="cuda"))
+    graphs.check_pool()
+
+
 @pytest.mark.cudagraph(capture_sizes=SIZES)
 def test_parameter_replaced_after_capture(cudagraphs):
     model = Mlp().cuda().eval()
