@@ -15,9 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from mlp_model import MLP
 
 from pytest_cudagraph import CaptureError, InvariantViolation, StaleGraphError, capture_graphs
-from pytest_cudagraph.graphs.memory import format_bytes, graph_pool_segments
+from pytest_cudagraph.graphs.memory import graph_pool_segments
 from pytest_cudagraph.records.record import current_record
 from pytest_cudagraph.strategies import capture_sizes, dtypes
+from pytest_cudagraph.text import format_bytes
 
 pytestmark = pytest.mark.cudagraph
 
