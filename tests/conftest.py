@@ -1,6 +1,7 @@
 """Shared setup of the plugin's own tests."""
 
 import os
+import warnings
 
 # Imported once here so that in-process pytester runs, which drop every module
 # they import, never re-import torch: its C extension cannot be loaded twice.
@@ -9,7 +10,11 @@ import torch  # noqa: F401
 # ... and so is the compile stack: an in-process run that first imports Inductor would drop
 # its modules at the end, and importing them again fails (torch 2.11: "Artifact of
 # type=autotune already registered in mega-cache artifact factory").
-import torch._inductor.compile_fx  # noqa: E402, F401
+# Importing it warns torch's own deprecations (2.13: "torch.jit.script_method is deprecated", 14
+# times), which no test of this suite causes.
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import torch._inductor.compile_fx  # noqa: F401
 
 # The suite itself runs in random order (pytest-randomly), so no verdict may depend
 # on which test ran first.  The small suites generated inside tests are a different
