@@ -308,15 +308,17 @@ def expected_changes(
 ) -> list[str]:
     """The head and table of an ``expect(**deltas)`` failure: per figure, before, after, expected and actual change.
 
-    ``what`` names the checker (``"RecompileWatch.expect()"``); only the figures in
-    ``expected`` are shown, in ``order``, the ones that differ marked.
+    ``what`` names the checker (``"RecompileWatch.expect()"``); the head says what
+    changed and what was expected (``count +1 (expected +0) in the block of
+    RecompileWatch.expect(count=0)``); only the figures in ``expected`` are
+    shown, in ``order``, the ones that differ marked.
     """
     names = [name for name in order if name in expected]
     wrong = [name for name in names if after[name] - before[name] != expected[name]]
-    head = (
-        f"{what}: {len(wrong)} of {count_noun(len(names), 'figure')} "
-        f"changed otherwise than expected inside the block ({', '.join(wrong)})."
-    )
+    # what happened first, then what was expected: pytest's one-line summary keeps only the start
+    happened = ", ".join(f"{name} {after[name] - before[name]:+d} (expected {expected[name]:+d})" for name in wrong)
+    call = f"{what.removesuffix('()')}({', '.join(f'{name}={expected[name]}' for name in names)})"
+    head = f"{happened} in the block of {call}"
     rows = [("figure", "before", "after", "expected change", "change", "")]
     for name in names:
         was, now = before[name], after[name]

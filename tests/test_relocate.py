@@ -55,7 +55,7 @@ def test_check_fails_naming_the_component_and_passes_on_hits_only():
     with pytest.raises(InvariantViolation) as info:
         pair.check()
     text = str(info.value)
-    assert text.startswith("compile_cache.relocate(): the warm pass was not a pure cache hit")
+    assert text.startswith("the cache key differs between the passes in my_pass (compile_cache.relocate())")
     assert "fxgraph: my_pass holds a path: /old/work -> /new/work (the working directory)" in text
     assert "my_pass: cwd /old/work -> cwd /new/work" in text
     assert pair.to_json()["moved"]["the working directory"] == ["/old/work", "/new/work"]

@@ -191,7 +191,7 @@ def write_pass_output(path: str | Path, result: PassResult | None, error: str | 
             before=plain_counters(result.before),
             after=plain_counters(result.after),
             recorded=to_cpu(dict(result.recorded)),
-            lookups=cache_keys.lookups_to_json(result.lookups, full=True),
+            lookups=cache_keys.lookups_to_json(result.lookups, full=True, with_code=True),
             compile_time=result.compile_time.to_json() if result.compile_time is not None else None,
             startup=dict(result.startup),
             started_at=result.started_at,

@@ -45,6 +45,8 @@ VALUE_LIMIT = 1024
 REPORT_HASH_CHARS = 12
 # an explanation names at most this many differing components, then "and N more"
 SHOWN_DIFFERENCES = 8
+# characters of a graph's code kept in memory to show how two passes' graphs differ
+GRAPH_CODE_LIMIT = 64 * 1024
 
 # torch's component hash: sha256 in lowercase base32, 51 characters (2.6-2.14)
 _HASH = r"[a-z2-7]{51}"
@@ -122,6 +124,9 @@ class CacheLookup:
     ``graph``: the 1-based order of this layer's lookups within that pass (or the
     test).  ``functorch_config``: functorch's config at an AOTAutograd lookup, to
     name the entries behind an ``autograd_config`` difference (not in the report).
+    ``graph_code``: the ``gm`` component's value, the code of the graph the key was
+    computed from (cut to GRAPH_CODE_LIMIT), to show how two passes' graphs differ
+    (not in the report).
     """
 
     layer: str
@@ -134,6 +139,7 @@ class CacheLookup:
     graph: int = 1
     note: str | None = None
     functorch_config: Mapping[str, str] | None = field(default=None, compare=False, repr=False)
+    graph_code: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def graph_code_hash(self) -> str | None:
@@ -146,8 +152,12 @@ class CacheLookup:
             f"graph {self.graph} of the {self.pass_name} pass" if self.pass_name else f"graph {self.graph} of the test"
         )
 
-    def to_json(self, full: bool = False) -> dict[str, Any]:
-        """The report's form (hashes cut to 12 characters, values to 160); ``full``: everything, for reading back."""
+    def to_json(self, full: bool = False, with_code: bool = False) -> dict[str, Any]:
+        """The report's form (hashes cut to 12 characters, values to 160); ``full``: everything, for reading back.
+
+        ``with_code`` (with ``full``) adds the graph code, for a pass that travels back
+        from a fresh interpreter; the report and the key index leave it out.
+        """
         out: dict[str, Any] = {
             "layer": self.layer,
             "outcome": self.outcome,
@@ -173,6 +183,8 @@ class CacheLookup:
                 out["note"] = self.note
             if self.functorch_config is not None:
                 out["functorch_config"] = dict(self.functorch_config)
+            if with_code and self.graph_code is not None:
+                out["graph_code"] = self.graph_code
         return out
 
     @classmethod
@@ -180,6 +192,7 @@ class CacheLookup:
         """A lookup written by ``to_json(full=True)`` (a child interpreter's, or the cross-run index's)."""
         components = data.get("components")
         config = data.get("functorch_config")
+        code = data.get("graph_code")
         return cls(
             layer=str(data["layer"]),
             outcome=str(data["outcome"]),
@@ -193,6 +206,7 @@ class CacheLookup:
             graph=int(data.get("graph") or 1),
             note=data.get("note"),
             functorch_config=dict(config) if isinstance(config, Mapping) else None,
+            graph_code=code[:GRAPH_CODE_LIMIT] if isinstance(code, str) else None,
         )
 
 
@@ -211,12 +225,25 @@ def lookup_from_event(event: Mapping[str, Any], pass_name: str | None = None, gr
         graph=graph,
         note=event.get("note"),
         functorch_config=event.get("functorch_config"),
+        graph_code=graph_code_of(lines) if lines else None,
     )
 
 
-def lookups_to_json(lookups: Iterable[CacheLookup], full: bool = False) -> list[dict[str, Any]]:
-    """The lookups as plain data (the report's form; ``full=True`` keeps whole hashes, values and config)."""
-    return [lookup.to_json(full=full) for lookup in lookups]
+def graph_code_of(lines: Iterable[str]) -> str | None:
+    """The ``gm`` component's value in torch's debug lines (the graph's code), cut to GRAPH_CODE_LIMIT; None without one."""
+    for line in lines:
+        parsed = parse_component_line(line)
+        if parsed is not None and parsed[0] == GRAPH_CODE:
+            return parsed[2][:GRAPH_CODE_LIMIT]
+    return None
+
+
+def lookups_to_json(
+    lookups: Iterable[CacheLookup], full: bool = False, with_code: bool = False
+) -> list[dict[str, Any]]:
+    """The lookups as plain data (the report's form; ``full=True`` keeps whole hashes, values and config;
+    ``with_code`` the graph code too)."""
+    return [lookup.to_json(full=full, with_code=with_code) for lookup in lookups]
 
 
 def lookups_from_json(data: Iterable[Mapping[str, Any]]) -> tuple[CacheLookup, ...]:

@@ -7,11 +7,14 @@ The invariant::
 
 ``warm_pass_problems`` lists what falls short, each warm miss explained by the
 components that differ from the cold pass's same graph (``keys``);
-``format_failure`` adds the counter table, the bypass reasons and hints.
+``failure_story`` tells them from their cause (a warm miss, and the counters and
+outputs that follow from it), and ``format_failure`` leads with that cause, then
+adds the counter table, the bypass reasons and hints.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +24,9 @@ from ..compile.compile_time import warm_cold_ratio
 from ..errors import InvariantViolation
 from ..text import count_noun, format_table
 from . import keys as cache_keys
+from .graph_code import graph_change
 from .keys import KEYED_LAYERS, MissExplanation
+from .lookups import GRAPH_CODE
 from .outputs import cold_warm_differences, compare_recorded
 from .results import CACHE_LAYERS, PassResult
 
@@ -178,7 +183,7 @@ def warm_pass_problems(
     return problems
 
 
-def _hints(result: ColdWarm) -> list[str]:
+def _hints(result: ColdWarm, graph_differs: bool = False) -> list[str]:
     cold, warm = result.cold.stats, result.warm.stats
     reasons = warm.reasons() or cold.reasons()
     hints = []
@@ -214,7 +219,7 @@ def _hints(result: ColdWarm) -> list[str]:
         for layer in ("fxgraph", "aot_autograd")
         if layer not in off and (getattr(warm, layer).get("miss", 0) or getattr(warm, layer).get("guard_miss", 0))
     ]
-    if missed and not reasons and "fxgraph" not in off:
+    if missed and not reasons and "fxgraph" not in off and not graph_differs:
         hint = (
             "the warm pass computed other cache keys than the cold pass: a config that differs between passes "
             f"({' / '.join(compat.CACHE_KEY_CONFIG_MODULES)} patched in one pass only, or an environment variable), "
@@ -274,6 +279,136 @@ def _counter_rows(result: ColdWarm) -> list[list[str]]:
     return rows
 
 
+# a problem the warm pass's counters state: a consequence wherever a miss was explained
+_COUNTER_PROBLEM = re.compile(
+    r"^(fxgraph|aot_autograd): (no hit|(miss|guard_miss|saved|bypass) (\d+)) on the warm pass$"
+)
+_TRITON_PROBLEM = re.compile(r"^triton: \d+ kernels? compiled on the warm pass$")
+_OUTPUT_PROBLEM = ("returned", "recorded")
+
+
+@dataclass(frozen=True)
+class FailureStory:
+    """A warm-start failure told from its cause: the verdict, the causes (with what they show), what follows.
+
+    ``verdict``: the head's words (``the traced graph differs between the cold and
+    the warm pass``); ``causes``: bullets, each with lines shown under it (a code
+    diff); ``follows``: the problems the causes explain (no hit, a miss, a save,
+    other outputs), folded per layer.  ``graph_differs``: the cause is the traced
+    graph, not a setting.
+    """
+
+    verdict: str
+    causes: tuple[tuple[str, tuple[str, ...]], ...]
+    follows: tuple[str, ...]
+    graph_differs: bool = False
+
+
+def _explained_misses(result: ColdWarm, problems: list[str]) -> list[MissExplanation]:
+    texts = set(problems)
+    return [explanation for explanation in result.explanations() if explanation.text() in texts]
+
+
+def _graph_only(explanation: MissExplanation) -> bool:
+    """The miss's key differs in the graph's code alone (``gm``): the passes traced different graphs."""
+    return bool(explanation.explained) and all(line.startswith(f"{GRAPH_CODE}: ") for line in explanation.explained)
+
+
+def _component_names(explanations: list[MissExplanation]) -> list[str]:
+    names: list[str] = []
+    for explanation in explanations:
+        for line in explanation.explained:
+            name, colon, _ = line.partition(": ")
+            if colon and " " not in name and name not in names:
+                names.append(name)
+    return names
+
+
+def _folded(counter_problems: list[str]) -> list[str]:
+    """``fxgraph: no hit, miss 1, saved 1 on the warm pass``: one line per layer."""
+    parts: dict[str, list[str]] = {}
+    for problem in counter_problems:
+        match = _COUNTER_PROBLEM.match(problem)
+        if match is not None:
+            parts.setdefault(match.group(1), []).append(match.group(2))
+    return [f"{layer}: {', '.join(said)} on the warm pass" for layer, said in parts.items()]
+
+
+def _verdict_of(problem: str) -> str:
+    """The head's words for a failure whose first problem is ``problem`` (a problem that is its own cause)."""
+    if problem.startswith(_OUTPUT_PROBLEM):
+        return "the warm pass's outputs differ from the cold pass's"
+    match = _COUNTER_PROBLEM.match(problem)
+    if match is not None:
+        layer, what = match.group(1), match.group(3) or "no hit"
+        return {
+            "no hit": f"the warm pass did not hit the {layer} cache",
+            "miss": f"the warm pass missed the {layer} cache",
+            "guard_miss": f"the warm pass missed the {layer} cache (guards)",
+            "saved": f"the warm pass saved {layer} entries",
+            "bypass": f"a graph bypassed the {layer} cache on the warm pass",
+        }[what]
+    if _TRITON_PROBLEM.match(problem):
+        return "Triton compiled kernels on the warm pass"
+    return problem
+
+
+def _cause_rank(problem: str) -> int:
+    """Which problem names the failure best: a sentence of its own, a bypass, Triton, a save, a miss, outputs."""
+    if problem.startswith(_OUTPUT_PROBLEM):
+        return 6
+    if _TRITON_PROBLEM.match(problem):
+        return 2
+    match = _COUNTER_PROBLEM.match(problem)
+    if match is None:
+        return 0
+    return {"bypass": 1, "saved": 3, "miss": 4, "guard_miss": 4}.get(match.group(3) or "", 5)
+
+
+def failure_story(result: ColdWarm, problems: list[str]) -> FailureStory:
+    """``problems`` (``result.problems()``, a subclass's included) grouped by cause.
+
+    A warm miss explained by the cold pass's same graph is a cause, and the
+    counters it moves (no hit, the miss, the save, Triton's compiles) follow from
+    it.  Where every explained miss differs in the graph's code alone, the cause is
+    the traced graph, shown as the lines of code that differ, and the outputs
+    differing follows from it too.
+    """
+    explanations = _explained_misses(result, problems)
+    explained = {explanation.text() for explanation in explanations}
+    graph = bool(explanations) and all(map(_graph_only, explanations))
+    counters = [p for p in problems if _COUNTER_PROBLEM.match(p) and "bypass" not in p]
+    follows: list[str] = []
+    folded: set[str] = set()
+    if explanations:
+        follows += _folded(counters) + [p for p in problems if _TRITON_PROBLEM.match(p)]
+        folded |= set(counters)
+    elif any(not p.endswith(": no hit on the warm pass") for p in problems):
+        # a bypass, a layer off, a save: "no hit" follows from it
+        follows += [p for p in problems if p.endswith(": no hit on the warm pass")]
+    if graph:
+        follows += [p for p in problems if p.startswith(_OUTPUT_PROBLEM)]
+    folded |= set(follows)
+    others = [p for p in problems if p not in explained and p not in folded]
+    # the causes in the order the problems name them (a subclass's own first)
+    causes: list[tuple[str, tuple[str, ...]]] = [(p, ()) for p in problems if p in explained or p in others]
+    if graph:
+        change = graph_change([(e.matched, e.lookup) for e in explanations if e.matched is not None])
+        if change is not None:  # the code says it better than the hashes: it replaces them
+            at = next(i for i, (text, _) in enumerate(causes) if text in explained)
+            causes = [cause for cause in causes if cause[0] not in explained]
+            where = f"{change.layer} graph {change.graph}"
+            causes.insert(at, (f"the code the body traced, cold pass -> warm pass ({where}):", tuple(change.lines())))
+        verdict = "the traced graph differs between the cold and the warm pass"
+    elif explanations:
+        names = _component_names(explanations)
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        verdict = f"the cache key differs between the passes in {shown}" if names else "the warm pass missed the cache"
+    else:
+        verdict = _verdict_of(min(others, key=_cause_rank)) if others else "the warm pass was not a pure cache hit"
+    return FailureStory(verdict, tuple(causes), tuple(follows), graph_differs=graph)
+
+
 def format_failure(
     result: ColdWarm,
     problems: list[str],
@@ -282,16 +417,22 @@ def format_failure(
     context: str | None = None,
     across_runs: tuple[MissExplanation, ...] = (),
 ) -> str:
-    """The failure report: what failed, the counter table, the bypass reasons, earlier runs' differences, hints.
+    """The failure report: the verdict first, its causes, what follows from them, the counters, bypasses, hints.
 
-    Each warm miss is one of the problems, naming the components that changed;
+    The head names the cause in its first words (pytest's one-line summary keeps
+    only those), then the check (``context``).  Each warm miss is explained by the
+    components that changed (or the code, where the graph itself changed);
     ``across_runs`` adds what differs from an earlier run of the same test.
     """
     head = context or f"compile_cache.cold_warm(mode={result.mode!r})"
-    lines = [
-        f"{head}: the warm pass was not a pure cache hit ({count_noun(len(problems), 'problem')}); cache dir {result.cache_dir}"
-    ]
-    lines += [f"  - {p}" for p in problems]
+    story = failure_story(result, problems)
+    lines = [f"{story.verdict} ({head})"]
+    for cause, shown in story.causes:
+        lines.append(f"  - {cause}")
+        lines += [f"      {line}" for line in shown]
+    if story.follows:
+        lines.append("  what follows from it:" if len(story.causes) == 1 else "  what follows from them:")
+        lines += [f"    - {line}" for line in story.follows]
     lines.append("")
     lines += format_table(_counter_rows(result), indent="  ")
     for name, stats in (("cold", result.cold.stats), ("warm", result.warm.stats)):
@@ -309,17 +450,24 @@ def format_failure(
         lines.append(f"  compared with {explanation.compared_with}: {explanation.text()}")
     lines.append(
         f"  warm pass ran in {result.warm.process}; outputs compared "
-        f"{'bitwise' if rtol is None and atol is None else f'with rtol={rtol}, atol={atol}'}"
+        f"{'bitwise' if rtol is None and atol is None else f'with rtol={rtol}, atol={atol}'}; "
+        f"cache dir {result.cache_dir}"
     )
     startup = startup_text(result)
     if startup:
         lines.append(f"  {startup}")
-    if any(p.startswith(("returned", "recorded")) for p in problems):
+    if story.graph_differs:
+        lines.append(
+            "  hint: the body traced other code in each pass: a Python value it computes anew (a counter, the time, "
+            "a random number not drawn from the seeded RNGs, a global the cold pass changed) is baked into the "
+            "graph as a constant; make it the same in both passes, or pass it in as a tensor"
+        )
+    elif any(p.startswith(_OUTPUT_PROBLEM) for p in problems):
         lines.append(
             "  hint: a hit that loads the wrong artifact gives other outputs; so does a body that is not "
             "deterministic (inputs not drawn from the seeded Python/torch/CUDA RNGs, nondeterministic "
             "kernels: give rtol/atol to the marker)"
         )
-    for hint in _hints(result):
+    for hint in _hints(result, graph_differs=story.graph_differs):
         lines.append(f"  hint: {hint}")
     return "\n".join(lines)

@@ -62,15 +62,23 @@ def too_many_recompiles(
     limit_setting: str,
     context: str | None = None,
 ) -> str:
-    """The failure of ``assert_at_most(n)``: the count against ``n``, the table, limit hits, graph breaks, hints."""
-    where = f"{context}: " if context else ""
-    if count > n:
-        head = f"{where}Dynamo recompiled {_times(count)}, expected at most {n}"
+    """The failure of ``assert_at_most(n)``: the verdict, the table, limit hits, graph breaks, hints.
+
+    The head says what happened first, then the first recompile's function and
+    guard, then the check (``context``): pytest's one-line summary keeps only the
+    start (``recompiled 1 time (max 0): <lambda> (test_x.py:12), tensor 'x' dtype
+    mismatch (@pytest.mark.max_recompiles(0))``).
+    """
+    if limit_hits and count <= n:
+        head = f"hit the recompile limit {_times(len(limit_hits))} (recompiled {_times(count)}, max {n})"
     else:
-        head = f"{where}Dynamo recompiled {_times(count)} (at most {n} allowed)"
-    if limit_hits:
-        head += f", and hit the recompile limit {_times(len(limit_hits))}"
-    lines = [head + "."]
+        head = f"recompiled {_times(count)} (max {n})"
+        if limit_hits:
+            head += f" and hit the recompile limit {_times(len(limit_hits))}"
+    first = first_recompile_text(events) if count > n else None
+    if first:
+        head += f": {first}"
+    lines = [head + (f" ({context})" if context else "")]
     if count:
         lines += ["", *recompile_table(events)]
     if limit_hits:
@@ -85,6 +93,17 @@ def too_many_recompiles(
     guards = [guard.guard for event in events for guard in event.guards]
     lines += _what_to_try([*reasons, *guards, *limit_hits])
     return "\n".join(lines)
+
+
+def first_recompile_text(events: Sequence[Any]) -> str | None:
+    """``<lambda> (test_x.py:12), tensor 'x' dtype mismatch``: the first recompile's function and failed guard."""
+    event = next((event for event in events if event.limit_hit is None), None)
+    if event is None:
+        return None
+    guards = [guard.guard for guard in event.guards if guard.guard]
+    reason = guards[0] if guards else (event.reasons[0] if event.reasons else "")
+    reason = clip(reason.partition(": ")[2] if re.match(r"\d+/\d+: ", reason) else reason, 80, first_line=True)
+    return f"{event.function}, {reason}" if reason else event.function
 
 
 def compile_refused(function: str, reasons: Sequence[str], torch_said: str, when: str, event: Any = None) -> str:

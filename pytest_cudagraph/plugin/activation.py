@@ -252,6 +252,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
     """After each phase of a test: track its outcome; after teardown, put its finished record on the report."""
     report = yield
+    short_crash_line(call, report)
     keep_outcome(item, call, report)
     config = item.config
     if not is_active(config) and "torch" in sys.modules:
@@ -263,6 +264,23 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
 
             attach_record(item, report)
     return report
+
+
+def short_crash_line(call: pytest.CallInfo, report: pytest.TestReport) -> None:
+    """Our exception's crash line without its module path: ``InvariantViolation: count changed by +1, ...``.
+
+    pytest's one-line summary (``-r``) prints the crash line cut to the terminal's
+    width after the test id; ``pytest_cudagraph.errors.`` took 24 of those characters
+    before the message's verdict.
+    """
+    excinfo = call.excinfo
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if excinfo is None or crash is None or not isinstance(getattr(crash, "message", None), str):
+        return
+    kind = excinfo.type
+    qualified = f"{kind.__module__}.{kind.__qualname__}: "
+    if kind.__module__.startswith("pytest_cudagraph.") and crash.message.startswith(qualified):
+        crash.message = f"{kind.__qualname__}: {crash.message.removeprefix(qualified)}"
 
 
 def keep_outcome(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport) -> None:
