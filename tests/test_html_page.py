@@ -243,18 +243,19 @@ def test_errors_crashes_and_recompile_limit_hits_are_listed_with_the_failures():
     limit_hit["recompiles"]["limit_hits"] = ["forward hit config.recompile_limit (8)"]
     tests = {
         "a::test_passes": graph_record(),
-        "b::test_limit": limit_hit,  # passed: the recompiles fixture does not fail a test on a limit hit
+        # passed: the recompiles fixture does not fail a test on a limit hit, and the hit is no alarm
+        "b::test_limit": limit_hit,
         "c::test_setup": {"outcome": "error", "failure": {"when": "setup", "message": "fixture 'model' not found"}},
         "d::test_worker_died": {"outcome": "crashed"},
         "e::test_old_record": {"outcome": "failed"},
     }
     parsed = Page(render_html(build_report(ENV_2_13, tests)))
     assert parsed.section_titles == [
-        "b::test_limit",
         "c::test_setup",
         "d::test_worker_died",
         "e::test_old_record",
         "a::test_passes",
+        "b::test_limit",
     ]
     assert parsed.text("failure-head") == "error in setup"
     assert "Its worker died while it ran: there is no failure message." in parsed.text("note")

@@ -49,7 +49,8 @@ def test_a_warm_pass_that_missed_shows_the_miss_on_the_warm_side():
 
 def test_a_test_without_passes_keeps_its_counters():
     cells = _cells(graph_record())
-    assert (cells["fxgraph"], cells["aot"], cells["triton"]) == ("h=1 m=0", "h=1 m=0", "c=0 l=3")
+    # one notation with the passes' cells: the counters that moved, letter first
+    assert (cells["fxgraph"], cells["aot"], cells["triton"]) == ("h=1", "h=1", "l=3")
 
 
 def test_the_legend_explains_what_the_table_shows_and_nothing_else():
@@ -65,16 +66,22 @@ def test_the_legend_explains_what_the_table_shows_and_nothing_else():
 
 
 def test_a_piecewise_test_says_pieces_in_words():
-    assert _cells(piecewise_record())["graphs"] == "12 (5 pieces)"
+    assert _cells(piecewise_record())["graphs"] == "5 pieces, 12 graphs"
+    none = piecewise_record()
+    none["piecewise"]["graphs_captured"] = 0  # a CPU run splits, and captures nothing
+    assert _cells(none)["graphs"] == "5 pieces"
 
 
 def test_counts_are_in_words_with_the_right_number():
     one = recompile_record(count=1)
     one["recompiles"]["limit_hits"] = ["forward (model.py:12): hit config.recompile_limit (8)"]
-    assert totals_line({"a": one}) == "1 passed; 0 graphs captured; 1 recompile (1 recompile-limit hit)"
+    assert totals_line({"a": one}) == (
+        "1 test used the plugin: 1 passed; 1 recompile (1 recompile-limit hit, in a test that passed); "
+        "0 graphs captured"
+    )
     errors = {name: {"outcome": "error"} for name in ("a", "b")}
-    assert totals_line(errors).startswith("2 errors; ")
-    assert totals_line({"a": {"outcome": "error"}}).startswith("1 error; ")
+    assert totals_line(errors).startswith("2 tests used the plugin: 2 errors; ")
+    assert totals_line({"a": {"outcome": "error"}}).startswith("1 test used the plugin: 1 error; ")
 
 
 def test_gpu_tests_skipped_for_want_of_a_gpu_are_one_line_per_reason():
@@ -86,8 +93,11 @@ def test_gpu_tests_skipped_for_want_of_a_gpu_are_one_line_per_reason():
         "t.py::e": recompile_record(),
     }
     lines = terminal_summary_lines(records, None)
-    assert f"2 GPU tests skipped: {NO_CUDA}" in lines
-    assert "1 GPU test skipped: needs --cudagraph" in lines
+    assert f"2 GPU tests skipped, not listed: {NO_CUDA}" in lines
+    assert "1 GPU test skipped, not listed: needs --cudagraph" in lines
+    assert "1 other skipped test measured nothing, not listed" in lines
+    # one row per test that measured something, under its file
+    assert lines[:3] == ["test  outcome  recompiles", "t.py", "  e   passed   0"]
     assert not any("the user's own reason" in line for line in lines)
 
 
@@ -127,7 +137,7 @@ def test_a_run_without_cudagraph_says_how_many_gpu_tests_skipped_and_why(pyteste
     result = pytester.runpytest(f"--cudagraph-report={pytester.path / 'run.json'}")
     result.assert_outcomes(passed=1, skipped=3)
     section = result.stdout.str().split("= cudagraph =")[1]
-    assert "2 GPU tests skipped: needs --cudagraph" in section
+    assert "2 GPU tests skipped, not listed: needs --cudagraph" in section
     assert "the user's own reason" not in section
     import json
 
@@ -147,7 +157,7 @@ def test_a_cpu_runner_with_cudagraph_says_no_cuda_device_in_one_line(pytester):
     result.assert_outcomes(passed=1, skipped=3)
     section = result.stdout.str().split("= cudagraph =")[1]
     lines = [line for line in section.splitlines() if "GPU tests skipped" in line]
-    assert len(lines) == 1 and lines[0].startswith("2 GPU tests skipped: no CUDA device (torch "), lines
+    assert len(lines) == 1 and lines[0].startswith("2 GPU tests skipped, not listed: no CUDA device (torch "), lines
 
 
 def test_a_run_stopped_by_a_collection_error_prints_no_table(pytester):
@@ -217,3 +227,100 @@ def test_a_multi_rank_test_shows_every_ranks_graphs_and_the_world_size():
     assert cells["graphs"] == "16 (2 ranks)"
     # the rank whose pool is worst against its largest graph
     assert cells["pool / largest"] == "3.0M / 2.0M  1.50x"
+
+
+# ----------------------------------------------------------------------------
+# the example suite on a CPU, at 120 columns
+# ----------------------------------------------------------------------------
+
+EXAMPLES = "docs/examples/"
+
+
+def _cpu_examples() -> dict[str, dict]:
+    """The main job's records on a CPU, as their shapes were: cache tests, recompile tests, GPU tests skipped."""
+    records = {
+        f"{EXAMPLES}test_compile_cache_cases.py::test_warm_start_in_process_forward_and_backward": warm_start_record(),
+        f"{EXAMPLES}test_llama_hf.py::test_llama_forward_compiles_once_for_every_batch_size": recompile_record(0),
+        f"{EXAMPLES}test_recompile_cases.py::test_automatic_dynamic_costs_exactly_one_recompile": recompile_record(1),
+    }
+    passes = records[next(iter(records))]["extra"]["compile_cache"]
+    for side in ("cold", "warm"):  # Inductor on a CPU generates C++: Triton moves nothing
+        passes[side]["stats"]["triton"] = {"compiled": 0, "loaded": 0}
+    for name in ("test_decode_step_bf16", "test_compiled_decode_step_graphs", "test_tensor_parallel_mlp_graphs"):
+        records[f"{EXAMPLES}test_decode_step_graphs.py::{name}"] = {"outcome": "skipped", "skip_reason": NO_CUDA}
+    return records
+
+
+def test_each_test_is_one_line_under_its_file_and_no_column_is_empty():
+    lines = terminal_summary_lines(_cpu_examples(), None)
+    assert max(map(len, lines)) <= 120, "\n".join(lines)
+    table = lines[: next(i for i, line in enumerate(lines) if " used the plugin: " in line)]
+    assert table[0].split() == ["test", "outcome", "recompiles", "fxgraph", "aot"]  # Triton moved nothing: no column
+    assert table[1:] == [
+        f"{EXAMPLES}test_compile_cache_cases.py",
+        table[2],
+        f"{EXAMPLES}test_llama_hf.py",
+        table[4],
+        f"{EXAMPLES}test_recompile_cases.py",
+        table[6],
+    ]
+    assert table[2].split()[:2] == ["test_warm_start_in_process_forward_and_backward", "passed"]
+    assert "m=1 s=1 -> h=1  m=1 s=1 -> h=1" in table[2]
+    # the GPU tests that skipped are not rows of dashes: one line counts them
+    assert not any("skipped" in line for line in table)
+    assert f"3 GPU tests skipped, not listed: {NO_CUDA}" in lines
+    assert "6 tests used the plugin: 3 passed, 3 skipped; 1 recompile; 0 graphs captured" in lines
+
+
+def test_the_legend_says_what_every_column_shown_holds():
+    lines = terminal_summary_lines(_cpu_examples(), None)
+    legend = " ".join(lines[lines.index(next(line for line in lines if "GPU tests skipped" in line)) + 1 :])
+    for said in (
+        "recompiles: Dynamo recompiles",
+        "fxgraph: Inductor's FX-graph cache",
+        "aot: AOTAutograd's cache",
+        "caches: counts of h hits, m misses, s saves",
+        "a -> b: the cold pass, then the warm pass",
+    ):
+        assert said in legend, (said, legend)
+    assert "triton" not in legend and "graphs:" not in legend
+
+
+def test_a_name_too_long_for_its_row_is_clipped_in_the_middle_not_wrapped():
+    long_name = "test_" + "a_very_long_name_" * 6 + "end"
+    records = {f"t.py::{long_name}": warm_start_record(), "t.py::test_b": recompile_record(1)}
+    lines = terminal_summary_lines(records, None)
+    row = next(line for line in lines if line.startswith("  test_a_very"))
+    assert len(row) <= 120 and "..." in row and row.split()[0].endswith("_end") and "passed" in row
+
+
+def test_a_recompile_limit_hit_in_a_test_that_passed_is_no_alarm():
+    quiet = recompile_record(2)
+    quiet["recompiles"]["limit_hits"] = ["forward hit config.recompile_limit (8)"]
+    loud = copy.deepcopy(quiet)
+    loud["outcome"] = "failed"
+    lines = terminal_summary_lines({"a.py::test_expects_the_hit": quiet}, None)
+    text = "\n".join(lines)
+    assert "2 limit" in text and "LIMIT" not in text
+    assert "(1 recompile-limit hit, in a test that passed)" in text
+    assert "limit: hit the recompile limit in a test that passed (it expected the hit, or checked nothing)" in text
+    # failed, it is: listed first, in capitals
+    lines = terminal_summary_lines({"a.py::test_expects_the_hit": quiet, "b.py::test_failed": loud}, None)
+    assert lines[1:3] == ["b.py", lines[2]] and "2 LIMIT" in lines[2]
+    assert "(2 recompile-limit hits, 1 in a test that passed)" in "\n".join(lines)
+
+
+def test_every_layer_off_is_one_line_that_agrees_with_the_failure():
+    record = warm_start_record()
+    why = "torch._inductor.config.fx_graph_cache is False (set in code)"
+    for side in ("cold", "warm"):
+        record["extra"]["compile_cache"][side]["stats"]["disabled"] = {"fxgraph": why, "aot_autograd": why}
+    record["outcome"] = "failed"
+    lines = terminal_summary_lines({"t.py::test_off": record}, None)
+    at = next(i for i, line in enumerate(lines) if line.startswith("every compile cache layer off"))
+    said = [" ".join([lines[at], *(line.strip() for line in lines[at + 1 :][:1] if line.startswith("  "))])]
+    text = "\n".join(lines)
+    assert said == [
+        f"every compile cache layer off in 1 test ({why}; first: t.py::test_off): no warm start to check there"
+    ]
+    assert "the other layers were" not in text

@@ -48,12 +48,12 @@ def test_cache_counts_never_read_as_durations():
         "m=2 s=2 -> h=2",
         "m=2 s=2 -> h=2",
         "c=4 -> l=4",
-        "h=1 m=0",
-        "h=1 m=0",
-        "c=0 l=3",
-        "h=1 m=0 b=1",
-        "h=1 m=0",
-        "c=0 l=3",
+        "h=1",
+        "h=1",
+        "l=3",
+        "h=1 b=1",
+        "h=1",
+        "l=3",
     ]
     assert not [cell for cell in cells if DURATION_LIKE.search(cell)]
 
@@ -112,13 +112,15 @@ def test_a_gpu_row_with_a_wide_pool_fits_120_columns():
     records = {"tests/test_mlp.py::test_mlp": record, "tests/test_mlp.py::test_warm": warm_start_record()}
     lines = terminal_summary_lines(records, None)
     assert max(map(len, lines)) <= WIDTH, "\n".join(lines)
-    # the pool cell is broken over lines in its column, the other cells on its first line
-    at = lines.index("tests/test_mlp.py::test_mlp")
+    # the test's name under its file; the pool cell, too wide for the room, is broken over lines in its column,
+    # the other cells on its first line
+    at = lines.index("  test_mlp   passed" + lines[2][len("  test_mlp   passed") :])
+    assert lines[at - 1] == "tests/test_mlp.py"
     start = lines[0].index("pool / largest")
-    row = lines[at + 1 : next(i for i in range(at + 1, len(lines)) if not lines[i].startswith(" "))]
+    row = [lines[at], *(line for line in lines[at + 1 :] if line.startswith("          "))][:2]
     pool = [line[start:].split("  ")[0] for line in row]
     assert " ".join(pool) == "76.0M / 42.0M (+32.0M cuBLAS) 1.05x (set 1 of 3), 4.0M outside"
-    assert lines[at + 1].split()[-6:] == ["0", "h=1", "m=0", "h=1", "m=0", "c=0", "l=3"][-6:]
+    assert lines[at].split()[-4:] == ["0", "h=1", "h=1", "l=3"]
 
 
 def test_columns_empty_in_every_row_are_left_out_of_the_terminal_table():
@@ -169,11 +171,11 @@ def _columns(section: list[str]) -> dict[str, list[str]]:
     header = section[0]
     starts = [match.start() for match in re.finditer(r"(?:^|(?<=  ))\S", header)]
     names = [header[a:b].strip() for a, b in zip(starts, [*starts[1:], None])]
-    end = next(i for i, line in enumerate(section) if re.match(r"\d+ passed", line))
+    end = next(i for i, line in enumerate(section) if " used the plugin: " in line)
     cells: dict[str, list[str]] = {name: [] for name in names}
     for line in section[1:end]:
         if line[starts[1] - 2 : starts[1]] != "  " or not line[starts[1] :].strip():
-            continue  # an id on a line of its own
+            continue  # a file's line
         for name, a, b in zip(names, starts, [*starts[1:], None]):
             cells[name].append(line[a:b].strip())
     return cells
@@ -193,11 +195,14 @@ def test_the_terminal_section_fits_120_columns_and_shows_no_empty_column(pyteste
     assert list(columns) == ["test", "outcome", "recompiles", "compile"]
     assert all(any(cell not in ("-", "") for cell in cells) for name, cells in columns.items() if name != "test")
     assert columns["outcome"] == ["passed"] * 4
-    # an id is shown whole on a line of its own, or clipped in the middle where it is longer than the line
+    # one line per test, under its file's line: its name whole, or clipped in the middle where the row has no room
     records = json.loads(report.read_text())["tests"]
+    assert section[1] == "test_long_rows.py"
+    names = [line.split("  ")[1] for line in section[2 : 2 + len(records)]]
+    assert all(line.startswith("  ") for line in section[2 : 2 + len(records)])
     for nodeid in records:
-        shown = nodeid if len(nodeid) <= WIDTH else next(line for line in section if line.endswith(nodeid[-20:]))
-        assert shown in section and len(shown) <= WIDTH and (shown == nodeid or "..." in shown)
+        name = nodeid.partition("::")[2]
+        assert name in names or any("..." in shown and name.endswith(shown[-10:]) for shown in names), (name, names)
 
 
 # ----------------------------------------------------------------------------

@@ -28,7 +28,6 @@ worst.  Nothing here imports torch.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -36,9 +35,9 @@ from typing import Any
 
 from ..records.cold_warm import disabled_layers, pass_pairs
 from ..records.report import as_int, limit_hit_count, summarize
-from ..text import bytes_pair, clip_nodeid, count_noun, fit_table, format_bytes, number, wrap_words
+from ..text import bytes_pair, clip_middle, clip_nodeid, count_noun, fit_table, format_bytes, number, wrap_words
 from .compile_time_text import compile_time_cell
-from .counter_text import LETTER_MEANING, cold_to_warm_text, counter_text, letters_in
+from .counter_text import LETTER_MEANING, cold_to_warm_text, counter_text, counts_text, letters_in
 from .graph_mode_text import breakable_graphs_cell
 from .record_text import NOTABLE_OUTSIDE_BYTES, section
 
@@ -48,6 +47,8 @@ HEADER = ["test", "outcome", "graphs", "pool / largest", "recompiles", "compile"
 DEFAULT_MAX_ROWS = 40
 # outcomes listed first: a test that failed, errored, or whose xdist worker died under it
 ATTENTION_OUTCOMES = ("failed", "error", "crashed")
+# outcomes whose recompile-limit hits are no alarm: the test passed, or failed as expected
+QUIET_OUTCOMES = ("passed", "xfailed", "skipped")
 # The plugin's own reasons for skipping a GPU test (collection.py, handles.py): a run where
 # they skipped GPU tests says so in one line, so a CPU runner is never taken for a GPU pass.
 GPU_SKIP_REASONS = ("needs --cudagraph", "no CUDA device")
@@ -56,29 +57,33 @@ WIDTH = 120
 LEGEND_WIDTH = WIDTH
 # a pool cell wider than this is broken over lines where the table would not fit
 POOL_NARROWEST = 30
+# a test's name is clipped to no fewer characters than this; the pool cell is broken first
+NAME_NARROWEST = 28
 # a cell that says nothing: a column of only these is left out of the terminal table
 EMPTY_CELLS = ("-", "")
 CACHE_COLUMNS = {"fxgraph": "fxgraph", "aot_autograd": "aot", "triton": "triton"}
 
 
 def _layer_cell(record: Mapping[str, Any], layer: str) -> str:
+    """A layer's counters in one notation: ``m=1 s=1 -> h=1`` for a cold and warm pass, ``h=1`` otherwise.
+
+    Only the counters that moved are written; a layer where none moved (Triton on a
+    CPU, where Inductor generates C++) is ``-``, so an empty column is left out.
+    """
     pairs = pass_pairs(record)
     if pairs:  # cold and warm added up read like a failure: show each pass
-        return cold_to_warm_text(layer, pairs)
+        cell = cold_to_warm_text(layer, pairs)
+        return "-" if cell == "0 -> 0" else cell
     counts = section(record, "caches").get(layer)
     if not isinstance(counts, Mapping) or not counts:
         return "-"
-    if layer == "triton":
-        if "compiled" in counts or "loaded" in counts:
-            return f"{counter_text('c', counts.get('compiled'))} {counter_text('l', counts.get('loaded'))}"
-        if "bundler_saved_files" in counts or "bundler_loaded_files" in counts:
-            saved, loaded = counts.get("bundler_saved_files"), counts.get("bundler_loaded_files")
-            return f"{counter_text('s', saved)} {counter_text('l', loaded)}"
-        return "-"
-    cell = f"{counter_text('h', counts.get('hit'))} {counter_text('m', counts.get('miss'))}"
-    if as_int(counts.get("bypass")):
-        cell += f" {counter_text('b', counts.get('bypass'))}"
-    return cell
+    if layer == "triton" and not ("compiled" in counts or "loaded" in counts):
+        # the bundler's files, where no listener counted kernels
+        files = (("bundler_saved_files", "s"), ("bundler_loaded_files", "l"))
+        shown = [counter_text(letter, counts.get(name)) for name, letter in files]
+        return " ".join(part for part in shown if not part.endswith("=0")) or "-"
+    cell = counts_text(layer, counts)
+    return "-" if cell == "0" else cell
 
 
 def _sizes_text(sizes: Any) -> str:
@@ -192,7 +197,8 @@ def _graphs_cells(record: Mapping[str, Any]) -> tuple[str, str]:
         graph_text = breakable_graphs_cell(graphs) or full_text
     else:
         pieces = count_noun(as_int(piecewise.get("pieces")), "piece")
-        graph_text = f"{as_int(piecewise.get('graphs_captured'))} ({pieces})"
+        captured = as_int(piecewise.get("graphs_captured"))
+        graph_text = f"{pieces}, {count_noun(captured, 'graph')}" if captured else pieces
     return graph_text, pool_text(pool_figures(graphs or piecewise))
 
 
@@ -224,7 +230,8 @@ def _recompiles_cell(record: Mapping[str, Any]) -> str:
         return "-"
     text = str(as_int(rec.get("count")))
     if limit_hit_count(rec):
-        text += " LIMIT"
+        # in a test that passed, the hit was expected (or nothing checked it): not an alarm
+        text += " limit" if record.get("outcome") in QUIET_OUTCOMES else " LIMIT"
     breaks = rec.get("graph_breaks")
     if isinstance(breaks, Mapping) and as_int(breaks.get("count")):
         text += f" +{as_int(breaks.get('count'))}brk"
@@ -247,17 +254,30 @@ def summary_row(nodeid: str, record: Mapping[str, Any]) -> list[str]:
 
 
 def totals_line(records: Mapping[str, Mapping[str, Any]]) -> str:
+    """``14 tests used the plugin: 8 passed, 6 skipped; 1 recompile; 0 graphs captured``.
+
+    The counts are of the tests that used the plugin (pytest's own line counts every
+    test); recompile-limit hits in tests that passed are said to be there.
+    """
     totals = summarize(records)
     # pytest's words: "1 error", "2 errors"; "2 passed", "2 failed"
     outcomes = ", ".join(
         count_noun(n, outcome) if outcome == "error" else f"{n} {outcome}" for outcome, n in totals["outcomes"].items()
     )
-    parts = [outcomes or "no tests", f"{count_noun(totals['graphs_captured'], 'graph')} captured"]
+    used = f"{count_noun(len(records), 'test')} used the plugin"
     recompiles = count_noun(totals["recompiles"], "recompile")
-    if totals["recompile_limit_hits"]:
-        recompiles += f" ({count_noun(totals['recompile_limit_hits'], 'recompile-limit hit')})"
-    parts.append(recompiles)
-    return "; ".join(parts)
+    hits = totals["recompile_limit_hits"]
+    if hits:
+        quiet = [
+            limit_hit_count(section(record, "recompiles"))
+            for record in records.values()
+            if record.get("outcome") in QUIET_OUTCOMES and limit_hit_count(section(record, "recompiles"))
+        ]
+        tests = "a test that passed" if len(quiet) == 1 else "tests that passed"
+        where = "" if not quiet else f", in {tests}" if sum(quiet) == hits else f", {sum(quiet)} in {tests}"
+        recompiles += f" ({count_noun(hits, 'recompile-limit hit')}{where})"
+    graphs = f"{count_noun(totals['graphs_captured'], 'graph')} captured"
+    return f"{used}: {outcomes or 'none finished'}; {recompiles}; {graphs}"
 
 
 def terminal_summary_lines(
@@ -269,23 +289,27 @@ def terminal_summary_lines(
 ) -> list[str]:
     """The lines of the ``cudagraph`` section of pytest's terminal summary.
 
-    One row per recorded test (failed tests and tests that hit the recompile limit
-    first, so an elided table never hides them), a totals line, a legend, and where
-    the report went (or why it could not be written).
+    One line per recorded test under a line naming its file (failed tests and tests
+    that hit the recompile limit without passing first, so an elided table never
+    hides them); a skipped test that measured nothing is left out and counted below
+    (the GPU tests of a CPU runner).  Then a totals line, a legend of what the table
+    shows, and where the report went (or why it could not be written).
     """
     lines: list[str] = []
     if records:
         ordered = sorted(records.items(), key=lambda item: (not needs_attention(item[1]), item[0]))
-        # an id too long for its row gets a line of its own: the whole width, not summary_row's clip
-        rows = [[clip_nodeid(nodeid, WIDTH), *summary_row(nodeid, record)[1:]] for nodeid, record in ordered]
+        listed = [(nodeid, summary_row(nodeid, record)) for nodeid, record in ordered]
+        listed = [(nodeid, row) for nodeid, row in listed if not _measured_nothing(records[nodeid], row)]
         hidden = 0
-        if max_rows is not None and len(rows) > max_rows:
-            hidden = len(rows) - max_rows
-            rows = rows[:max_rows]
-        lines += table_lines(rows)
+        if max_rows is not None and len(listed) > max_rows:
+            hidden = len(listed) - max_rows
+            listed = listed[:max_rows]
+        rows = [row for _, row in listed]
+        lines += table_lines(rows, [nodeid for nodeid, _ in listed])
         if hidden:
             lines.append(f"... {hidden} more tests (use -v for all of them, or see the report)")
-        below = [totals_line(records), *gpu_skip_lines(records), *first_use_lines(records)]
+        unlisted = len(records) - len(listed) - hidden
+        below = [totals_line(records), *skip_lines(records, unlisted), *first_use_lines(records)]
         below += disabled_layer_lines(records) + legend_lines(rows)
         lines += [piece for line in below for piece in wrapped(line)]
     if report_error is not None:
@@ -295,22 +319,72 @@ def terminal_summary_lines(
     return lines
 
 
-def table_lines(rows: list[list[str]]) -> list[str]:
-    """The table of ``rows`` (as summary_row makes them) in WIDTH columns, without the columns empty in every row.
+def _measured_nothing(record: Mapping[str, Any], row: list[str]) -> bool:
+    """A skipped test whose row is empty past its outcome: the lines under the table count it instead."""
+    return record.get("outcome") == "skipped" and all(cell in EMPTY_CELLS for cell in row[2:])
 
-    The test and outcome columns always stay; a test id too long for the room the
-    other columns leave goes on a line of its own (``text.fit_table``).
+
+def table_lines(rows: list[list[str]], nodeids: list[str] | None = None) -> list[str]:
+    """The table of ``rows`` (as summary_row makes them) in WIDTH columns: one line per test, under its file.
+
+    Columns empty in every row are left out (the test and outcome columns stay).  A
+    test's name (its node id past the file) is clipped in the middle where the other
+    columns leave it too little room; only where even a clipped name would be too
+    narrow is the pool cell, the widest, broken over lines.  ``nodeids`` (the rows'
+    ids) put a line naming the file above each file's tests; without them the first
+    cell is shown as it is.
     """
+    if not rows:
+        return []
     keep = [i for i in range(len(HEADER)) if i < 2 or any(row[i] not in EMPTY_CELLS for row in rows)]
-    table = [[row[i] for i in keep] for row in [HEADER, *rows]]
+    cells = [[row[i] for i in keep] for row in rows]
+    files: list[str | None] = [None] * len(rows)
+    if nodeids is not None:
+        for index, nodeid in enumerate(nodeids):
+            path, sep, name = nodeid.partition("::")
+            files[index], cells[index][0] = (path, "  " + name) if sep else (None, nodeid)
+    header = [HEADER[i] for i in keep]
+    others = [max(len(header[c]), *(len(row[c]) for row in cells)) for c in range(1, len(keep))]
+    room = WIDTH - sum(others) - 2 * len(others)
+    wrap: dict[int, int] = {}
     pool = keep.index(HEADER.index("pool / largest")) if HEADER.index("pool / largest") in keep else None
-    return fit_table(table, WIDTH, wrap={pool: POOL_NARROWEST} if pool is not None else None)
+    # the names' room: what the other columns leave, but no less than a clipped name needs
+    needed = min(max(len(header[0]), *(len(row[0]) for row in cells)), NAME_NARROWEST)
+    if room < needed and pool is not None:  # a GPU row's pool cell, broken over lines
+        narrowed = max(POOL_NARROWEST, len(header[pool]), others[pool - 1] - (needed - room))
+        room += others[pool - 1] - narrowed
+        wrap = {pool: narrowed}
+    room = max(room, needed)
+    for row in cells:
+        if len(row[0]) > room:
+            indent = "  " if row[0].startswith("  ") else ""
+            name, width = row[0][len(indent) :], room - len(indent)
+            row[0] = indent + (clip_nodeid(name, width) if "[" in name else clip_middle(name, width))
+    table = fit_table([header, *cells], WIDTH, wrap=wrap or None)
+    # fit_table gives each row one line, or several where the pool cell was broken: file lines go above
+    lines, at, shown_file = [table[0]], 1, None
+    for index in range(len(cells)):
+        if files[index] is not None and files[index] != shown_file:
+            lines.append(str(files[index]))
+            shown_file = files[index]
+        end = at + 1
+        while end < len(table) and _continues(table[end], table[0]):
+            end += 1
+        lines += table[at:end]
+        at = end
+    return lines
 
 
 def wrapped(line: str) -> list[str]:
     """A line under the table in WIDTH columns: broken at spaces, the lines after the first indented by two."""
     first, *rest = wrap_words(line, WIDTH - 2) if len(line) > WIDTH else [line]
     return [first, *("  " + piece for piece in rest)]
+
+
+def _continues(line: str, header: str) -> bool:
+    """A line of the table that carries on the row above it: blank under the test and outcome columns."""
+    outcome = header.index("outcome")
+    return not line[: outcome + 1].strip()
 
 
 def gpu_skip_lines(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -323,21 +397,51 @@ def gpu_skip_lines(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
     return [f"{count_noun(n, 'GPU test')} skipped: {reason}" for reason, n in sorted(counts.items())]
 
 
+def skip_lines(records: Mapping[str, Mapping[str, Any]], unlisted: int) -> list[str]:
+    """The skipped tests the table leaves out: the GPU tests, one line per reason, then the others.
+
+    ``6 GPU tests skipped, not listed: no CUDA device (...)``; ``2 other skipped
+    tests measured nothing, not listed``.  ``unlisted`` is how many rows the table
+    left out for having measured nothing.
+    """
+    lines = [line.replace(" skipped: ", " skipped, not listed: ", 1) for line in gpu_skip_lines(records)]
+    gpu = sum(
+        1
+        for record in records.values()
+        if record.get("outcome") == "skipped" and str(record.get("skip_reason", "")).startswith(GPU_SKIP_REASONS)
+    )
+    others = unlisted - gpu
+    if others > 0:
+        lines.append(f"{count_noun(others, 'other skipped test')} measured nothing, not listed")
+    return lines
+
+
 def disabled_layer_lines(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """One line per cache layer that was off in a cold/warm pair: in how many tests, why, and that the rest was checked."""
+    """One line per cache layer that was off in a cold/warm pair: in how many tests, why, and what was checked.
+
+    With the FX-graph cache off nothing is left to check (AOTAutograd's entries are
+    stored through it; the test fails saying so): one line for every layer, not a
+    line per layer saying "the other layers were".
+    """
     tests: dict[str, list[str]] = {}
     why: dict[str, str] = {}
     for nodeid, record in records.items():
         for pair in pass_pairs(record):
-            for layer, reason in disabled_layers(pair).items():
+            off = disabled_layers(pair)
+            if "fxgraph" in off:
+                off = {"every": off["fxgraph"]}
+            for layer, reason in off.items():
                 if nodeid not in tests.setdefault(layer, []):
                     tests[layer].append(nodeid)
                 why.setdefault(layer, reason)
-    return [
-        f"{layer} cache disabled in {count_noun(len(nodeids), 'test')} ({why[layer]}; first: {nodeids[0]}): "
-        f"not checked there, the other layers were"
-        for layer, nodeids in sorted(tests.items())
-    ]
+    lines = []
+    for layer, nodeids in sorted(tests.items()):
+        where = f"{count_noun(len(nodeids), 'test')} ({why[layer]}; first: {nodeids[0]})"
+        if layer == "every":
+            lines.append(f"every compile cache layer off in {where}: no warm start to check there")
+        else:
+            lines.append(f"{layer} cache disabled in {where}: not checked there, the other layers were")
+    return lines
 
 
 def first_use_lines(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -367,38 +471,53 @@ def first_use_lines(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
     ]
 
 
+# what each column holds, for the legend's first part (the test and outcome columns need none)
+COLUMN_MEANING = {
+    "graphs": "graphs: CUDA graphs captured (their batch sizes)",
+    "pool / largest": "pool / largest: the shared pool and the largest graph alone, 1.43x = (pool - cuBLAS) / largest",
+    "recompiles": "recompiles: Dynamo recompiles",
+    "compile": "compile: torch.compile seconds (Dynamo, AOTAutograd, Inductor)",
+    "fxgraph": "fxgraph: Inductor's FX-graph cache",
+    "aot": "aot: AOTAutograd's cache",
+    "triton": "triton: Triton's kernels",
+}
+
+
 def legend_lines(rows: list[list[str]]) -> list[str]:
-    """What the table's abbreviations mean: only those that appear in ``rows`` (rows as summary_row makes them)."""
+    """What the table shows: each column kept, then the notations its cells use; nothing the table leaves out."""
     column = {name: index for index, name in enumerate(HEADER)}
+    shown_columns = [name for name in HEADER[2:] if any(row[column[name]] not in EMPTY_CELLS for row in rows)]
     cache_cells = [row[column[name]] for row in rows for name in CACHE_COLUMNS.values()]
     letters = set().union(*map(letters_in, cache_cells)) if cache_cells else set()
-    parts = []
+    parts = [COLUMN_MEANING[name] for name in shown_columns if name in COLUMN_MEANING]
     shown = [letter for letter in LETTER_MEANING if letter in letters]
     if shown:
         meanings = ", ".join(f"{letter} {LETTER_MEANING[letter]}" for letter in shown)
         parts.append(f"caches: counts of {meanings} ({shown[0]}=2: 2 {LETTER_MEANING[shown[0]]})")
-    if any("->" in cell for cell in cache_cells):
+    arrows = [cell for name in ("compile", *CACHE_COLUMNS.values()) for cell in (row[column[name]] for row in rows)]
+    if any("->" in cell for cell in arrows):
         parts.append("a -> b: the cold pass, then the warm pass")
     if "off" in cache_cells:
-        parts.append("off: a cache layer turned off by the user, not checked (the other layers were)")
+        parts.append("off: a cache layer turned off by the user, not checked")
     pools = [row[column["pool / largest"]] for row in rows]
-    if any(re.search(r"\d\.\d\dx", cell) for cell in pools):
-        parts.append("pool / largest: the shared pool and the largest graph alone, 1.43x = (pool - cuBLAS) / largest")
     if any(cell.endswith(" outside") for cell in pools):
         parts.append(
             "outside: device memory behind PyTorch's allocator that the graphs held (what their release gave "
             "back; where no release was read, what the captures took), first use apart; ? when other "
             "processes shared the GPU"
         )
-    if any("->" in row[column["compile"]] for row in rows):
-        parts.append("compile: torch.compile seconds (Dynamo, AOTAutograd, Inductor), cold -> warm where both ran")
-    if any(" regions" in row[column["graphs"]] for row in rows):
+    graph_cells = [row[column["graphs"]] for row in rows]
+    if any(" regions" in cell for cell in graph_cells):
         parts.append(
             "n/m regions, p% calls: reduce-overhead regions that ran as CUDA graphs, and the calls after warm-up"
         )
+    if any(" piece" in cell for cell in graph_cells):
+        parts.append("n pieces, m graphs: a model split into n pieces, and the graphs captured of them (if any)")
     recompile_cells = [row[column["recompiles"]] for row in rows]
     if any("LIMIT" in cell for cell in recompile_cells):
         parts.append("LIMIT: hit the recompile limit, so Dynamo ran frames eagerly")
+    if any(cell.endswith(" limit") or " limit " in cell for cell in recompile_cells):
+        parts.append("limit: hit the recompile limit in a test that passed (it expected the hit, or checked nothing)")
     if any("brk" in cell for cell in recompile_cells):
         parts.append("+Nbrk: N graph breaks")
     lines: list[str] = []
@@ -411,5 +530,8 @@ def legend_lines(rows: list[list[str]]) -> list[str]:
 
 
 def needs_attention(record: Mapping[str, Any]) -> bool:
-    """A failed, errored or crashed test, or one that hit the recompile limit: listed first wherever tests are."""
-    return record.get("outcome") in ATTENTION_OUTCOMES or bool(limit_hit_count(section(record, "recompiles")))
+    """A failed, errored or crashed test, or one that hit the recompile limit and did not pass: listed first."""
+    outcome = record.get("outcome")
+    if outcome in ATTENTION_OUTCOMES:
+        return True
+    return outcome not in QUIET_OUTCOMES and bool(limit_hit_count(section(record, "recompiles")))
