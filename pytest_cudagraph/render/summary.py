@@ -1,28 +1,33 @@
-"""The terminal summary: one compact row per test that used the plugin, and the report's path.
+"""The terminal summary: one line per test that used the plugin, under its file, and the report's path.
 
-Example (``pytest --cudagraph --cudagraph-report=run.json``)::
+Example (``pytest docs/examples --cudagraph --cudagraph-report=r.json`` on a CPU)::
 
-    test                         outcome  graphs   pool / largest       recompiles  compile      fxgraph         aot             triton
-    tests/test_mlp.py::test_rec  failed   -        -                    9 LIMIT     0.4s         -               -               -
-    tests/test_mlp.py::test_mlp  passed   4 (1-8)  60.0M / 42.0M  1.43x  0           3.1s         h=0 m=1         h=0 m=1         c=3 l=0
-    tests/test_mlp.py::test_warm passed   -        -                    0           16s -> 64ms  m=1 s=1 -> h=1  m=1 s=1 -> h=1  c=3 -> 0
-    1 failed, 2 passed; 4 graphs captured; 9 recompiles (1 recompile-limit hit)
-    3 GPU tests skipped: no CUDA device (torch 2.13.0+cpu reports torch.cuda.is_available() == False)
-    caches: counts of h hits, m misses, s saves, c Triton kernels compiled, l Triton kernels loaded (m=2: 2 misses); ...
-    report written to /ci/run.json
+    test                                         outcome  graphs    recompiles  compile       fxgraph         aot
+    docs/examples/test_compile_cache_cases.py
+      test_warm_start_in_a_fresh_interpreter     passed   -         -           4.0s -> 2.5s  m=1 s=1 -> h=1  m=1 s=1 -> h=1
+    docs/examples/test_piecewise_attention.py
+      test_split_at_attention_on_any_device      passed   7 pieces  -           0.4s          -               -
+    14 tests used the plugin: 8 passed, 6 skipped; 1 recompile; 0 graphs captured
+    6 GPU tests skipped, not listed: no CUDA device (torch 2.13.0+cpu reports torch.cuda.is_available() == False)
+    graphs: CUDA graphs captured (their batch sizes); recompiles: Dynamo recompiles
+    ...
+    report written to /tmp/r.json
 
-The section fits WIDTH (120) columns: a column empty (``-``) in every row is left
-out, a test id too long for what the other columns leave goes on a line of its own
-with its row's cells on the next line, a pool cell too wide is broken over lines,
-and the lines below the table are wrapped.  Counters are written ``h=1``, the letter
-first: ``1h`` and ``1m 1s`` beside the compile times read as durations.
+The section fits WIDTH (120) columns, one line per test: a column empty (``-``) in
+every row is left out, a test's name is clipped in the middle where the other
+columns leave it too little room, and only a GPU run's pool and graphs cells are
+broken over lines where even a clipped name would not fit.  A skipped test that
+measured nothing (a GPU test on a CPU runner) is counted under the table, not shown
+as a row of dashes.  Counters are written ``h=1``, the letter first (``1h`` and
+``1m 1s`` beside the compile times read as durations), only those that moved.
 
-Failed tests and recompile-limit hits come first.  A test that ran a cold and a
-warm pass (the ``compile_cache`` marker, ``cold_warm()``) shows both, cold -> warm,
-instead of their sum.  The legend explains only what the table shows.  A node id
-longer than the width is clipped in the middle (the report keeps it whole; the
-HTML overview, which shares summary_row, clips at text.NODEID_WIDTH), and a test with several GraphSets shows the set whose pool ratio is
-worst.  Nothing here imports torch.
+Failed tests (and recompile-limit hits in tests that did not pass) come first; a
+limit hit in a test that passed is ``limit``, no alarm.  A test that ran a cold and
+a warm pass (the ``compile_cache`` marker, ``cold_warm()``) shows both, cold -> warm,
+instead of their sum.  The legend says what each column shown holds and explains
+only the notations the table uses.  The HTML overview shares summary_row and clips
+a node id at text.NODEID_WIDTH; a test with several GraphSets shows the set whose
+pool ratio is worst.  Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from typing import Any
 
 from ..records.cold_warm import disabled_layers, pass_pairs
 from ..records.report import as_int, limit_hit_count, summarize
-from ..text import bytes_pair, clip_middle, clip_nodeid, count_noun, fit_table, format_bytes, number, wrap_words
+from ..text import bytes_pair, clip_middle, clip_nodeid, count_noun, format_bytes, number, wrap_words
 from .compile_time_text import compile_time_cell
 from .counter_text import LETTER_MEANING, cold_to_warm_text, counter_text, counts_text, letters_in
 from .graph_mode_text import breakable_graphs_cell
@@ -57,8 +62,10 @@ WIDTH = 120
 LEGEND_WIDTH = WIDTH
 # a pool cell wider than this is broken over lines where the table would not fit
 POOL_NARROWEST = 30
-# a test's name is clipped to no fewer characters than this; the pool cell is broken first
+# a test's name is clipped to no fewer characters than this; the pool and graphs cells are broken first
 NAME_NARROWEST = 28
+# the cells broken over lines where the table would not fit otherwise, and the narrowest each may get
+WRAPPED_COLUMNS = (("pool / largest", POOL_NARROWEST), ("graphs", 10))
 # a cell that says nothing: a column of only these is left out of the terminal table
 EMPTY_CELLS = ("-", "")
 CACHE_COLUMNS = {"fxgraph": "fxgraph", "aot_autograd": "aot", "triton": "triton"}
@@ -329,49 +336,50 @@ def table_lines(rows: list[list[str]], nodeids: list[str] | None = None) -> list
 
     Columns empty in every row are left out (the test and outcome columns stay).  A
     test's name (its node id past the file) is clipped in the middle where the other
-    columns leave it too little room; only where even a clipped name would be too
-    narrow is the pool cell, the widest, broken over lines.  ``nodeids`` (the rows'
-    ids) put a line naming the file above each file's tests; without them the first
-    cell is shown as it is.
+    columns leave it too little room; where even a clipped name would be too narrow
+    (a GPU run's pool cells), the pool and graphs cells are broken over lines, and
+    past that each name gets a line of its own above its row's cells.  ``nodeids``
+    (the rows' ids) put a line naming the file above each file's tests; without them
+    the first cell is shown as it is.
     """
     if not rows:
         return []
     keep = [i for i in range(len(HEADER)) if i < 2 or any(row[i] not in EMPTY_CELLS for row in rows)]
     cells = [[row[i] for i in keep] for row in rows]
     files: list[str | None] = [None] * len(rows)
-    if nodeids is not None:
-        for index, nodeid in enumerate(nodeids):
-            path, sep, name = nodeid.partition("::")
-            files[index], cells[index][0] = (path, "  " + name) if sep else (None, nodeid)
+    for index, nodeid in enumerate(nodeids or []):
+        path, sep, name = nodeid.partition("::")
+        files[index], cells[index][0] = (path, "  " + name) if sep else (None, nodeid)
     header = [HEADER[i] for i in keep]
-    others = [max(len(header[c]), *(len(row[c]) for row in cells)) for c in range(1, len(keep))]
-    room = WIDTH - sum(others) - 2 * len(others)
-    wrap: dict[int, int] = {}
-    pool = keep.index(HEADER.index("pool / largest")) if HEADER.index("pool / largest") in keep else None
-    # the names' room: what the other columns leave, but no less than a clipped name needs
-    needed = min(max(len(header[0]), *(len(row[0]) for row in cells)), NAME_NARROWEST)
-    if room < needed and pool is not None:  # a GPU row's pool cell, broken over lines
-        narrowed = max(POOL_NARROWEST, len(header[pool]), others[pool - 1] - (needed - room))
-        room += others[pool - 1] - narrowed
-        wrap = {pool: narrowed}
-    room = max(room, needed)
-    for row in cells:
-        if len(row[0]) > room:
-            indent = "  " if row[0].startswith("  ") else ""
-            name, width = row[0][len(indent) :], room - len(indent)
-            row[0] = indent + (clip_nodeid(name, width) if "[" in name else clip_middle(name, width))
-    table = fit_table([header, *cells], WIDTH, wrap=wrap or None)
-    # fit_table gives each row one line, or several where the pool cell was broken: file lines go above
-    lines, at, shown_file = [table[0]], 1, None
-    for index in range(len(cells)):
-        if files[index] is not None and files[index] != shown_file:
-            lines.append(str(files[index]))
-            shown_file = files[index]
-        end = at + 1
-        while end < len(table) and _continues(table[end], table[0]):
-            end += 1
-        lines += table[at:end]
-        at = end
+    widths = [max(len(header[c]), *(len(row[c]) for row in cells)) for c in range(len(keep))]
+    needed = min(widths[0], NAME_NARROWEST)  # a name clipped no shorter than this
+    wrap = {keep.index(HEADER.index(name)): least for name, least in WRAPPED_COLUMNS if HEADER.index(name) in keep}
+    for column, least in wrap.items():  # the widest first: the pool cell, then the graphs cell
+        excess = needed + sum(widths[1:]) + 2 * (len(widths) - 1) - WIDTH
+        if excess > 0:
+            widths[column] = max(least, len(header[column]), widths[column] - excess)
+    room = WIDTH - sum(widths[1:]) - 2 * (len(widths) - 1)
+    own_line = room < needed  # no room for a name even so: each name on a line of its own
+    widths[0] = len(header[0]) if own_line else min(widths[0], room)
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(header, widths)).rstrip()]
+    shown_file = None
+    for file, row in zip(files, cells):
+        if file is not None and file != shown_file:
+            lines.append(file)
+            shown_file = file
+        name_width = WIDTH if own_line else widths[0]
+        indent = "  " if row[0].startswith("  ") else ""
+        name = row[0][len(indent) :]
+        if len(row[0]) > name_width:
+            width = name_width - len(indent)
+            name = clip_nodeid(name, width) if "[" in name else clip_middle(name, width)
+        if own_line:
+            lines.append(indent + name)
+        pieces = [[""] if own_line else [indent + name]]
+        pieces += [wrap_words(cell, widths[c]) if c in wrap else [cell] for c, cell in enumerate(row) if c]
+        for at in range(max(map(len, pieces))):
+            line = [piece[at] if at < len(piece) else "" for piece in pieces]
+            lines.append("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
     return lines
 
 
@@ -379,12 +387,6 @@ def wrapped(line: str) -> list[str]:
     """A line under the table in WIDTH columns: broken at spaces, the lines after the first indented by two."""
     first, *rest = wrap_words(line, WIDTH - 2) if len(line) > WIDTH else [line]
     return [first, *("  " + piece for piece in rest)]
-
-
-def _continues(line: str, header: str) -> bool:
-    """A line of the table that carries on the row above it: blank under the test and outcome columns."""
-    outcome = header.index("outcome")
-    return not line[: outcome + 1].strip()
 
 
 def gpu_skip_lines(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
