@@ -385,3 +385,26 @@ def test_load_report_checks_the_cache_keys(tmp_path, path, value, fragment):
     file.write_text(json.dumps(report))
     with pytest.raises(ReportError, match=fragment):
         load_report(file)
+
+
+def test_the_cold_and_warm_passes_are_counted_apart_in_the_record_and_the_summary(tmp_path):
+    """``caches`` adds both passes of a warm start ("hit 1, miss 1, saved 1" for a perfect one): each is beside it."""
+    from sample_reports import warm_start_record
+
+    records = {"t.py::warm": warm_start_record(), "t.py::other": graph_record()}
+    report = build_report(ENV_2_13, records)
+    record = report["tests"]["t.py::warm"]
+    assert record["caches"]["fxgraph"]["hit"] == record["caches"]["fxgraph"]["miss"] == 1  # their sum, as before
+    assert record["cache_passes"]["cold"]["fxgraph"] == {"hit": 0, "miss": 1, "bypass": 0, "saved": 1}
+    assert record["cache_passes"]["warm"]["fxgraph"] == {"hit": 1, "miss": 0, "bypass": 0, "saved": 0}
+    assert "cache_passes" not in report["tests"]["t.py::other"]  # no passes, nothing to part
+    passes = report["summary"]["cache_passes"]
+    assert passes["tests"] == 1
+    assert (
+        passes["cold"]["fxgraph"]["miss"] == 1
+        and passes["warm"]["fxgraph"] == record["cache_passes"]["warm"]["fxgraph"]
+    )
+    # the types know the field: the report loads, strictly checked
+    path = write_report(tmp_path / "r.json", report)
+    assert load_report(path)["summary"]["cache_passes"] == passes
+    assert "cache_passes" not in build_report(ENV_2_13, {"t.py::other": graph_record()})["summary"]

@@ -139,3 +139,21 @@ def added_up(passes: list[Mapping[str, Mapping[str, Any]]]) -> dict[str, dict[st
             for counter, value in counts.items():
                 into[counter] = into.get(counter, 0) + as_int(value)
     return total
+
+
+def passes_apart(records: list[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The cold and the warm passes of ``records``, counted apart: the report's ``cache_passes``; None without any.
+
+    ``{"tests": 2, "cold": {"fxgraph": {"hit": 0, "miss": 2, ...}}, "warm": {"fxgraph": {"hit": 2, ...}}}``:
+    every pair of every record added up per pass, so a run of perfect warm starts
+    reads misses in the cold pass and hits in the warm one, never ``hit 2, miss 2``.
+    """
+    paired = [pairs for pairs in map(pass_pairs, records) if pairs]
+    if not paired:
+        return None
+    pairs = [pair for pairs in paired for pair in pairs]
+    return {
+        "tests": len(paired),
+        "cold": added_up([pair.cold for pair in pairs]),
+        "warm": added_up([pair.warm for pair in pairs]),
+    }

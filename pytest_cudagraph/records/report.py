@@ -129,7 +129,7 @@ def build_report(
     summary = summarize(tests, run=run)
     if exitstatus is not None:
         summary["exitstatus"] = int(exitstatus)
-    records = {nodeid: dict(tests[nodeid]) for nodeid in sorted(tests)}
+    records = {nodeid: _with_passes_apart(tests[nodeid]) for nodeid in sorted(tests)}
     shared = factor_cache_components(records)
     report = {
         "schema": SCHEMA,
@@ -143,6 +143,22 @@ def build_report(
     if durations is not None:
         report["durations"] = _durations(durations)
     return report
+
+
+def _with_passes_apart(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``record`` with ``cache_passes``, its cold and warm passes counted apart, where it ran any.
+
+    Its ``caches`` counts the test's whole life, both passes added up; readers of
+    the JSON find each pass beside it (the passes themselves are under ``extra``).
+    """
+    from .cold_warm import passes_apart
+
+    out = dict(record)
+    passes = passes_apart([record])
+    if passes is not None:
+        passes.pop("tests")
+        out["cache_passes"] = passes
+    return out
 
 
 # ----------------------------------------------------------------------------
@@ -329,7 +345,9 @@ def _totals(tests: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
             for key, value in counts.items():
                 if _is_count(value):
                     total[key] = total.get(key, 0) + as_int(value)
-    return {
+    from .cold_warm import passes_apart  # cold_warm reads this module's as_int
+
+    totals: dict[str, Any] = {
         "tests": len(tests),
         "outcomes": dict(sorted(outcomes.items())),
         "recompiles": recompiles,
@@ -338,6 +356,12 @@ def _totals(tests: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         "graphs_captured": captured,
         "caches": {layer: cache_totals[layer] for layer in sorted(cache_totals)},
     }
+    # "caches" adds each test's whole-life counters (a warm start's cold miss and warm hit
+    # together, "hit 1, miss 1"); the tests that ran cold and warm passes get them apart
+    passes = passes_apart(list(tests.values()))
+    if passes is not None:
+        totals["cache_passes"] = passes
+    return totals
 
 
 def _run_facts(run: Mapping[str, Any], totals: Mapping[str, Any]) -> dict[str, Any]:

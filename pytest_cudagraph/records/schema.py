@@ -137,6 +137,14 @@ class Caches(Section):
     bypass_reasons: dict[str, Texts] | UnsetType = UNSET
 
 
+class CachePasses(Section):
+    """Cold and warm passes counted apart (``caches`` adds them up): per layer, each pass's counters added up."""
+
+    tests: Count | UnsetType = UNSET
+    cold: dict[str, Counts] | UnsetType = UNSET
+    warm: dict[str, Counts] | UnsetType = UNSET
+
+
 class CacheLookup(Section):
     """One lookup of a cache layer; its components are null where torch gave none."""
 
@@ -490,6 +498,7 @@ class TestRecord(Section):
     duration_s: Measure | UnsetType = UNSET
     recompiles: Recompiles | UnsetType = UNSET
     caches: Caches | UnsetType = UNSET
+    cache_passes: CachePasses | UnsetType = UNSET
     cache_keys: CacheKeys | UnsetType = UNSET
     cache_sweeps: list[CacheSweep] | UnsetType = UNSET
     graphs: Graphs | UnsetType = UNSET
@@ -553,6 +562,7 @@ class Summary(RunFacts, kw_only=True):
     graphs_captured: Count | UnsetType = UNSET
     outcomes: Counts | UnsetType = UNSET
     caches: dict[str, Counts] | UnsetType = UNSET
+    cache_passes: CachePasses | UnsetType = UNSET
     exitstatus: Count | UnsetType = UNSET
 
 

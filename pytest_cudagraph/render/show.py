@@ -237,7 +237,18 @@ def _graphs_html(graphs: Graphs, fields: Mapping[str, Any]) -> str:
 
 
 # the sections a test's page draws itself; any other key of the record gets a table of its values
-_DRAWN = ("outcome", "duration_s", "failure", "graphs", "recompiles", "caches", "cache_keys", "compile_time", "extra")
+_DRAWN = (
+    "outcome",
+    "duration_s",
+    "failure",
+    "graphs",
+    "recompiles",
+    "caches",
+    "cache_passes",  # drawn with the passes, from extra
+    "cache_keys",
+    "compile_time",
+    "extra",
+)
 _SWEEPS = ("cache_sweeps",)  # drawn by html_caches.caches_html
 
 
