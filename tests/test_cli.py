@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from cache_key_samples import DECODE as KEY_DECODE
@@ -526,3 +527,40 @@ def test_explain_takes_a_test_file_for_a_test_not_a_report(key_reports, tmp_path
     one = explain(f"{WARM_FILE}::test_warm_start")
     assert one.returncode == 0, one.stderr
     assert KEY_WARM in one.stdout and KEY_DECODE not in one.stdout
+
+
+# ----------------------------------------------------------------------------
+# the command's own conventions
+# ----------------------------------------------------------------------------
+
+
+def test_version_prints_the_plugins_version_and_exits_0(capsys):
+    from pytest_cudagraph import __version__
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out == f"pytest-cudagraph {__version__}\n"
+
+
+def test_the_help_says_what_every_command_does_and_each_usage_line_what_it_takes(capsys):
+    from pytest_cudagraph.tools.cli import build_parser
+
+    top = build_parser().format_help()
+    assert "Compare or show" not in top and "start-up benchmark, which runs tests" in " ".join(top.split())
+    for command, usage in (
+        ("explain", "usage: pytest-cudagraph explain [-h] BASE.json [NEW.json] [TEST]\n"),
+        ("compare", "BASE.json|BASE.csv NEW.json\n"),
+    ):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        text = capsys.readouterr().out
+        assert text.split("\n\n")[0].endswith(usage.rstrip("\n")) or usage in text, text
+
+
+def test_the_schema_id_is_a_name_the_reference_gives():
+    from pytest_cudagraph.records.schema import report_json_schema
+
+    schema_id = report_json_schema()["$id"]
+    assert schema_id == "urn:pytest-cudagraph:report:1"
+    assert schema_id in (Path(__file__).parent.parent / "docs" / "reference.md").read_text()

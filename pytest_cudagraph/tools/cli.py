@@ -3,8 +3,10 @@ pytest-split's durations.
 
 ::
 
+    pytest-cudagraph --version
     pytest-cudagraph compare BASE.json NEW.json [--fail-on RULES] [--pool-threshold PCT] [--json]
-    pytest-cudagraph explain BASE.json NEW.json [TEST]     (or: explain REPORT.json [TEST])
+    pytest-cudagraph compare BASE.csv NEW.json          (expected instruction counts, startup --write-expected)
+    pytest-cudagraph explain BASE.json [NEW.json] [TEST]
     pytest-cudagraph show REPORT.json [--html OUT.html]
     pytest-cudagraph merge SHARD.json... -o ALL.json
     pytest-cudagraph durations REPORT.json... [-o .test_durations]
@@ -92,10 +94,15 @@ def _amount(text: str, suffix: str, unit: str, example: str) -> float:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line: one subcommand per job, each with a parser of its own (``_add_*_parser``)."""
+    from .. import __version__
+
     parser = argparse.ArgumentParser(
         prog="pytest-cudagraph",
-        description="Compare or show pytest-cudagraph run reports (written with --cudagraph-report).",
+        description="Work with pytest-cudagraph run reports (written with --cudagraph-report): compare two runs, "
+        "explain their cache keys, show or merge reports, write pytest-split's durations, print the reports' "
+        "JSON Schema; and run the start-up benchmark, which runs tests in fresh interpreters.",
     )
+    parser.add_argument("--version", action="version", version=f"pytest-cudagraph {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
     _add_compare_parser(commands)
@@ -117,7 +124,12 @@ def _add_compare_parser(commands: argparse._SubParsersAction) -> None:
         "flags a regression or the new run did not run to its end (2 when a report is unreadable, malformed "
         "or of another schema).",
     )
-    compare.add_argument("base", metavar="BASE.json", help="the earlier report (e.g. the old torch version)")
+    compare.add_argument(
+        "base",
+        metavar="BASE.json|BASE.csv",
+        help="the earlier report (e.g. the old torch version), or an expected-values file of instruction counts "
+        "(startup --write-expected)",
+    )
     compare.add_argument("new", metavar="NEW.json", help="the later report")
     compare.add_argument(
         "--fail-on",
@@ -205,6 +217,8 @@ def _add_explain_parser(commands: argparse._SubParsersAction) -> None:
     """``explain BASE.json [NEW.json] [TEST]``: why cache keys differ."""
     explain = commands.add_parser(
         "explain",
+        # argparse would write nargs="+" as "X [X ...]": one or two reports and a test, once
+        usage="%(prog)s [-h] BASE.json [NEW.json] [TEST]",
         help="why cache keys differ: every component in which two runs' keys differ (or one run's misses)",
         description="With two reports: for each test whose cache keys differ (or only TEST, a node id or a part "
         "of one that only it holds), its lookups paired across the runs, their keys and outcomes, and every "
