@@ -49,7 +49,7 @@ def test_broken_graph_cases_skip_without_gpu_flag(pytester):
     result, out = run_example(pytester, "test_graphs_broken.py")
     result.assert_outcomes(skipped=6)
     # each test's skip line, and the plugin's one line for all of them
-    assert "6 GPU tests skipped: needs --cudagraph" in out
+    assert "6 GPU tests skipped, not listed: needs --cudagraph" in out
     assert out.count("needs --cudagraph") == 7
 
 
