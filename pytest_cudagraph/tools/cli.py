@@ -94,15 +94,13 @@ def _amount(text: str, suffix: str, unit: str, example: str) -> float:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line: one subcommand per job, each with a parser of its own (``_add_*_parser``)."""
-    from .. import __version__
-
     parser = argparse.ArgumentParser(
         prog="pytest-cudagraph",
         description="Work with pytest-cudagraph run reports (written with --cudagraph-report): compare two runs, "
         "explain their cache keys, show or merge reports, write pytest-split's durations, print the reports' "
         "JSON Schema; and run the start-up benchmark, which runs tests in fresh interpreters.",
     )
-    parser.add_argument("--version", action="version", version=f"pytest-cudagraph {__version__}")
+    parser.add_argument("--version", action="version", version=f"pytest-cudagraph {_installed_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
     _add_compare_parser(commands)
@@ -113,6 +111,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_startup_parser(commands)
     _add_schema_parser(commands)
     return parser
+
+
+def _installed_version() -> str:
+    """The installed distribution's version (tools import nothing of the package's entry module)."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("pytest-cudagraph")
+    except importlib.metadata.PackageNotFoundError:
+        return "(not installed: run it from an installed checkout, pip install -e .)"
 
 
 def _add_compare_parser(commands: argparse._SubParsersAction) -> None:
