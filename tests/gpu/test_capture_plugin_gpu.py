@@ -75,7 +75,11 @@ def test_fixture_marker_defaults_and_report(pytester):
     assert 0 < graphs["warmup_s"] < graphs["capture_s"]
     assert sum(row["pool_bytes"] for row in graphs["per_size"]) == graphs["pool_bytes"]
     assert isinstance(graphs["behind_allocator_bytes"], int) and "outside_unreliable" not in graphs
-    result.stdout.fnmatch_lines(["*test_user.py::test_good*passed*outside*", "*outside: device memory behind PyTorch*"])
+    # the test's line under its file's line; its pool cell ends "..., N outside" (broken over two lines at most)
+    result.stdout.fnmatch_lines(["test_user.py", "  test_good *passed*", "*outside: device memory behind PyTorch*"])
+    lines = result.stdout.lines
+    at = next(i for i, line in enumerate(lines) if line.startswith("  test_good "))
+    assert "outside" in lines[at] or (lines[at + 1].startswith(" " * 10) and "outside" in lines[at + 1])
     assert tests["test_user.py::test_wrong_reference"]["outcome"] == "failed"
     assert tests["test_user.py::test_sync_in_capture"]["outcome"] == "failed"
     assert tests["test_user.py::test_rng_after_failure"]["graphs"]["sizes"] == [3]
