@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 import pytest
 from xdist_output import workers_by_test
 
+from pytest_cudagraph.render.summary import summary_row
+
 MODULES = 10
 TESTS_PER_MODULE = 50  # tests that use the plugin, so get a record; plus one plain test per module
 
@@ -383,9 +385,17 @@ def without_durations(value):
 
 # "[gw1] [ 42%] PASSED test_stress_3.py::test_cache_stats[c4]" (xdist's -v line for each test phase)
 def summary_rows(result: pytest.RunResult) -> list[str]:
-    """The rows of the plugin's terminal table (every row: -v lifts its 40-row limit)."""
+    """The rows of the plugin's terminal table (every row: -v lifts its 40-row limit), each with its node id.
+
+    A row is the test's name under its file's line: ``file::name`` is put back together.
+    """
     table = result.stdout.str().split("= cudagraph =", 1)[1]
-    rows = [line for line in table.splitlines() if line.startswith("test_stress_")]
+    rows, file = [], ""
+    for line in table.splitlines():
+        if line.startswith("test_stress_") and line.endswith(".py"):
+            file = line
+        elif line.startswith("  test_") and file:
+            rows.append(f"{file}::{line.strip()}")
     # the compile column is seconds, measured anew by each process (and its width with them)
     return [" ".join(re.sub(r"\b\d+(?:\.\d+)?(?:ms|s)\b", "T", row).split()) for row in rows]
 
@@ -462,7 +472,13 @@ def test_500_tests_on_two_workers_report_like_one_process(pytester):
     assert parallel_report["env"] == serial_report["env"]
     # the controller's table shows every worker's records too, row for row as without xdist
     rows = summary_rows(parallel)
-    assert sorted(row.split()[0] for row in rows) == sorted(expected)
+    # a skipped test that measured nothing is counted under the table, not a row
+    listed = [
+        nodeid
+        for nodeid, record in parallel_report["tests"].items()
+        if record["outcome"] != "skipped" or any(cell not in ("-", "") for cell in summary_row(nodeid, record)[2:])
+    ]
+    assert sorted(row.split()[0] for row in rows) == sorted(listed)
     assert rows == summary_rows(serial)
 
 
