@@ -18,6 +18,10 @@ How it listens (and why it survives a Dynamo reset in the test body):
   the recompile attempt it follows is booked as a limit hit, not as a recompile
   (nothing was compiled: Dynamo ran the function eagerly).
 * Graph breaks are a separate figure: the delta of ``counters["graph_break"]``.
+* A ``torch._logging.set_logs()`` in the block turns the artifact off and puts
+  the loggers back to torch's defaults: the tap applies itself again right after
+  (``_compat.on_set_logs``).  Where it still finds itself cut off when the block
+  ends, ``lost_sight`` says so and :meth:`RecompileWatch.assert_at_most` fails.
 
 Everything the watch changes (artifact set, logger levels, propagation, handlers,
 ``error_on_recompile``, the compile stance) is restored when it exits.
@@ -318,6 +322,11 @@ class RecompileWatch:
         after = self._breaks_after if self._breaks_after is not None else dict(compat.graph_break_counter())
         return _graph_breaks_since(self._breaks_before, after, self._break_sites)
 
+    @property
+    def lost_sight(self) -> str | None:
+        """What the watch could not count, in one sentence, read when the block ends; None where it saw everything."""
+        return self._tap.lost_sight
+
     def result(self) -> RecompileStats:
         return RecompileStats(
             count=self.count,
@@ -326,6 +335,7 @@ class RecompileWatch:
             by_function=self.by_function,
             graph_breaks=self.graph_breaks,
             events=tuple(self.events),
+            lost_sight=self.lost_sight,
         )
 
     # -- the check ----------------------------------------------------------
@@ -344,6 +354,11 @@ class RecompileWatch:
         """
         __tracebackhide__ = True
         count, hits = self.count, self.limit_hits
+        if self.lost_sight is not None:
+            where = f"{context}: " if context else ""
+            raise InvariantViolation(
+                f"{where}{self.lost_sight}, so at most {n} recompiles is not vouched for ({count} counted before)."
+            )
         if count <= n and not hits:
             return
         raise InvariantViolation(self.failure_report(n, context))
