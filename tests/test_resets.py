@@ -325,3 +325,40 @@ def test_a_frame_compiled_before_the_bodys_reset_is_still_named_after_the_decora
         torch._dynamo.reset()  # Dynamo forgets the code it compiled
     functions = {frame.function for frame in watch.result.frames}
     assert functions == {f"_Block.forward (tests/test_resets.py:{line})"}, functions
+
+
+# ----------------------------------------------------------------------------
+# refusing compiles: a stance or flag the body sets inside the block
+# ----------------------------------------------------------------------------
+
+
+def test_a_compile_stance_the_body_sets_inside_no_compiles_fails_the_block_instead_of_passing_it():
+    f = torch.compile(_scale, backend="eager", dynamic=False)
+    with watch_recompiles() as w:
+        f(torch.ones(2))
+        with pytest.raises(InvariantViolation) as info:
+            with w.no_compiles():
+                torch.compiler.set_stance("default")  # the body's own, left set
+                torch._dynamo.config.error_on_recompile = False
+                f(torch.ones(3))  # compiled, not refused
+    assert str(info.value) == (
+        "inside `with w.no_compiles():` the body set its own compile stance or "
+        "torch._dynamo.config.error_on_recompile, so compiles after that were not refused; set them outside the block"
+    )
+    assert w.count == 1
+    assert _compat.compile_refusal_state() == (_compat.compile_stance(), False)
+
+
+def test_error_on_recompile_the_body_turns_off_fails_a_raise_on_recompile_watch():
+    f = torch.compile(_scale, backend="eager", dynamic=False)
+    with pytest.raises(InvariantViolation) as info:
+        with watch_recompiles(raise_on_recompile=True):
+            f(torch.ones(2))
+            torch._dynamo.config.error_on_recompile = False  # the body's own
+            f(torch.ones(3))  # recompiled, not refused
+    assert str(info.value).startswith(
+        "watch_recompiles(raise_on_recompile=True): the body set its own compile stance or "
+        "torch._dynamo.config.error_on_recompile inside the watch, so recompiles after that were not refused "
+        "(1 counted)"
+    )
+    assert torch._dynamo.config.error_on_recompile is False

@@ -68,6 +68,9 @@ __all__ = [
     "GraphBreakSite",
 ]
 
+# the setting error_on_recompile refuses with, as a user sets it
+REFUSAL_FLAG = "torch._dynamo.config.error_on_recompile"
+
 # ----------------------------------------------------------------------------
 # the watch
 # ----------------------------------------------------------------------------
@@ -129,6 +132,8 @@ class RecompileWatch:
         self._breaks_after: dict[str, int] | None = None
         self._break_sites: list[GraphBreakSite] = []
         self._tap = DynamoLogTap(self._on_recompile, self._on_limit_hit, self._on_graph_break)
+        # what refused recompiles once raise_on_recompile had set it (None: not asked)
+        self._refusing: Any = None
 
     # -- context manager --------------------------------------------------
     def __enter__(self) -> RecompileWatch:
@@ -143,6 +148,7 @@ class RecompileWatch:
         self._breaks_after = None
         self._seen = _guard_failure_positions()
         self._breaks_before = dict(compat.graph_break_counter())
+        self._refusing = None
         self._tap.attach()
         if self.raise_on_recompile:
             try:
@@ -152,6 +158,7 @@ class RecompileWatch:
                 self._tap.detach()
                 raise
             self._tap.add_undo(lambda: patch.__exit__(None, None, None))
+            self._refusing = compat.compile_refusal_state()
         self._active = True
         RecompileWatch._open_watches += 1
         return self
@@ -162,6 +169,7 @@ class RecompileWatch:
             return False
         self._active = False
         RecompileWatch._open_watches -= 1
+        replaced = self._refusing is not None and compat.compile_refusal_state() != self._refusing
         try:
             self._breaks_after = dict(compat.graph_break_counter())
         finally:
@@ -171,6 +179,12 @@ class RecompileWatch:
             self._report_to_current_test()
         if exc is not None and self.raise_on_recompile and compat.is_recompile_refusal(exc):
             raise InvariantViolation(self._refusal_message(exc, "after its warm-up compile")) from None
+        if exc is None and replaced:
+            raise InvariantViolation(
+                f"watch_recompiles(raise_on_recompile=True): the body set its own compile stance or {REFUSAL_FLAG} "
+                f"inside the watch, so recompiles after that were not refused ({self.count} counted); set them "
+                "outside the watch"
+            )
         return False
 
     def _report_to_current_test(self) -> None:
@@ -392,6 +406,7 @@ class _NoCompileBlock:
     def __init__(self, watch: RecompileWatch):
         self.watch = watch
         self._stance: Any = None
+        self._refusing: Any = None
 
     def __enter__(self) -> RecompileWatch:
         if not self.watch._active:
@@ -400,15 +415,22 @@ class _NoCompileBlock:
             )
         self._stance = compat.fail_on_any_compile()
         self._stance.__enter__()
+        self._refusing = compat.compile_refusal_state()
         return self.watch
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
         __tracebackhide__ = True
+        replaced = compat.compile_refusal_state() != self._refusing
         self._stance.__exit__(None, None, None)
         if exc is not None and compat.is_recompile_refusal(exc):
             raise InvariantViolation(
                 self.watch._refusal_message(exc, "inside `with w.no_compiles():`, after the warm-up")
             ) from None
+        if exc is None and replaced:
+            raise InvariantViolation(
+                "inside `with w.no_compiles():` the body set its own compile stance or "
+                f"{REFUSAL_FLAG}, so compiles after that were not refused; set them outside the block"
+            )
         return False
 
 
