@@ -362,3 +362,26 @@ def test_error_on_recompile_the_body_turns_off_fails_a_raise_on_recompile_watch(
         "(1 counted)"
     )
     assert torch._dynamo.config.error_on_recompile is False
+
+
+# ----------------------------------------------------------------------------
+# the cache probe's bypass-reason filters
+# ----------------------------------------------------------------------------
+
+
+def test_a_bypass_reason_logged_after_the_bodys_set_logs_is_still_collected_and_its_settings_stay():
+    from pytest_cudagraph.caches.probe import cache_probe
+
+    logger = logging.getLogger("torch._inductor.codecache")
+    try:
+        torch._logging.set_logs(inductor=logging.ERROR)
+        expected = (logger.level, logger.propagate, list(logger.filters))
+        torch._logging.set_logs()
+        with cache_probe() as probe:
+            torch._logging.set_logs(inductor=logging.ERROR)  # puts the logger back to torch's level
+            logger.info("Bypassing FX Graph Cache because '%s'", "a reason logged after set_logs")
+            reasons = list(probe._meter.reasons)
+        assert reasons == [("fxgraph", "a reason logged after set_logs")]
+        assert (logger.level, logger.propagate, list(logger.filters)) == expected
+    finally:
+        torch._logging.set_logs()

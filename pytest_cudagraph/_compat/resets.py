@@ -206,10 +206,10 @@ def set_logs_emptied_artifacts(frame: Any) -> bool:
 
 
 class LoggerTap:
-    """A handler on one of torch's loggers, the level it needs, and its echo kept off stderr where asked.
+    """A handler (or filter) on one of torch's loggers, the level it needs, and its echo kept off stderr where asked.
 
     :meth:`apply` remembers the logger's level and ``propagate`` flag as they are
-    now, adds the handler (once), lowers the level to ``level`` where the logger
+    now, adds the handler or filter (once), lowers the level to ``level`` where the logger
     would drop such records, and stops propagation where ``keep_off_stderr()``
     (asked before the level is touched) says so.  :meth:`restore` takes the handler
     off and puts back what :meth:`apply` found.  After a ``torch._logging.set_logs()``
@@ -222,14 +222,16 @@ class LoggerTap:
     def __init__(
         self,
         logger: logging.Logger,
-        handler: logging.Handler,
+        handler: logging.Handler | None,
         level: int,
         keep_off_stderr: Callable[[], bool] | None = None,
+        log_filter: logging.Filter | None = None,
     ):
         self.logger = logger
         self.handler = handler
         self.level = level
         self.keep_off_stderr = keep_off_stderr
+        self.log_filter = log_filter
         # (level, propagate) as found before the tap, or as the last set_logs() left them
         self._found: tuple[int, bool] | None = None
 
@@ -238,19 +240,34 @@ class LoggerTap:
         keep_off = self.keep_off_stderr() if self.keep_off_stderr is not None else False
         if self._found is None or _set_by_torch_logging(logger.name):
             self._found = (logger.level, logger.propagate)
-        if self.handler not in logger.handlers:
+        if self.handler is not None and self.handler not in logger.handlers:
             logger.addHandler(self.handler)
+        if self.log_filter is not None and self.log_filter not in logger.filters:
+            logger.addFilter(self.log_filter)
         if not logger.isEnabledFor(self.level):
             logger.setLevel(self.level)
         if keep_off:
             logger.propagate = False
 
     def intact(self) -> bool:
-        """Whether the handler is still on the logger and gets records of its level."""
-        return self.handler in self.logger.handlers and self.logger.isEnabledFor(self.level)
+        """Whether the handler (or filter) is still on the logger and gets records of its level."""
+        on = self.handler in self.logger.handlers if self.handler is not None else True
+        if self.log_filter is not None:
+            on = on and self.log_filter in self.logger.filters
+        return on and self.logger.isEnabledFor(self.level)
+
+    def untapped_level(self) -> int:
+        """The level the logger would pass records at without the tap: its own as found, else its parent's."""
+        found = self._found[0] if self._found is not None else self.logger.level
+        if found != logging.NOTSET or self.logger.parent is None:
+            return found
+        return self.logger.parent.getEffectiveLevel()
 
     def restore(self) -> None:
-        self.logger.removeHandler(self.handler)
+        if self.handler is not None:
+            self.logger.removeHandler(self.handler)
+        if self.log_filter is not None:
+            self.logger.removeFilter(self.log_filter)
         if self._found is not None:
             level, propagate = self._found
             self.logger.setLevel(level)
