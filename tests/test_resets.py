@@ -94,17 +94,24 @@ def test_a_callback_the_body_registers_is_its_own_and_the_watch_counts_on():
 
 
 @needs_recording_trigger
-def test_a_tree_watch_that_lost_sight_says_so_and_no_verdict_passes(monkeypatch):
+def test_a_tree_watch_that_lost_sight_says_so_and_no_verdict_passes():
     from torch._inductor.cudagraph_trees import CUDAGraphTreeManager
+
+    torch_record_function = CUDAGraphTreeManager.__dict__["record_function"]
 
     def own_record_function(self, new_inputs, function_id):  # the body's own patch, calling nothing of ours
         raise AssertionError("not called on the CPU")
 
-    with watch_trees(device=0) as trees:
-        record_a_graph()
-        monkeypatch.setattr(CUDAGraphTreeManager, "record_function", own_record_function)
-        callback_handler.clear()  # a reset the plugin does not see
-        record_a_graph()  # missed
+    try:
+        with watch_trees(device=0) as trees:
+            record_a_graph()
+            CUDAGraphTreeManager.record_function = own_record_function
+            callback_handler.clear()  # a reset the plugin does not see
+            record_a_graph()  # missed
+        # the body's patch stays the body's: the watch put back only what is still its own
+        assert CUDAGraphTreeManager.__dict__["record_function"] is own_record_function
+    finally:
+        CUDAGraphTreeManager.record_function = torch_record_function
     lost = trees.result().lost_sight
     assert lost is not None and lost.startswith("recordings after Dynamo's callbacks were cleared somewhere")
     with pytest.raises(InvariantViolation, match="so its count of recordings is not given"):
