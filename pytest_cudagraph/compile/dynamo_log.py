@@ -177,6 +177,8 @@ class DynamoLogTap:
 
     def attach(self) -> None:
         """Attach the handlers and turn on the recompile artifact, remembering how to undo it."""
+        self.lost_sight = None
+        self._user_asked.clear()
         try:
             self._claim_artifacts()
             for name in compat.recompile_log_names():

@@ -51,17 +51,21 @@ class RecordingCount:
     def start(self) -> RecordingCount:
         meter = self._meter
         metered = meter is not None and meter.available
-        self._callback = _compat.watch_cudagraph_recordings(self._on_recording)
-        if self._callback is not None:
-            self.mode = "callback"
-            if metered:
-                meter.on_before_recording = self._before_recording
-        elif metered:
-            self.mode = "meter"
-            self._meter_before = meter.recorded_graphs
-        else:
-            self._nodes_before = self._read_nodes()
-        self._sight = _compat.on_dynamo_reset(before=self._before_reset, after=self._after_reset)
+        try:
+            self._callback = _compat.watch_cudagraph_recordings(self._on_recording)
+            if self._callback is not None:
+                self.mode = "callback"
+                if metered:
+                    meter.on_before_recording = self._before_recording
+            elif metered:
+                self.mode = "meter"
+                self._meter_before = meter.recorded_graphs
+            else:
+                self._nodes_before = self._read_nodes()
+            self._sight = _compat.on_dynamo_reset(before=self._before_reset, after=self._after_reset)
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def stop(self) -> None:
