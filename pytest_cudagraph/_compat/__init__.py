@@ -38,6 +38,8 @@ every run, and a run that uses no plugin feature imports none of them.
 - ``graph_segments``: breakable CUDA graphs, a chain of graphs captured into one pool
   with eager ops between;
 - ``dtypes``: default comparison tolerances, dtypes this torch has;
+- ``resets``: ``torch._dynamo.reset()`` and ``torch._logging.set_logs()`` inside a watched block,
+  seen and answered (callbacks registered again, logger taps applied again);
 - ``state``: the global torch state a test must leave as it found it (configs,
   compile stance, default device, Dynamo's per-code caches), and a tensor's version
   counter (what an in-place write bumps);
@@ -136,6 +138,7 @@ if TYPE_CHECKING:  # the names as they are defined, for type checkers; at run ti
         RECOMPILE_LOG_ARTIFACTS,
         TORCH_TRACE_LOGGER,
         backend_compiler_failed_type,
+        compile_refusal_state,
         counter_value,
         counter_values,
         error_on_recompile,
@@ -183,6 +186,7 @@ if TYPE_CHECKING:  # the names as they are defined, for type checkers; at run ti
         failing_guards_of_recompile,
     )
     from .inductor import (
+        CudagraphRecordingCallback,
         compiled_graph_of_frame,
         cudagraph_skip_logger_names,
         cudagraph_tree_manager,
@@ -204,6 +208,13 @@ if TYPE_CHECKING:  # the names as they are defined, for type checkers; at run ti
         run_basetemp,
         torch_non_propagating_loggers,
         xdist_scope_scheduling,
+    )
+    from .resets import (
+        LoggerTap,
+        ResetSubscription,
+        on_dynamo_reset,
+        on_set_logs,
+        set_logs_emptied_artifacts,
     )
     from .state import (
         compile_config_snapshot,
@@ -292,6 +303,7 @@ _CAPABILITIES = {
     "RECOMPILE_LOG_ARTIFACTS": "dynamo",
     "TORCH_TRACE_LOGGER": "dynamo",
     "backend_compiler_failed_type": "dynamo",
+    "compile_refusal_state": "dynamo",
     "counter_value": "dynamo",
     "counter_values": "dynamo",
     "error_on_recompile": "dynamo",
@@ -348,6 +360,13 @@ _CAPABILITIES = {
     "load_cudagraph_trees": "inductor",
     "start_compiler": "inductor",
     "watch_cudagraph_recordings": "inductor",
+    "CudagraphRecordingCallback": "inductor",
+    # resets
+    "LoggerTap": "resets",
+    "ResetSubscription": "resets",
+    "on_dynamo_reset": "resets",
+    "on_set_logs": "resets",
+    "set_logs_emptied_artifacts": "resets",
     # instructions
     "count_compile_instructions": "instructions",
     # pytest_xdist
@@ -400,6 +419,7 @@ __all__ = [
     "clear_in_memory_compile_caches",
     "compile_config_snapshot",
     "compile_stance",
+    "compile_refusal_state",
     "counter_value",
     "counter_values",
     "counting_fx_graph_cache_writes",
@@ -478,6 +498,12 @@ __all__ = [
     "triton_kernel_dirs",
     "unsupported_type",
     "watch_cudagraph_recordings",
+    "CudagraphRecordingCallback",
+    "LoggerTap",
+    "ResetSubscription",
+    "on_dynamo_reset",
+    "on_set_logs",
+    "set_logs_emptied_artifacts",
     "wrapped_target",
     "xdist_scope_scheduling",
     "backend_available",

@@ -64,7 +64,8 @@ def pytest_runtest_call_fully_cudagraphed(item: pytest.Item) -> Iterator[None]:
         failures.append(not_fully_cudagraphed(trees.result(), context="@pytest.mark.cudagraph(trees='all')"))
     if marker.max_rerecords is not None:
         context = f"@pytest.mark.cudagraph(max_rerecords={marker.max_rerecords})"
-        failures.append(rerecord_failure(trees.result().rerecords, marker.max_rerecords, context))
+        result = trees.result()
+        failures.append(rerecord_failure(result.rerecords, marker.max_rerecords, context, result.lost_sight))
     failure = "\n\n".join(f for f in failures if f is not None)
     if failure:
         pytest.fail(failure, pytrace=False)

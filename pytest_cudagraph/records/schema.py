@@ -110,6 +110,8 @@ class Recompiles(Section):
     by_function: dict[str, Texts | FunctionRecompiles] | UnsetType = UNSET
     graph_breaks: GraphBreaks | UnsetType = UNSET
     events: list[RecompileEvent] | UnsetType = UNSET
+    # what the watch could not count after a line of the test (its log taken away); absent where it saw all
+    lost_sight: Text | UnsetType = UNSET
 
 
 # ----------------------------------------------------------------------------
@@ -330,6 +332,8 @@ class ReduceOverhead(Section):
     fraction_of_calls: Measure | UnsetType = UNSET
     # per function: its recordings, re-recordings at new shapes, and the shapes in order
     rerecords: dict[str, FunctionRerecords] | UnsetType = UNSET
+    # what the watch could not count after a line of the test (a reset it could not answer); absent where it saw all
+    lost_sight: Text | UnsetType = UNSET
 
 
 # ----------------------------------------------------------------------------
