@@ -14,6 +14,7 @@ next run (``cache_keys.KeyIndex``), and a miss is explained by what changed sinc
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 import pytest
 
 from ..graphs import open_objects
+from ..records.json_values import json_safe
 from ..records.progress import RunProgress
 from ..records.record import TestRecord, set_current_record
 from . import pytest_split as shards
@@ -195,7 +197,11 @@ def attach_record(item: pytest.Item, report: pytest.TestReport) -> None:
     """After a test's teardown (``activation``): its finished record onto the teardown report, if it has one."""
     finished = finish_record(item, item.stash.get(RECORD_KEY, None))
     if finished is not None:
-        setattr(report, REPORT_RECORD_ATTR, finished)
+        # One JSON string, not the dict: pytest-xdist sends a report's attributes through
+        # execnet, whose serializer fails on an int below -2**31 (a device reading's change
+        # of more than 2 GiB, when another worker on the GPU frees memory meanwhile), and
+        # that failure ends the worker's whole run.
+        setattr(report, REPORT_RECORD_ATTR, json.dumps(json_safe(finished), allow_nan=False))
 
 
 def finish_record(item: pytest.Item, record: TestRecord | None) -> dict[str, Any] | None:
@@ -303,7 +309,8 @@ class RunRecorder:
             self.progress.failures += 1
         carried = getattr(report, REPORT_RECORD_ATTR, None)
         if carried:
-            self._keep(carried["nodeid"], carried["record"], getattr(report, "node", None))
+            finished = json.loads(carried)
+            self._keep(finished["nodeid"], finished["record"], getattr(report, "node", None))
         # every test's time, plugin or not: pytest-split needs them all (``pytest-cudagraph durations``)
         self.progress.add_duration(report.nodeid, report.duration, _worker_of(report))
         if report.when == "teardown":
