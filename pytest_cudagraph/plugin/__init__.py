@@ -42,6 +42,9 @@ if TYPE_CHECKING:
 GROUP_CHOICES = ("none", "module")
 # the ini option of torch_trace (torch_trace.INI_OPTION)
 TORCH_TRACE_INI = "cudagraph_capture_torch_trace"
+# --cudagraph-summary's and --cudagraph-annotations's values (job_summary, failure_annotations)
+SUMMARY_CHOICES = ("auto", "github", "off")
+ANNOTATION_CHOICES = ("auto", "github", "off")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -93,6 +96,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="none",
         help="module: under pytest-xdist, run all GPU tests of a module on one worker (the plugin's own "
         "scheduling), so that they share its GPU and its module-scoped fixtures; default: none.",
+    )
+    group.addoption(
+        "--cudagraph-summary",
+        choices=SUMMARY_CHOICES,
+        default="auto",
+        help="github: append the run's summary in Markdown to $GITHUB_STEP_SUMMARY (GitHub's job summary); "
+        "auto (default): do so where that variable is set and --cudagraph-report is given; off: never.",
+    )
+    group.addoption(
+        "--cudagraph-annotations",
+        choices=ANNOTATION_CHOICES,
+        default="auto",
+        help="auto (default): under GitHub Actions (GITHUB_ACTIONS=true) print each failure of the plugin's checks "
+        "as an ::error annotation at the user's line; github: print them anywhere; off: never.",
     )
     parser.addini(
         "cudagraph_capture_sizes",
