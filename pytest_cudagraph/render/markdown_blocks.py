@@ -8,7 +8,8 @@ write, so every piece of text is escaped for what Markdown would act on:
   character), and a ``_`` between two letters or digits is left alone (GFM never
   reads it as emphasis, and ``max_recompiles`` stays readable in the raw text);
   a pair of backticks on one line stays a code span, as the plugin's messages use
-  them around code;
+  them around code, and a decorator (``@pytest.mark.max_recompiles(0)``) becomes
+  one: GitHub would read ``@pytest`` as a mention of a user;
 - code (``code``): a code span whose fence is longer than any run of backticks
   inside it;
 - a table cell: ``|`` escaped as ``\\|`` inside code spans too, as GFM asks;
@@ -35,10 +36,9 @@ WIDTH = 120
 # what CommonMark/GFM may act on in running text; "_" is handled apart (intraword is safe)
 _SPECIAL = re.compile(r"([\\*\[\]<|~#&`])")
 _UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
-# a code span the plugin's messages hold: backticks around text on one line
-_CODE_SPAN = re.compile(r"`([^`\n]+)`")
-# a word for wrapping: code spans and escapes never broken
-_WORD = re.compile(r"(?:`[^`]*`|\\.|[^\s`\\])+|\S")
+# a code span the plugin's messages hold: backticks around text on one line; or a decorator
+# ("@pytest.mark.max_recompiles(0)"), which GitHub would read as a mention of the user "pytest"
+_CODE_SPAN = re.compile(r"`(?P<code>[^`\n]+)`|(?P<decorator>@[A-Za-z_][\w.]*(?:\([^()\n]*\))?)")
 # a word that would open a list or a quote, or underline a heading, at the start of a line: never wrapped onto
 # one, and escaped where a paragraph starts with it
 _BLOCK_START = re.compile(r"^(?:[-+=]+|\d{1,9}[.)]|>.*)$")
@@ -60,7 +60,7 @@ def text(value: object) -> str:
     position = 0
     for match in _CODE_SPAN.finditer(line):
         pieces.append(_escape_plain(line[position : match.start()]))
-        pieces.append(code(match.group(1)))
+        pieces.append(code(match["code"] or match["decorator"]))
         position = match.end()
     pieces.append(_escape_plain(line[position:]))
     return "".join(pieces)
@@ -104,7 +104,7 @@ def paragraph(markdown: str, width: int = WIDTH, *, first: str = "", indent: str
     lines: list[str] = []
     current = first
     start = len(first)
-    words = _WORD.findall(markdown)
+    words = _words(markdown)
     if words and not first and _BLOCK_START.match(words[0]):
         words[0] = re.sub(r"^(\d*)(\D)", r"\1\\\2", words[0])  # "- x" -> "\- x", "1. x" -> "1\. x", "> x" -> "\> x"
     for word in words:
@@ -115,6 +115,35 @@ def paragraph(markdown: str, width: int = WIDTH, *, first: str = "", indent: str
         current = f"{current} {word}" if len(current) > start else current + word
     lines.append(current)
     return [line.rstrip() for line in lines]
+
+
+def _words(markdown: str) -> list[str]:
+    """``markdown`` split at its spaces, but never inside a code span (a backtick run to the next run as long)."""
+    words: list[str] = []
+    current: list[str] = []
+    position = 0
+    while position < len(markdown):
+        char = markdown[position]
+        if char == "\\":  # an escape and what it escapes stay together
+            current.append(markdown[position : position + 2])
+            position += 2
+        elif char == "`":
+            fence = re.match(r"`+", markdown[position:]).group()  # type: ignore[union-attr]
+            closing = re.compile(rf"(?<!`){fence}(?!`)").search(markdown, position + len(fence))
+            end = closing.end() if closing is not None else position + len(fence)
+            current.append(markdown[position:end])
+            position = end
+        elif char.isspace():
+            if current:
+                words.append("".join(current))
+                current = []
+            position += 1
+        else:
+            current.append(char)
+            position += 1
+    if current:
+        words.append("".join(current))
+    return words
 
 
 def fenced(lines: Sequence[str], info: str = "text") -> list[str]:
