@@ -23,6 +23,9 @@ pytest.  Its modules:
   test (imported by ``fixtures``; no hooks);
 - ``state_isolation``: global torch state put back after each plugin test;
 - ``xdist``: the controller's and the workers' sides under ``-n``;
+- ``junit``, ``failure_site``, ``failure_annotations``, ``job_summary``: each test's
+  figures in the JUnit XML, which check failed a test and the user's line it points
+  at, the GitHub annotations, the job summary in Markdown;
 - ``torch_trace``: torch's structured-trace records kept out of pytest's log capture.
 """
 
