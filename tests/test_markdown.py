@@ -182,6 +182,35 @@ def test_any_text_in_code_reads_back_as_itself(value):
     assert blocks(paragraph(code(value))[0] + "\n") == [("paragraph", expected)]
 
 
+MARKDOWN_PIECES = [
+    *"`*_[]()<>|~#&!\\-+=.:1 a@\n\t",
+    "<script>",
+    "**",
+    "__",
+    "![x](y)",
+    "[a]: b",
+    "&amp;",
+    "1.",
+    "> ",
+    "---",
+]
+PLAIN_TAGS = {"p", "code", "ul", "li", "table", "thead", "tbody", "tr", "th", "td"}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(MARKDOWN_PIECES), min_size=1, max_size=30).map("".join))
+def test_no_text_opens_a_block_or_markup_wherever_it_is_put(value):
+    """In a list item wrapped narrow, a paragraph, a table cell or code: no quote, list, heading, emphasis or link."""
+    for markdown in (
+        "\n".join(paragraph(text(value), 20, first="- ", indent="  ")),
+        "\n".join(paragraph(text(value), 15)),
+        "\n".join(table(["h"], [[text(value)]])),
+        code(value),
+    ):
+        tags = set(re.findall(r"</?([a-z0-9]+)", gfm().render(markdown + "\n")))
+        assert tags <= PLAIN_TAGS, (value, markdown)
+
+
 def test_a_decorator_is_code_not_a_mention():
     markdown = "\n".join(paragraph(text("@pytest.mark.max_recompiles(0): Dynamo recompiled")))
     assert "<code>@pytest.mark.max_recompiles(0)</code>" in gfm().render(markdown)

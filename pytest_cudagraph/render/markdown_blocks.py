@@ -105,7 +105,7 @@ def paragraph(markdown: str, width: int = WIDTH, *, first: str = "", indent: str
     current = first
     start = len(first)
     words = _words(markdown)
-    if words and not first and _BLOCK_START.match(words[0]):
+    if words and _BLOCK_START.match(words[0]):
         words[0] = re.sub(r"^(\d*)(\D)", r"\1\\\2", words[0])  # "- x" -> "\- x", "1. x" -> "1\. x", "> x" -> "\> x"
     for word in words:
         if len(current) > start and len(current) + 1 + len(word) > width and not _BLOCK_START.match(word):
