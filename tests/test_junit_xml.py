@@ -191,6 +191,20 @@ def _run(pytester: pytest.Pytester, *args: str, subprocess: bool = False) -> tup
     return result, xml, report
 
 
+@pytest.fixture
+def dynamo_modules_loaded():
+    """Load every module a Dynamo compile imports lazily, before an in-process run compiles.
+
+    pytester's in-process runs drop the modules they imported, and a second import of torch's
+    compile stack fails (its registries refuse duplicates), as tests/test_plugin_recompiles.py says.
+    """
+    import torch
+    import torch._dynamo.testing  # noqa: F401
+
+    torch.compile(lambda x: x + 1, backend="eager")(torch.ones(1))
+    torch._dynamo.reset()
+
+
 @pytest.mark.parametrize("family", ["xunit2", "xunit1", "legacy"])
 def test_each_figure_of_the_report_is_a_property_of_its_testcase(pytester, family):
     _, xml, report = _run(pytester, "-o", f"junit_family={family}")
@@ -227,7 +241,7 @@ def test_nothing_is_added_without_junitxml(pytester):
     assert json.loads((pytester.path / "report.json").read_text())["tests"]["test_figures.py::test_graphs"]
 
 
-def test_a_real_recompile_watch_reaches_the_xml(pytester):
+def test_a_real_recompile_watch_reaches_the_xml(dynamo_modules_loaded, pytester):
     """A recompile Dynamo really made (the eager backend: no Inductor): the count in the XML is the report's."""
     pytester.makepyfile(
         test_watch="""
