@@ -25,6 +25,11 @@ from __future__ import annotations
 class CudagraphError(Exception):
     """Base class of every error the plugin raises on purpose."""
 
+    # The user's line the failure points at, ``(file, line)``, where the raising code found one:
+    # the op of a failed capture, the call site of a recompile.  The plugin records it with the
+    # test's failure, and places CI annotations there.
+    site: tuple[str, int] | None = None
+
 
 class UsageProblem(CudagraphError):
     """A bad option value or environment, found at session start (pytest exit code 4).

@@ -180,6 +180,15 @@ class RecompileStats:
         )
 
 
+def first_call_site(events: Sequence[RecompileEvent]) -> tuple[str, int] | None:
+    """The user's line a failed recompile check points at: the first limit hit's call site, else the first recompile's."""
+    for wanted in (lambda event: event.limit_hit is not None, lambda event: True):
+        for event in events:
+            if event.call_site is not None and wanted(event):
+                return event.call_site.file, event.call_site.line
+    return None
+
+
 @dataclass
 class _Event:
     """One recompile attempt as Dynamo logged it; :meth:`public` makes the RecompileEvent."""

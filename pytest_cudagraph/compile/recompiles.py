@@ -56,6 +56,7 @@ from .recompile_stats import (
     _by_function,
     _Event,
     _graph_breaks_since,
+    first_call_site,
 )
 
 __all__ = [
@@ -375,7 +376,9 @@ class RecompileWatch:
             )
         if count <= n and not hits:
             return
-        raise InvariantViolation(self.failure_report(n, context))
+        error = InvariantViolation(self.failure_report(n, context))
+        error.site = first_call_site(self.events)
+        raise error
 
     def failure_report(self, n: int, context: str | None = None) -> str:
         """The text :meth:`assert_at_most` raises (also when the check passes: a summary of what happened)."""

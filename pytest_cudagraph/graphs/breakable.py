@@ -292,6 +292,7 @@ def _chain_capture_error(exc: Exception, label: str, fn_name: str, recorder: _Ch
     hinted.cause = error.cause  # type: ignore[attr-defined]
     hinted.op = error.op  # type: ignore[attr-defined]
     hinted.failing_op = failing_op  # type: ignore[attr-defined]
+    hinted.site = error.site
     return hinted
 
 

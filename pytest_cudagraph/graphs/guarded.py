@@ -15,7 +15,7 @@ import torch
 
 from .. import _compat
 from ..errors import CaptureError
-from .capture_failure import _clear_traceback_frames, describe_capture_failure, real_cause
+from .capture_failure import _clear_traceback_frames, describe_capture_failure_at, real_cause
 from .memory import PoolId
 
 
@@ -160,8 +160,8 @@ def _restore_process(
 
 
 def _capture_error(exc: BaseException, label: str, fn_name: str) -> CaptureError:
-    """The ``CaptureError`` of a failed capture, with ``.cause`` and ``.op``; clears the failed frames."""
-    message, op = describe_capture_failure(exc, label, fn_name)
+    """The ``CaptureError`` of a failed capture, with ``.cause``, ``.op`` and ``.site``; clears the failed frames."""
+    message, op, site = describe_capture_failure_at(exc, label, fn_name)
     cause = real_cause(exc)
     # The failed frames' locals are tensors allocated in the abandoned pool; a
     # traceback kept by pytest would keep that pool's segments alive forever.
@@ -169,4 +169,5 @@ def _capture_error(exc: BaseException, label: str, fn_name: str) -> CaptureError
     error = CaptureError(message)
     error.cause = cause  # type: ignore[attr-defined]
     error.op = op  # type: ignore[attr-defined]
+    error.site = site
     return error

@@ -119,6 +119,8 @@ def wanted_from_start(config: pytest.Config) -> bool:
     option = config.option
     if option.cudagraph or option.cudagraph_require_gpu or option.cudagraph_group != "none":
         return True
+    if option.cudagraph_summary == "github":
+        return True  # the summary is written, and its option checked, whether or not a test uses the plugin
     paths = (option.cudagraph_report, option.cudagraph_baseline, option.cudagraph_cache_dir, option.cudagraph_devices)
     if any(value is not None for value in paths):
         return True  # an empty path too: it is refused, with its sentence
@@ -256,6 +258,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     config = item.config
     if not is_active(config) and "torch" in sys.modules:
         activate(config, item.session, collected=True)  # this test imported torch
+    if report.failed and call.excinfo is not None and is_active(config):
+        from .failure_site import locate_failure  # only for a failed phase: which check, and the user's line
+
+        locate_failure(item, call.excinfo)
     if call.when == "teardown":
         running.end()
         if is_active(config):

@@ -239,8 +239,9 @@ def finish_record(item: pytest.Item, record: TestRecord | None) -> dict[str, Any
             "cuda_visible_devices": state.pinned_device,
         }
     entry = record.to_json()
-    if not uses_plugin(item) and not set(entry) - {"outcome", "duration_s", "failure", "skip_reason"}:
-        return None  # a test that used nothing of the plugin and measured nothing
+    measured = set(entry) - {"outcome", "duration_s", "failure", "skip_reason"}
+    if not uses_plugin(item) and not measured and "rule" not in (record.failure or {}):
+        return None  # a test that used nothing of the plugin, measured nothing and failed no check of it
     from ..records.report import json_safe
 
     return {"nodeid": record.nodeid, "record": json_safe(entry)}

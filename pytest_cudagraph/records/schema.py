@@ -480,8 +480,15 @@ class Startup(Section):
 
 
 class Failure(Section):
+    """A test's first failed phase; a failure of one of the plugin's checks names the check and the user's line."""
+
     when: Text | UnsetType = UNSET
     message: Text | UnsetType = UNSET
+    # the check that failed (plugin/failure_site.py's RULES): "max_recompiles", "capture", ...
+    rule: Text | UnsetType = UNSET
+    # the user's line it points at: relative to the working directory when inside it
+    file: Text | UnsetType = UNSET
+    line: Count | UnsetType = UNSET
 
 
 class TestRecord(Section):

@@ -3,9 +3,9 @@ pytest-split's durations.
 
 ::
 
-    pytest-cudagraph compare BASE.json NEW.json [--fail-on RULES] [--pool-threshold PCT] [--json]
+    pytest-cudagraph compare BASE.json NEW.json [--fail-on RULES] [--pool-threshold PCT] [--json | --markdown]
     pytest-cudagraph explain BASE.json NEW.json [TEST]     (or: explain REPORT.json [TEST])
-    pytest-cudagraph show REPORT.json [--html OUT.html]
+    pytest-cudagraph show REPORT.json [--html OUT.html | --markdown]
     pytest-cudagraph merge SHARD.json... -o ALL.json
     pytest-cudagraph durations REPORT.json... [-o .test_durations]
     pytest-cudagraph startup NODEID... --runs N --report OUT.json [--timeout S] [-- PYTEST_ARGS]
@@ -135,7 +135,11 @@ def _add_compare_parser(commands: argparse._SubParsersAction) -> None:
         help="also list differences within noise (replay errors within tolerance, timing ratios, memory that "
         "depends on the test order)",
     )
-    compare.add_argument("--json", action="store_true", help="print the comparison as JSON instead of tables")
+    output = compare.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print the comparison as JSON instead of tables")
+    output.add_argument(
+        "--markdown", action="store_true", help="print it as Markdown, for a CI job's summary or a PR comment"
+    )
 
 
 def _add_compare_limits(compare: argparse.ArgumentParser) -> None:
@@ -226,11 +230,17 @@ def _add_show_parser(commands: argparse._SubParsersAction) -> None:
     show = commands.add_parser(
         "show",
         help="print a report's summary table, or render it as one HTML page",
-        description="Print a report's per-test table, or with --html write a self-contained HTML page "
+        description="Print a report's per-test table, with --markdown a summary in Markdown, or with --html write a self-contained HTML page "
         "(inline CSS and SVG charts, no scripts, no network).",
     )
     show.add_argument("report", metavar="REPORT.json")
-    show.add_argument("--html", metavar="OUT.html", help="write the HTML page here")
+    output = show.add_mutually_exclusive_group()
+    output.add_argument("--html", metavar="OUT.html", help="write the HTML page here")
+    output.add_argument(
+        "--markdown",
+        action="store_true",
+        help="print a summary in Markdown for a CI job's page or a PR comment: the verdict, failures, the tests",
+    )
 
 
 def _add_merge_parser(commands: argparse._SubParsersAction) -> None:
@@ -383,6 +393,11 @@ def _compare(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     )
     if args.json:
         _write(stdout, json.dumps(comparison.to_json(), indent=2, default=str) + "\n")
+    elif args.markdown:
+        from ..render.markdown import comparison_markdown
+        from .compare_rules import INCOMPLETE_RULE
+
+        _write(stdout, comparison_markdown(comparison, incomplete_rule=INCOMPLETE_RULE))
     else:
         _write(stdout, comparison.format_text(verbose=args.verbose) + "\n")
     return EXIT_REGRESSION if comparison.regressed else EXIT_OK
@@ -439,17 +454,28 @@ def _show(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         from ..records.loaded import given
         from ..render.key_text import show_lines
         from ..render.record_text import detail_lines
+        from ..render.shard_text import describe_shard
 
         # the terminal summary draws records as mappings (the live run's are unchecked): each record as read
         records = {nodeid: loaded.record_data(nodeid) for nodeid in loaded.tests}
-        lines = terminal_summary_lines(records, None, max_rows=None) or ["the report has no tests"]
         summary = given(loaded.report.summary)
         shard = given(summary.shard) if summary is not None else None
-        if shard is not None:
-            from ..render.shard_text import describe_shard
-
-            lines.append(describe_shard(shard))
         run = run_completeness(loaded)
+        if args.markdown:
+            from ..render.markdown import run_markdown
+
+            page = run_markdown(
+                records,
+                title=f"pytest-cudagraph: {Path(args.report).name}",
+                incomplete_reasons=run.reasons,
+                not_run_count=run.not_run_count,
+                notes=[describe_shard(shard)] if shard is not None else [],
+            )
+            _write(stdout, page)
+            return EXIT_OK
+        lines = terminal_summary_lines(records, None, max_rows=None) or ["the report has no tests"]
+        if shard is not None:
+            lines.append(describe_shard(shard))
         if not run.complete:
             lines.append(
                 f"INCOMPLETE run: {'; '.join(run.reasons)} ({count_noun(run.not_run_count, 'selected test')} not run)"
