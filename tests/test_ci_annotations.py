@@ -102,7 +102,7 @@ def test_each_failure_is_one_line_once_and_a_regression_points_at_its_file(tmp_p
 HOSTILE_SUITE = """
 import pytest
 from pytest_cudagraph.errors import InvariantViolation, MisuseError, StaleGraphError
-from pytest_cudagraph.graphs.memory import PoolCheck, derive_slack
+from pytest_cudagraph.graphs.pool_check import PoolCheck
 
 MiB = 2 ** 20
 
@@ -125,7 +125,8 @@ def test_misuse():
 
 def test_pool():
     check = PoolCheck(pool_bytes=90 * MiB, largest_size=8, largest_graph_bytes=10 * MiB, cublas_workspace_bytes=0,
-                      slack=derive_slack([]), pool_mode="shared", order="as_given", keep_outputs=True)
+                      pools=(((0, 1), 45 * MiB), ((0, 2), 45 * MiB)), pool_mode="separate", order="largest_first",
+                      keep_outputs=False)
     check.raise_if_failed()  # POOL
 
 
@@ -167,7 +168,7 @@ def test_each_plugin_failure_is_an_error_annotation_at_the_users_line(pytester, 
     _, long = commands["check"]
     assert len(long) < 400 and long.startswith("InvariantViolation: xxx")
     assert long.endswith("xxx...\nin test_hostile.py::test_long")  # one line of the cause, cut at its end
-    assert commands["pool"][1].startswith("InvariantViolation: the graph pool holds 90.0 MiB")
+    assert commands["pool"][1].startswith("InvariantViolation: pool check (separate pools): the graphs use 2 pools")
     # the report keeps the check and the line
     failure = json.loads((pytester.path / "r.json").read_text())["tests"]["test_hostile.py::test_misuse"]["failure"]
     assert (failure["rule"], failure["file"], failure["line"]) == (

@@ -48,7 +48,7 @@ CHECK_FAILURE_KEY = pytest.StashKey[tuple]()
 _RULES_BY_MODULE = (
     ("pytest_cudagraph.compile.", "recompiles"),
     ("pytest_cudagraph.caches.", "compile_cache"),
-    ("pytest_cudagraph.graphs.memory", "pool"),
+    ("pytest_cudagraph.graphs.pool_check", "pool"),
     ("pytest_cudagraph.graphs.reduce_overhead", "trees"),
     ("pytest_cudagraph.graphs.rerecords", "max_rerecords"),
     ("pytest_cudagraph.graphs.agree", "agree"),

@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 
 from ..render.junit_properties import PREFIX, junit_properties
-from .recording import REPORT_RECORD_ATTR
+from .recording import carried_record
 
 
 def register(config: pytest.Config) -> None:
@@ -32,8 +32,8 @@ class JunitProperties:
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """After each phase, before junitxml reads it (or xdist sends it): the teardown's record as properties."""
-        carried = getattr(report, REPORT_RECORD_ATTR, None)
-        if not carried or report.when != "teardown":
+        carried = carried_record(report)
+        if carried is None or report.when != "teardown":
             return
         if any(str(name).startswith(PREFIX) for name, _ in report.user_properties):
             return  # added by the worker that ran the test: this is the controller reading its report

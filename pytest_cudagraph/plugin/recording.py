@@ -204,6 +204,12 @@ def attach_record(item: pytest.Item, report: pytest.TestReport) -> None:
         setattr(report, REPORT_RECORD_ATTR, json.dumps(json_safe(finished), allow_nan=False))
 
 
+def carried_record(report: pytest.TestReport) -> dict[str, Any] | None:
+    """The finished record ``attach_record`` put on a report (``{"nodeid", "record"}``), or None."""
+    carried = getattr(report, REPORT_RECORD_ATTR, None)
+    return json.loads(carried) if carried else None
+
+
 def finish_record(item: pytest.Item, record: TestRecord | None) -> dict[str, Any] | None:
     """The test's finished record as ``{"nodeid", "record"}`` (plain JSON data), or None if it has none."""
     set_current_record(None)
@@ -308,9 +314,8 @@ class RunRecorder:
         """After each phase of each test, here or on a worker: keep the record, count what finished."""
         if report.failed and not hasattr(report, "wasxfail"):
             self.progress.failures += 1
-        carried = getattr(report, REPORT_RECORD_ATTR, None)
-        if carried:
-            finished = json.loads(carried)
+        finished = carried_record(report)
+        if finished is not None:
             self._keep(finished["nodeid"], finished["record"], getattr(report, "node", None))
         # every test's time, plugin or not: pytest-split needs them all (``pytest-cudagraph durations``)
         self.progress.add_duration(report.nodeid, report.duration, _worker_of(report))
