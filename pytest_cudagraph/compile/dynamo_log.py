@@ -148,6 +148,35 @@ class _Handler(logging.Handler):
             self.on_limit_hit(message)
 
 
+class _KeptToTheTap(logging.Filter):
+    """On a logger the tap turned on: every record to the taps, none on to anyone else's handler below ``shown_from``.
+
+    A logger's filter runs before any handler is called, so the records the tap
+    turned on reach neither torch's stderr handler nor pytest's capture and
+    ``caplog`` (pytest 9.2 attaches those to every logger that does not propagate,
+    at each test phase, so they cannot just be kept out of the logger's parents).
+    Records the logger showed before the tap (``shown_from`` up) go on as before.
+    A record it stops still reaches the handlers of watches nested in this one
+    (they found the artifact on, and attached a handler).
+    """
+
+    def __init__(self, logger: logging.Logger, handler: logging.Handler, shown_from: int):
+        super().__init__()
+        self.logger = logger
+        self.handler = handler
+        self.shown_from = shown_from
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        shown = record.levelno >= self.shown_from
+        taps = [self.handler]
+        if not shown:  # the logger's own handlers will not be called: the nested watches' taps are, here
+            taps += [handler for handler in self.logger.handlers if isinstance(handler, _Handler)]
+        for tap in taps:
+            if record.levelno >= tap.level:
+                tap.handle(record)
+        return shown
+
+
 class DynamoLogTap:
     """While attached, every recompile record, recompile-limit WARNING and graph-break record goes to its callback."""
 
@@ -171,7 +200,8 @@ class DynamoLogTap:
                 compat.set_log_artifact(artifact, True)
                 self._restore.append(lambda: compat.set_log_artifact(artifact, False))
             for name in compat.recompile_log_names():
-                self._tap(logging.getLogger(name), logging.DEBUG, keep_off_stderr=not user_asked)
+                # turned on here, the artifact's records were never the user's to see: all kept to the tap
+                self._tap(logging.getLogger(name), logging.DEBUG, keep_off_stderr=not user_asked, hide_all=True)
             if self._tap_graph_breaks:
                 self._turn_on(compat.GRAPH_BREAK_LOG_ARTIFACT, compat.graph_break_log_names())
             for name in compat.recompile_limit_logger_names():
@@ -190,18 +220,32 @@ class DynamoLogTap:
             compat.set_log_artifact(artifact, True)
             self._restore.append(lambda: compat.set_log_artifact(artifact, False))
         for name in logger_names:
-            self._tap(logging.getLogger(name), logging.DEBUG, keep_off_stderr=not user_asked)
+            self._tap(logging.getLogger(name), logging.DEBUG, keep_off_stderr=not user_asked, hide_all=True)
 
-    def _tap(self, logger: logging.Logger, level: int, keep_off_stderr: bool) -> None:
+    def _tap(self, logger: logging.Logger, level: int, keep_off_stderr: bool, hide_all: bool = False) -> None:
+        """Hand ``logger``'s records from ``level`` up to the tap.
+
+        ``keep_off_stderr``: what the tap turned on stays the tap's (``_KeptToTheTap``):
+        every record where ``hide_all`` (an artifact the user left off), else those
+        below the level the logger showed before.
+        """
         old_level, old_propagate = logger.level, logger.propagate
-        logger.addHandler(self._handler)
+        kept: _KeptToTheTap | None = None
+        if keep_off_stderr:
+            shown_from = logging.CRITICAL + 1 if hide_all else logger.getEffectiveLevel()
+            kept = _KeptToTheTap(logger, self._handler, shown_from)
+            logger.addFilter(kept)
+            logger.propagate = False
+        else:
+            logger.addHandler(self._handler)
         if not logger.isEnabledFor(level):
             logger.setLevel(level)
-        if keep_off_stderr:
-            logger.propagate = False
 
         def restore() -> None:
-            logger.removeHandler(self._handler)
+            if kept is not None:
+                logger.removeFilter(kept)
+            else:
+                logger.removeHandler(self._handler)
             logger.setLevel(old_level)
             logger.propagate = old_propagate
 
