@@ -127,13 +127,16 @@ def test_whatever_the_order_the_child_gets_exactly_the_options_it_should(written
 
 
 DTYPE_SUITE = """
+from pathlib import Path
+
 import pytest
 import torch
 
 
 @pytest.fixture
 def dtype(request):
-    return getattr(torch, request.config.getoption("dtype"))
+    # a path relative to where pytest was started
+    return getattr(torch, Path(request.config.getoption("dtype_file")).read_text().strip())
 
 
 @pytest.mark.compile_cache(mode="subprocess")
@@ -144,10 +147,17 @@ def test_step(dtype, compile_cache):
 
 
 @pytest.mark.slow  # a cold compile and a child pytest that compiles again (about 25 s on two cores)
-def test_a_suite_option_reaches_the_warm_pass_in_a_fresh_pytest(pytester):
-    pytester.makeconftest(SUITE_OPTIONS)
-    pytester.makepyfile(test_dtype=DTYPE_SUITE)
+def test_a_suite_option_reaches_the_warm_pass_in_a_fresh_pytest(pytester, monkeypatch):
+    pytester.makeini("[pytest]\n")
+    tests = pytester.mkdir("tests")
+    (tests / "conftest.py").write_text(
+        'def pytest_addoption(parser):\n    parser.addoption("--dtype-file", default="float32.txt")\n'
+    )
+    (tests / "test_dtype.py").write_text(DTYPE_SUITE)
+    (tests / "float32.txt").write_text("float32\n")
+    (tests / "float64.txt").write_text("float64\n")
+    monkeypatch.chdir(tests)  # started from below the rootdir, a relative path among the options
     result = pytester.runpytest_subprocess(
-        "test_dtype.py", "--dtype=float64", "-k", "step", "-p", "no:cacheprovider", "-p", "no:randomly"
+        "test_dtype.py", "--dtype-file=float64.txt", "-k", "step", "-p", "no:cacheprovider", "-p", "no:randomly"
     )
     result.assert_outcomes(passed=1)

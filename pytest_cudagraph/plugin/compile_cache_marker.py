@@ -157,8 +157,13 @@ def _test_pass_in_child(item: pytest.Function, probe: CacheProbe, directory: Pat
     # the node id as collected: xdist's --dist loadgroup suffixes item.nodeid with "@group",
     # which no fresh pytest can select
     nodeid = report_nodeid(item)
-    cmd = _child_pytest_command(item.config, nodeid, rootdir, basetemp=directory / "child-basetemp")
-    return probe.run_child_pass(cmd, out_path=out_path, what=nodeid, env=env, cwd=str(rootdir))
+    # from where this run was started, so that a relative path among its options means what it meant
+    # here; the node id (relative to the rootdir) is given from the rootdir
+    path, separator, rest = nodeid.partition("::")
+    selected = f"{rootdir / path}{separator}{rest}"
+    cmd = _child_pytest_command(item.config, selected, rootdir, basetemp=directory / "child-basetemp")
+    cwd = str(item.config.invocation_params.dir)
+    return probe.run_child_pass(cmd, out_path=out_path, what=nodeid, env=env, cwd=cwd)
 
 
 def _child_pytest_command(config: pytest.Config, nodeid: str, rootdir: Path, basetemp: Path) -> list[str]:

@@ -20,7 +20,9 @@ gives them to its runs, less:
   ``--cudagraph-group`` (the child inherits the parent's pinned device).
 
 Options from the ini file's ``addopts`` and ``PYTEST_ADDOPTS`` reach the child
-through the same ini file and environment.
+through the same ini file and environment.  The child starts where the parent was
+started (``compile_cache_marker``), so that a relative path among them names the
+same file.
 """
 
 from __future__ import annotations
