@@ -166,3 +166,27 @@ def test_d_never_runs():
     )
     result = pytester.runpytest_subprocess("-p", "no:randomly")
     result.stdout.fnmatch_lines(["test_seq.py::test_b_compiles *passed*1", "INCOMPLETE run: interrupted (SIGTERM)"])
+
+
+ASKED_BY_NAME = """
+import pytest
+
+
+def test_cache_by_name(request):
+    probe = request.getfixturevalue("compile_cache")
+    assert probe.stats().fxgraph["hit"] == 0
+
+
+@pytest.mark.parametrize("name", ["recompiles", "cudagraphs", "piecewise", "cudagraph_ranks"])
+def test_other_by_name(request, name):
+    assert request.getfixturevalue(name) is not None
+"""
+
+
+def test_a_fixture_asked_for_by_name_inside_a_test_switches_the_plugin_on(pytester):
+    # no plugin option, no marker, no fixture in a signature, no torch at collection
+    pytester.makepyfile(test_a_plain=PLAIN, test_b_by_name=ASKED_BY_NAME)
+    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=6)
+    assert "KeyError" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*= cudagraph =*", "test_b_by_name.py::test_cache_by_name *passed*"])

@@ -43,7 +43,7 @@ every run, and a run that uses no plugin feature imports none of them.
 - ``state``: the global torch state a test must leave as it found it (configs,
   compile stance, default device, Dynamo's per-code caches), and a tensor's version
   counter (what an in-place write bumps);
-- ``pytest_xdist``: pytest's base temp directory, the arguments pytest passes a
+- ``pytest_xdist``: pytest's base temp directory, its command-line options, the arguments pytest passes a
   test function, xdist's scope scheduling.
 """
 
@@ -205,6 +205,7 @@ if TYPE_CHECKING:  # the names as they are defined, for type checkers; at run ti
     from .pytest_xdist import (
         pyfunc_argnames,
         pytest_log_handlers,
+        pytest_option_arities,
         run_basetemp,
         torch_non_propagating_loggers,
         xdist_scope_scheduling,
@@ -372,6 +373,7 @@ _CAPABILITIES = {
     # pytest_xdist
     "pyfunc_argnames": "pytest_xdist",
     "pytest_log_handlers": "pytest_xdist",
+    "pytest_option_arities": "pytest_xdist",
     "run_basetemp": "pytest_xdist",
     "torch_non_propagating_loggers": "pytest_xdist",
     "xdist_scope_scheduling": "pytest_xdist",
@@ -472,6 +474,7 @@ __all__ = [
     "op_qualified_name",
     "portable_cache_artifacts_missing",
     "pyfunc_argnames",
+    "pytest_option_arities",
     "recompile_limit",
     "recompile_limit_logger_names",
     "MARK_DYNAMIC_CALL",

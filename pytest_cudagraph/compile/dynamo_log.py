@@ -148,6 +148,35 @@ class _Handler(logging.Handler):
             self.on_limit_hit(message)
 
 
+class _KeptToTheTap(logging.Filter):
+    """On a logger the tap turned on: every record to the taps, none on to anyone else's handler below ``shown_from``.
+
+    A logger's filter runs before any handler is called, so the records the tap
+    turned on reach neither torch's stderr handler nor pytest's capture and
+    ``caplog`` (pytest 9.2 attaches those to every logger that does not propagate,
+    at each test phase, so they cannot just be kept out of the logger's parents).
+    Records the logger showed before the tap (``shown_from`` up) go on as before.
+    A record it stops still reaches the handlers of watches nested in this one
+    (they found the artifact on, and attached a handler).
+    """
+
+    def __init__(self, logger: logging.Logger, handler: logging.Handler, shown_from: int):
+        super().__init__()
+        self.logger = logger
+        self.handler = handler
+        self.shown_from = shown_from
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        shown = record.levelno >= self.shown_from
+        taps = [self.handler]
+        if not shown:  # the logger's own handlers will not be called: the nested watches' taps are, here
+            taps += [handler for handler in self.logger.handlers if isinstance(handler, _Handler)]
+        for tap in taps:
+            if record.levelno >= tap.level:
+                tap.handle(record)
+        return shown
+
+
 class DynamoLogTap:
     """While attached, every recompile record, recompile-limit WARNING and graph-break record goes to its callback.
 
@@ -220,8 +249,17 @@ class DynamoLogTap:
             self._owned[group[0]] = not user_asked
 
     def _tap(self, logger: logging.Logger, level: int, artifact: str) -> None:
-        """Tap one artifact logger; its echo stays off stderr unless the user turned the artifact on."""
-        self._add(compat.LoggerTap(logger, self._handler, level, lambda: not self._user_asked.get(artifact, False)))
+        """Tap one artifact logger; its echo stays off stderr unless the user turned the artifact on.
+
+        An artifact the tap turned on was never the user's to see: a filter hands its
+        records to the tap and passes none on (``_KeptToTheTap``), so neither torch's
+        stderr handler nor pytest's captured log and ``caplog`` show them, at any level.
+        """
+        if self._user_asked.get(artifact, False):
+            self._add(compat.LoggerTap(logger, self._handler, level, lambda: False))
+            return
+        kept = _KeptToTheTap(logger, self._handler, logging.CRITICAL + 1)
+        self._add(compat.LoggerTap(logger, None, level, lambda: True, log_filter=kept))
 
     def _add(self, tap: Any) -> None:
         self._taps.append(tap)
