@@ -223,7 +223,9 @@ def test_more_observed_graphs_or_a_larger_pool_are_regressions():
     assert rules["graphs"] == "the test body captured 4 CUDA graphs, 2 before"
     split = observed_report(observed_section(sizes=(8, 4), pools=2))
     rules = {r.rule: r.message for r in compare_reports(base, split).regressions}
-    assert rules["pool"].startswith("observed graphs' pools 20.0 MiB -> 40.0 MiB (+100.0%, threshold 10%); pools 1 -> 2")
+    assert rules["pool"].startswith(
+        "observed graphs' pools 20.0 MiB -> 40.0 MiB (+100.0%, threshold 10%); pools 1 -> 2"
+    )
 
 
 def test_observed_memory_beyond_the_pool_is_under_the_graph_memory_rule():
