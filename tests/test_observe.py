@@ -108,6 +108,22 @@ def test_a_block_kept_across_the_next_capture_fails_naming_the_block_and_its_lin
     assert ObservedGraphs(tuple(captures), ObserveOptions(pool_check=False)).passed
 
 
+def test_cudagraph_tree_recordings_on_their_parents_live_outputs_are_not_kept_alive():
+    parent = block(0x1000)
+    captures = [
+        capture(0, size=8, live=[parent], source="cudagraph trees"),
+        capture(1, size=8, live=[parent, block(0x2000)], source="cudagraph trees"),
+    ]
+    assert ObservedGraphs(tuple(captures)).passed
+
+
+def test_separate_pools_are_judged_at_their_high_water_marks_even_when_freed_by_the_end():
+    captures = [capture(i, (0, i + 1), size, after=10 * MIB) for i, size in enumerate([8, 4])]
+    freed = ObservedGraphs(tuple(captures), pool_bytes_at_end=(((0, 1), 0), ((0, 2), 0)))
+    assert "2 pools holding 20.0 MiB in all" in dict(freed.causes)["separate pools"]
+    assert freed.to_json()["pool_bytes"] == 20 * MIB
+
+
 def test_outputs_released_before_the_next_capture_are_not_kept():
     captures = [capture(0, size=8, live=[block(0x1000)]), capture(1, size=4, live=[block(0x2000)])]
     assert ObservedGraphs(tuple(captures)).passed

@@ -228,14 +228,13 @@ class GraphRecorder:
 
     # -- the end -------------------------------------------------------------
     def finish(self) -> tuple[tuple[PoolKey, int], ...]:
-        """Close what did not end; note the graphs still alive; read every pool once, after a garbage collection."""
+        """Close what did not end; note the graphs still alive; read every pool once."""
         for key in list(self._open):
             self._close_unended(key)
         self._alive_at_end = frozenset(self._live.values())
         pools = list(dict.fromkeys(c.pool for c in self._records.values() if c.failed is None))
         if not pools:
             return ()
-        gc.collect()  # what a reference cycle alone holds is not the engine's
         segments = self.readings.segments(pools)
         return tuple((p, pool_usage_from_segments(segments, [p]).reserved_bytes) for p in pools)
 
@@ -387,8 +386,10 @@ class GraphObservation:
             return
         self.active = False
         try:
-            self._context.__exit__(*exc)
+            if self.recorder.captures:
+                gc.collect()  # graphs only a reference cycle held are released while the release is still heard
         finally:
+            self._context.__exit__(None, None, None)
             self._result = self._build()
         record = self.record if self.record is not None else current_record()
         if record is not None:

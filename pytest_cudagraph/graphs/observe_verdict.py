@@ -15,7 +15,8 @@ What fails, each on by default and each with its switch (``ObserveOptions``):
    sum; one shared pool holds about the largest of them.
 2. **kept alive** (``pool_check``): a block allocated in a shared pool by one
    capture and still allocated after a later capture into the same pool, which
-   had to work around it.  A block of exactly the cuBLAS or cuBLASLt workspace's
+   had to work around it (cudagraph trees apart: a tree records a child graph on
+   top of its parent's live outputs by design).  A block of exactly the cuBLAS or cuBLASLt workspace's
    size, one per pool and size, is set apart as possibly the workspace (see
    ``workspace_candidates``): the engine owns its graphs, so the plugin does not
    clear cuBLAS's workspaces to find out.
@@ -194,7 +195,8 @@ class ObservedGraphs:
     """Every graph the code under test captured while observed, and the verdict on them.
 
     ``pool_bytes_at_end`` is each pool's reserved bytes when the observation ended
-    (after a garbage collection); ``hooks`` how this torch was hooked
+    (after a garbage collection); a pool's figure in the verdict and the report is
+    its high-water mark, the most it held right after a capture into it; ``hooks`` how this torch was hooked
     (``"torch hooks"`` or ``"wrapper"``); ``errors`` what the recorder could not
     read; ``workspace_sizes`` cuBLAS's and cuBLASLt's workspace sizes;
     ``shared_device`` why the device figures are not this process's alone.
@@ -221,12 +223,17 @@ class ObservedGraphs:
         return workspace_candidates(self.captures, self.workspace_sizes)
 
     def pool_bytes(self, pool: PoolKey) -> int | None:
-        """The pool's bytes at the end where read, else after its last capture."""
-        at_end = dict(self.pool_bytes_at_end)
-        if pool in at_end:
-            return at_end[pool]
+        """The most the pool held right after a capture into it: its high-water mark while the graphs were captured.
+
+        Not its bytes at the end: the engine's graphs may be gone by then, and their pool with them.
+        """
         after = [c.pool_bytes_after for c in self.captures if c.pool == pool and c.pool_bytes_after is not None]
-        return after[-1] if after else None
+        return max(after) if after else None
+
+    def pool_bytes_now(self, pool: PoolKey) -> int | None:
+        """The pool's bytes when the observation ended, where read (else its high-water mark)."""
+        at_end = dict(self.pool_bytes_at_end)
+        return at_end[pool] if pool in at_end else self.pool_bytes(pool)
 
     @property
     def pools(self) -> tuple[PoolKey, ...]:
@@ -266,13 +273,15 @@ class ObservedGraphs:
 
         The workspace candidates apart; only blocks the first capture's reading is
         the first to show (a block kept since an earlier capture is named there).
+        Cudagraph trees are not judged: a tree records a child graph on top of its
+        parent's live outputs by design, and checkpoints the pool's state for it.
         """
         workspace = self.workspace
         found = []
         seen_before: set[int] = set()
         by_pool: dict[PoolKey, list[ObservedCapture]] = {}
         for capture in self.captures:
-            if capture.failed is None:
+            if capture.failed is None and not capture.source.startswith("cudagraph trees"):
                 by_pool.setdefault(capture.pool, []).append(capture)
         for captures in by_pool.values():
             seen_before.clear()
@@ -337,7 +346,7 @@ class ObservedGraphs:
         alive = self.alive_at_end
         if alive:
             pools = dict.fromkeys(c.pool for c in alive)
-            held = [self.pool_bytes(p) for p in pools]
+            held = [self.pool_bytes_now(p) for p in pools]
             total = sum(h for h in held if h is not None)
             lines.append(
                 f"alive at the end of the test: {self._graph_list(alive)}, in {count_noun(len(pools), 'pool')} "
@@ -446,7 +455,7 @@ class ObservedGraphs:
             "behind_allocator_bytes": None if not behind or None in behind else sum(b for b in behind if b is not None),
             "capture_s": round(sum(seconds), 6),
             "alive_at_end": len(self.alive_at_end),
-            "alive_pool_bytes": sum(self.pool_bytes(p) or 0 for p in alive_pools),
+            "alive_pool_bytes": sum(self.pool_bytes_now(p) or 0 for p in alive_pools),
             "sizes": self.sizes,
             "causes": [rule for rule, _ in self.causes],
             "passed": self.passed,
