@@ -472,6 +472,49 @@ def test_torchs_hooks_reach_the_recorder_and_are_removed_after():
     assert _installed() == ([], 0)
 
 
+def test_the_exception_leaving_a_torch_cuda_graph_block_is_read_from_its_exit():
+    from pytest_cudagraph._compat import graph_observer
+
+    class Block:
+        """What ``torch.cuda.graph.__exit__`` reads of itself; its capture_end looks at who called it."""
+
+        _enable_annotations = False
+
+        def __init__(self):
+            self.cuda_graph, self.seen = self, None
+
+        def capture_end(self):
+            self.seen = graph_observer._block_error(sys._getframe(1))
+            raise LookupError("stop before the stream")
+
+    block, error = Block(), RuntimeError("unsupported op")
+    with pytest.raises(LookupError):
+        torch.cuda.graph.__exit__(block, RuntimeError, error, None)
+    assert block.seen is error
+    with pytest.raises(LookupError):
+        torch.cuda.graph.__exit__(block, None, None, None)
+    assert block.seen is None
+
+
+def test_a_block_that_raised_makes_its_capture_failed_yet_its_graph_is_kept_for_replays():
+    recorder = GraphRecorder(RecordedReadings())
+    frame = sys._getframe()
+    recorder.capture_began(4, SHARED, frame)
+    recorder.block_raised(4, RuntimeError("unsupported op"))
+    recorder.capture_ended(4)
+    recorder.instantiated(4)
+    recorder.replayed(4)
+    recorder.finish()
+    (only,) = recorder.captures
+    assert only.failed == "its torch.cuda.graph block raised RuntimeError: unsupported op"
+    assert only.replays == 1 and only.alive_at_end
+    result = ObservedGraphs((only,))
+    assert (
+        "failed (its torch.cuda.graph block raised RuntimeError: unsupported op)"
+        in dict(result.causes)["failed captures"]
+    )
+
+
 def test_an_observation_on_the_cpu_records_nothing_and_reports_an_empty_section():
     record = TestRecord("t")
     with observe_graphs(expect_sizes=[1, 2], record=record) as observed:

@@ -28,8 +28,11 @@ How each torch is hooked (``graph_observer_kind()``):
 Events, each with the graph's key (``id(graph)`` while it lives): for a listener
 with ``before_capture(key, frame)`` (wrapper only, outside any capture),
 ``capture_began(key, pool, frame)`` (capture live: host-side reads only),
+``block_raised(key, error)`` (the ``torch.cuda.graph`` block is ending on an
+exception: the capture ends, the graph holds only what ran before it),
 ``capture_ended(key)``, ``instantiated(key)``, ``capture_failed(key, error)``
-(wrapper only), ``replayed(key)`` and ``released(key)``.  ``frame`` is the frame
+(wrapper only: ``capture_begin`` or ``capture_end`` raised), ``replayed(key)``
+and ``released(key)``.  ``frame`` is the frame
 that called ``capture_begin``.  Nothing here raises into the captured code: a
 listener's error goes to its ``observer_failed(error)``.
 """
@@ -177,6 +180,7 @@ class _Observation:
 
         graphs = torch.cuda.graphs
         begin_code = torch.cuda.CUDAGraph.capture_begin.__code__
+        end_code = torch.cuda.CUDAGraph.capture_end.__code__
 
         def on_start(graph: Any) -> None:
             try:
@@ -189,6 +193,13 @@ class _Observation:
             cls.publish("capture_began", key, pool, frame)
 
         def on_end(graph: Any) -> None:
+            try:
+                error = _block_error(_caller_of(end_code, sys._getframe(1)))
+            except Exception as failure:
+                cls.failed(failure)
+                error = None
+            if error is not None:
+                cls.publish("block_raised", id(graph), error)
             cls.publish("capture_ended", id(graph))
 
         def on_instantiate(graph: Any) -> None:
@@ -238,10 +249,13 @@ class _Observation:
             if not observing["on"]:
                 return originals["capture_end"](self, *args, **kwargs)
             key = id(self)
+            raised = _block_error(sys._getframe(1))
+            if raised is not None:
+                cls.publish("block_raised", key, raised)
             try:
                 out = originals["capture_end"](self, *args, **kwargs)
             except BaseException as error:
-                cls.publish("capture_failed", key, error)
+                cls.publish("capture_failed", key, raised or error)
                 raise
             cls.publish("capture_ended", key)
             cls.publish("instantiated", key)
@@ -273,6 +287,24 @@ class _Observation:
 def _pool_of(graph: Any) -> tuple[int, int]:
     pool = graph.pool()
     return (int(pool[0]), int(pool[1]))
+
+
+def _block_error(frame: FrameType | None) -> BaseException | None:
+    """The exception leaving the ``with torch.cuda.graph(...)`` block whose ``__exit__`` is ``frame``, if any.
+
+    ``graph.__exit__(*args)`` ends the capture whether or not its block raised
+    (2.6-2.14): the graph then holds only the work before the exception, and an
+    engine that catches it goes on with a graph that was never whole.
+    """
+    if frame is None or frame.f_code.co_name != "__exit__":
+        return None
+    if not os.path.normpath(frame.f_code.co_filename).endswith(_GRAPHS_FILE):
+        return None
+    local = frame.f_locals
+    # 2.6: __exit__(self, exc_type, exc_value, traceback); 2.13 and 2.14.1: __exit__(self, *args)
+    args = local.get("args") or ()
+    value = local.get("exc_value", args[1] if len(args) > 1 else None)
+    return value if isinstance(value, BaseException) else None
 
 
 def _caller_of(code: Any, frame: FrameType | None) -> FrameType | None:

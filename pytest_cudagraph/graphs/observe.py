@@ -110,6 +110,7 @@ class _Open:
     pool_bytes_after: int | None = None
     live_after: tuple = ()
     ended: bool = False
+    failed: str | None = None
 
 
 @dataclass(eq=False)
@@ -174,6 +175,12 @@ class GraphRecorder:
             device_before=device_before,
         )
 
+    def block_raised(self, key: int, error: BaseException) -> None:
+        """The ``torch.cuda.graph`` block is ending on an exception: the graph holds only what ran before it."""
+        opened = self._open.get(key)
+        if opened is not None:
+            opened.failed = f"its torch.cuda.graph block raised {_error_text(error)}"
+
     def capture_ended(self, key: int) -> None:
         """The capture is over (torch's hooks: before instantiation): the pool's segments and live blocks."""
         opened = self._open.get(key)
@@ -199,7 +206,13 @@ class GraphRecorder:
         if opened.device_before is not None and after is not None:
             free_before, reserved_before = opened.device_before
             behind = (free_before - after[0]) - (after[1] - reserved_before)
-        self._add(key, opened, behind_allocator_bytes=behind, capture_s=time.perf_counter() - opened.started)
+        self._add(
+            key,
+            opened,
+            behind_allocator_bytes=behind,
+            capture_s=time.perf_counter() - opened.started,
+            failed=opened.failed,
+        )
 
     def capture_failed(self, key: int, error: BaseException) -> None:
         """``capture_begin`` or ``capture_end`` raised (the wrapper only)."""
@@ -212,7 +225,7 @@ class GraphRecorder:
             site_frame = _site_frame(frame)
             site = user_call_site(start=site_frame) if site_frame is not None else None
             opened = _Open(self._next_index(), site, (0, 0), "CUDAGraph.capture_begin", time.perf_counter(), None, ())
-        self._add(key, opened, failed=reason, capture_s=time.perf_counter() - opened.started)
+        self._add(key, opened, failed=opened.failed or reason, capture_s=time.perf_counter() - opened.started)
 
     def replayed(self, key: int) -> None:
         index = self._live.get(key)
@@ -257,7 +270,7 @@ class GraphRecorder:
         if opened is None:
             return
         if opened.ended:  # ended, never instantiated (keep_graph=True, instantiated later): a capture all the same
-            self._add(key, opened, capture_s=None)
+            self._add(key, opened, capture_s=None, failed=opened.failed)
         else:
             self._add(key, opened, failed="the capture began and never ended: it raised, or the test ended during it")
 
@@ -274,7 +287,7 @@ class GraphRecorder:
             **figures,
         )
         self._records[capture.index] = capture
-        if capture.failed is None:
+        if opened.ended:  # a graph exists (whole, or up to where its block raised): its replays count
             self._live[key] = capture.index
 
 
