@@ -24,6 +24,7 @@ from pytest_cudagraph.graphs.observe_verdict import (
     ObservedCapture,
     ObservedGraphs,
     ObserveOptions,
+    infer_sizes,
     workspace_candidates,
 )
 from pytest_cudagraph.graphs.pool_blocks import LiveBlock
@@ -201,12 +202,22 @@ def test_the_message_leads_with_the_first_cause_and_shows_each_sites_table():
     assert "2 graphs captured at engine.py:42" in message and "pool after" in message
 
 
-def test_the_size_of_a_capture_is_its_inputs_most_common_leading_dimension():
-    assert capture(0, size=8).size == 8
-    shapes = ((16, 1), (16, 1), (1,), (4096, 64))
-    assert ObservedCapture(0, ENGINE, SHARED, input_shapes=shapes).size == 16
-    assert ObservedCapture(0, ENGINE, SHARED, input_shapes=((4, 2), (8, 2))).size == 4
-    assert ObservedCapture(0, ENGINE, SHARED, input_shapes=((),)).size is None
+def test_the_size_of_a_capture_is_the_leading_dimension_that_varies_across_its_call_site():
+    def shapes(*batch_dims):
+        # the function holds its static input and output buffers (64 rows) and the batch's slice of the input
+        return ((64, 256), (64, 256), *((b, 256) for b in batch_dims))
+
+    captures = [ObservedCapture(i, ENGINE, SHARED, input_shapes=shapes(batch)) for i, batch in enumerate([64, 16, 8])]
+    assert [c.size for c in infer_sizes(captures)] == [64, 16, 8]
+    # a site's only capture: the most common leading dimension, the first seen on a tie
+    (alone,) = infer_sizes([ObservedCapture(0, OTHER, SHARED, input_shapes=((16, 1), (16, 1), (1,), (4096, 64)))])
+    assert alone.size == 16
+    assert infer_sizes([ObservedCapture(0, OTHER, SHARED, input_shapes=((4, 2), (8, 2)))])[0].size == 4
+    assert infer_sizes([ObservedCapture(0, OTHER, SHARED, input_shapes=((),))])[0].size is None
+    # two captures of one size at one site (captured again after reset()) show no dimension that varies
+    again = [ObservedCapture(i, ENGINE, SHARED, input_shapes=shapes(8)) for i in range(2)]
+    assert [c.size for c in infer_sizes(again)] == [64, 64]
+    assert ObservedGraphs(tuple(captures)).sizes == [8, 16, 64]
 
 
 @given(

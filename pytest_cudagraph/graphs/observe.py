@@ -50,7 +50,7 @@ from ..errors import InvariantViolation
 from ..records.record import TestRecord, current_record
 from .capture_cost import shared_device
 from .memory import pool_usage_from_segments
-from .observe_verdict import ObservedCapture, ObservedGraphs, ObserveOptions
+from .observe_verdict import ObservedCapture, ObservedGraphs, ObserveOptions, infer_sizes
 from .pool_blocks import live_blocks_from_segments
 
 __all__ = ["AllocatorReadings", "GraphObservation", "GraphRecorder", "observe_graphs"]
@@ -138,10 +138,14 @@ class GraphRecorder:
     def captures(self) -> list[ObservedCapture]:
         """Every capture recorded so far, in capture order, with its replays (and, once finished, whether alive)."""
         alive = self._alive_at_end
-        return [
-            replace(c, replays=self._replays[i], alive_at_end=alive is not None and i in alive)
-            for i, c in sorted(self._records.items())
-        ]
+        return list(
+            infer_sizes(
+                [
+                    replace(c, replays=self._replays[i], alive_at_end=alive is not None and i in alive)
+                    for i, c in sorted(self._records.items())
+                ]
+            )
+        )
 
     # -- the gateway's events ------------------------------------------------
     def before_capture(self, key: int, frame: FrameType | None) -> None:

@@ -21,9 +21,9 @@ What fails, each on by default and each with its switch (``ObserveOptions``):
    ``workspace_candidates``): the engine owns its graphs, so the plugin does not
    clear cuBLAS's workspaces to find out.
 3. **missing sizes** (``expect_sizes``): a size the engine's config lists that no
-   graph was captured at.  A capture's size is the most common leading dimension
-   of the inputs it read; a capture whose inputs could not be seen has none, and
-   the message says so.
+   graph was captured at.  A capture's size is the leading dimension of the inputs
+   it read that varies across its call site's captures (``infer_sizes``); a
+   capture whose inputs could not be seen has none, and the message says so.
 4. **failed captures** (``allow_capture_failures``): a capture that raised, or
    began and never ended, while the test went on.
 5. **never replayed** (``require_replay``, off by default): a graph captured and
@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..compile.call_site import CallSite
@@ -46,7 +46,14 @@ from ..text import count_noun, format_bytes
 from .pool_blocks import LiveBlock, describe_live_blocks
 from .pool_check import SizeMemory, format_size_table
 
-__all__ = ["ObserveOptions", "ObservedCapture", "ObservedGraphs", "ObservedSite", "workspace_candidates"]
+__all__ = [
+    "ObserveOptions",
+    "ObservedCapture",
+    "ObservedGraphs",
+    "ObservedSite",
+    "infer_sizes",
+    "workspace_candidates",
+]
 
 PoolKey = tuple[int, int]
 UNKNOWN_SITE = "an unknown line"
@@ -88,20 +95,13 @@ class ObservedCapture:
     replays: int = 0
     alive_at_end: bool = False
     failed: str | None = None
+    # the batch size: set by ``infer_sizes`` from the inputs' shapes where not given
+    size: int | None = None
 
     @property
     def site(self) -> str:
         """``engine.py:42``: the call site's label."""
         return self.call_site.label if self.call_site is not None else UNKNOWN_SITE
-
-    @property
-    def size(self) -> int | None:
-        """The most common leading dimension of the inputs it read (the first seen on a tie); None if none was seen."""
-        leading = [shape[0] for shape in self.input_shapes if shape]
-        if not leading:
-            return None
-        counts = Counter(leading)
-        return max(leading, key=lambda d: (counts[d], -leading.index(d)))
 
     @property
     def growth_bytes(self) -> int | None:
@@ -142,6 +142,42 @@ class ObservedCapture:
         if self.failed is not None:
             out["failed"] = self.failed
         return out
+
+
+def _most_common(dims: Counter[int], order: Sequence[int]) -> int:
+    """The most common of ``dims``, the first in ``order`` on a tie."""
+    return max(dims, key=lambda d: (dims[d], -order.index(d)))
+
+
+def infer_sizes(captures: Sequence[ObservedCapture]) -> tuple[ObservedCapture, ...]:
+    """Each capture with its batch size: the leading dimension of its inputs that varies across its call site.
+
+    An engine's capturing function holds its static buffers (the largest batch,
+    or a cache) at every capture and the batch's slice of them at one: the
+    leading dimensions every capture of the site shows alike, as often, are set
+    apart, and the most common of the rest is the size.  Where none is left (a
+    site's only capture, or captures of one size only) it is the most common of
+    all, which may be a static buffer's.  A size already given is kept.
+    """
+    out = list(captures)
+    by_site: dict[str, list[int]] = {}
+    for position, capture in enumerate(captures):
+        by_site.setdefault(capture.site, []).append(position)
+    for positions in by_site.values():
+        dims = {p: Counter(shape[0] for shape in captures[p].input_shapes if shape) for p in positions}
+        shown = [d for d in dims.values() if d]
+        static: Counter[int] = Counter()
+        if len(shown) > 1:
+            static = shown[0]
+            for other in shown[1:]:
+                static = static & other
+        for position, counts in dims.items():
+            if captures[position].size is not None or not counts:
+                continue
+            varying = (counts - static) or counts
+            order = [shape[0] for shape in captures[position].input_shapes if shape]
+            out[position] = replace(captures[position], size=_most_common(varying, order))
+    return tuple(out)
 
 
 def workspace_candidates(captures: Sequence[ObservedCapture], workspace_sizes: Iterable[int]) -> frozenset[int]:
@@ -209,6 +245,9 @@ class ObservedGraphs:
     workspace_sizes: frozenset[int] = frozenset()
     errors: tuple[str, ...] = ()
     shared_device: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "captures", infer_sizes(self.captures))
 
     # -- grouping ------------------------------------------------------------
     def sites(self) -> list[ObservedSite]:
