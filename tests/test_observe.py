@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from pytest_cudagraph import _compat
 from pytest_cudagraph.compile.call_site import CallSite
 from pytest_cudagraph.errors import InvariantViolation
-from pytest_cudagraph.graphs.observe import GraphObservation, GraphRecorder, observe_graphs
+from pytest_cudagraph.graphs.observe import Counters, GraphObservation, GraphRecorder, observe_graphs
 from pytest_cudagraph.graphs.observe_verdict import (
     ObservedCapture,
     ObservedGraphs,
@@ -263,21 +263,26 @@ def test_the_section_validates_against_the_report_types():
 
 @dataclass
 class RecordedReadings:
-    """Allocator segments and device readings as recorded on a GPU, handed out in order."""
+    """Allocator counters and segments as recorded on a GPU, handed out in order (the last one again when used up)."""
 
     pools: dict[tuple[int, int], list[list[dict]]] = field(default_factory=dict)
-    devices: list[tuple[int, int]] = field(default_factory=list)
+    counters_read: list[tuple[int | None, int, int, int]] = field(default_factory=list)
     workspace: frozenset[int] = frozenset()
+    snapshots: int = 0
 
     def segments(self, pools: Iterable[tuple[int, int]]) -> list[Mapping[str, Any]]:
+        self.snapshots += 1
         out: list[Mapping[str, Any]] = []
         for pool in pools:
             readings = self.pools.get(pool) or [[]]
             out += readings.pop(0) if len(readings) > 1 else readings[0]
         return out
 
-    def device(self) -> tuple[int, int] | None:
-        return self.devices.pop(0) if self.devices else None
+    def counters(self, device_free: bool) -> Counters | None:
+        if not self.counters_read:
+            return None
+        free, *allocator = self.counters_read.pop(0)
+        return Counters(free if device_free else None, *allocator)
 
     def workspace_sizes(self) -> frozenset[int]:
         return self.workspace
@@ -293,8 +298,8 @@ def segment(pool, total, blocks=()):
     }
 
 
-def engine_capture(recorder, key, pool, batch):
-    """What the gateway tells the recorder about one capture made from this function (an engine's line)."""
+def engine_capture(recorder, key, pool, batch, failing=False):
+    """What the wrapper tells the recorder about one capture made from this function (an engine's line)."""
     x = torch.empty(batch, 256, device="meta")  # noqa: F841  # the capturing function's input, seen in its locals
     frame = sys._getframe()
     recorder.before_capture(key, frame)
@@ -305,9 +310,15 @@ def engine_capture(recorder, key, pool, batch):
 
 def test_the_recorder_turns_events_into_captures_with_site_pool_growth_shapes_and_device_memory():
     readings = RecordedReadings(
+        # the pool first seen (empty), after the first capture (a 4 MiB output kept), after the second (released)
         pools={SHARED: [[], [segment(SHARED, 20 * MIB, [(0x1000, 4 * MIB)])], [segment(SHARED, 20 * MIB)]]},
-        # (free, reserved) before and after each capture: 2 MiB behind the allocator for the first
-        devices=[(100 * MIB, 0), (78 * MIB, 20 * MIB), (78 * MIB, 20 * MIB), (78 * MIB, 20 * MIB)],
+        # (free, reserved, allocated, allocations) before and after each capture: 2 MiB behind the allocator first
+        counters_read=[
+            (100 * MIB, 0, 0, 0),
+            (78 * MIB, 20 * MIB, 4 * MIB, 1),
+            (78 * MIB, 20 * MIB, 4 * MIB, 1),
+            (78 * MIB, 20 * MIB, 4 * MIB, 1),
+        ],
     )
     recorder = GraphRecorder(readings)
     engine_capture(recorder, key=1, pool=SHARED, batch=8)
@@ -325,8 +336,44 @@ def test_the_recorder_turns_events_into_captures_with_site_pool_growth_shapes_an
     assert first.behind_allocator_bytes == 2 * MIB
     assert first.input_shapes == ((8, 256),) and first.size == 8
     assert (first.replays, first.alive_at_end, second.alive_at_end) == (2, True, False)
-    assert second.pool_bytes_before == 20 * MIB and second.growth_bytes == 0
+    # the pool held a block before the second capture: read again, though the counters did not move
+    assert second.pool_bytes_before == 20 * MIB and second.growth_bytes == 0 and second.live_after == ()
     assert second.capture_s is not None and second.source == "CUDAGraph.capture_begin"
+    assert readings.snapshots == 4  # first seen, after each capture, at the end
+
+
+def test_a_capture_whose_allocations_do_not_outlive_it_is_measured_by_the_counters_alone():
+    readings = RecordedReadings(
+        counters_read=[
+            (100 * MIB, 0, 0, 0),
+            (80 * MIB, 20 * MIB, 0, 0),
+            (80 * MIB, 20 * MIB, 0, 0),
+            (78 * MIB, 22 * MIB, 0, 0),
+        ]
+    )
+    recorder = GraphRecorder(readings)
+    engine_capture(recorder, key=1, pool=SHARED, batch=8)
+    engine_capture(recorder, key=2, pool=SHARED, batch=4)
+    first, second = recorder.captures
+    assert (first.pool_bytes_after, second.pool_bytes_before, second.pool_bytes_after) == (20 * MIB, 20 * MIB, 22 * MIB)
+    assert first.live_after == second.live_after == ()
+    assert readings.snapshots == 1  # only the pool first seen
+
+
+def test_a_workspace_sized_block_alone_does_not_make_every_capture_read_the_pool():
+    workspace = 32 * MIB
+    readings = RecordedReadings(
+        pools={SHARED: [[], [segment(SHARED, 34 * MIB, [(0x1000, workspace)])]]},
+        counters_read=[(100 * MIB, 0, 0, 0)] + [(66 * MIB, 34 * MIB, workspace, 1)] * 3,
+        workspace=frozenset({workspace}),
+    )
+    recorder = GraphRecorder(readings)
+    engine_capture(recorder, key=1, pool=SHARED, batch=8)
+    engine_capture(recorder, key=2, pool=SHARED, batch=4)
+    first, second = recorder.captures
+    assert [b.size for b in second.live_after] == [workspace]  # still there, as far as the counters tell
+    assert readings.snapshots == 2
+    assert ObservedGraphs((first, second), workspace_sizes=frozenset({workspace})).passed
 
 
 def test_a_capture_that_began_and_never_ended_is_a_failed_capture():

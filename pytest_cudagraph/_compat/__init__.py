@@ -108,6 +108,7 @@ if TYPE_CHECKING:  # the names as they are defined, for type checkers; at run ti
     from .cuda import (
         abandon_capture_pool,
         allocation_stacks,
+        allocator_counters,
         clear_cublas_workspaces,
         cublas_workspace_sizes,
         cuda_available,
@@ -274,6 +275,7 @@ _CAPABILITIES = {
     "compile_metric_columns_missing": "compile_metrics",
     # cuda
     "abandon_capture_pool": "cuda",
+    "allocator_counters": "cuda",
     "allocation_stacks": "cuda",
     "clear_cublas_workspaces": "cuda",
     "cublas_workspace_sizes": "cuda",
@@ -505,6 +507,7 @@ __all__ = [
     "end_graph_segment",
     "stream_is_capturing",
     "cublas_workspace_sizes",
+    "allocator_counters",
     "graph_capture_source",
     "graph_observer_kind",
     "graph_observer_state",

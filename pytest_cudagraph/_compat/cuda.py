@@ -180,3 +180,22 @@ def cublas_workspace_sizes(device: int) -> frozenset[int]:
         return frozenset({sum(int(kib) * 1024 * int(count) for kib, count in pairs)})
     major, minor = torch.cuda.get_device_capability(device)
     return frozenset({4096 * 8 * 1024 if (major, minor) == (9, 0) else 4096 * 1024 * 2 + 16 * 1024 * 8})
+
+
+def allocator_counters(device: int, device_free: bool = True) -> tuple[int | None, int, int, int]:
+    """``(free, reserved, allocated, allocations)``: the driver's free bytes (None when not asked), and the caching
+    allocator's reserved bytes, allocated bytes and live allocations.
+
+    The allocator's part is host-side bookkeeping (``memory_stats_as_nested_dict``,
+    one C call), so it may be read while a capture is live; ``cudaMemGetInfo`` is a
+    driver call, read only outside a capture (``device_free=False`` inside one).
+    """
+    import torch
+
+    free = int(torch.cuda.mem_get_info(device)[0]) if device_free else None
+    stats = torch.cuda.memory_stats_as_nested_dict(device)
+
+    def current(name: str) -> int:
+        return int(stats.get(name, {}).get("all", {}).get("current", 0))
+
+    return free, current("reserved_bytes"), current("allocated_bytes"), current("allocation")

@@ -51,7 +51,7 @@ from ..records.record import TestRecord, current_record
 from .capture_cost import shared_device
 from .memory import pool_usage_from_segments
 from .observe_verdict import ObservedCapture, ObservedGraphs, ObserveOptions, infer_sizes
-from .pool_blocks import live_blocks_from_segments
+from .pool_blocks import LiveBlock, live_blocks_from_segments
 
 __all__ = ["AllocatorReadings", "GraphObservation", "GraphRecorder", "observe_graphs"]
 
@@ -63,31 +63,41 @@ MAX_SHAPES = 16
 MAX_ITEMS = 64
 
 
+@dataclass(frozen=True)
+class Counters:
+    """One reading of the allocator's counters, and of the device's free bytes where read (outside captures)."""
+
+    free: int | None
+    reserved: int
+    allocated: int
+    allocations: int
+
+
 class Readings(Protocol):
-    """What the recorder reads: a pool's allocator segments, the device's ``(free, reserved)``, the workspace sizes."""
+    """What the recorder reads: the allocator's counters, a pool's segments, the cuBLAS workspace sizes."""
+
+    def counters(self, device_free: bool) -> Counters | None: ...
 
     def segments(self, pools: Iterable[PoolKey]) -> list[Mapping[str, Any]]: ...
-
-    def device(self) -> tuple[int, int] | None: ...
 
     def workspace_sizes(self) -> frozenset[int]: ...
 
 
 @dataclass
 class AllocatorReadings:
-    """The readings of the running process: the allocator's snapshot and the device's free memory."""
+    """The readings of the running process: the allocator's counters and snapshot, the device's free memory."""
 
     device_index: int | None = None
+
+    def counters(self, device_free: bool) -> Counters | None:
+        if self.device_index is None:
+            return None
+        return Counters(*_compat.allocator_counters(self.device_index, device_free))
 
     def segments(self, pools: Iterable[PoolKey]) -> list[Mapping[str, Any]]:
         ids = list(dict.fromkeys(pools))
         # one pool: torch filters (2.8+); several: one full snapshot covers them all
         return _compat.memory_snapshot_segments(ids[0] if len(ids) == 1 else None)
-
-    def device(self) -> tuple[int, int] | None:
-        if self.device_index is None:
-            return None
-        return _compat.device_memory_reading(self.device_index)
 
     def workspace_sizes(self) -> frozenset[int]:
         if self.device_index is None:
@@ -106,10 +116,11 @@ class _Open:
     started: float
     pool_bytes_before: int | None
     input_shapes: tuple[tuple[int, ...], ...]
-    device_before: tuple[int, int] | None = None
-    pool_bytes_after: int | None = None
-    live_after: tuple = ()
+    before: Counters | None = None  # at capture_begin (the wrapper: just before it, with the device's free bytes)
+    after: Counters | None = None  # once the capture is over
     ended: bool = False
+    pool_bytes_after: int | None = None
+    live_after: tuple[LiveBlock, ...] = ()
     failed: str | None = None
 
 
@@ -117,9 +128,15 @@ class _Open:
 class GraphRecorder:
     """The listener: turns the gateway's events into one ``ObservedCapture`` per capture.
 
-    ``readings`` is read outside any capture, but for ``segments`` when a capture
-    begins into a pool it has not seen (the allocator's snapshot is host-side).
-    A replay only counts (the hot path); ``captures`` puts the counts in.
+    Per capture it reads the allocator's counters when the capture begins (host-side
+    bookkeeping, allowed while it is live) and once it is over, and the device's
+    free bytes outside it: the pool's growth is the reserved bytes' growth across the
+    capture (every allocation of a capture goes to its pool, and nothing is released
+    during one).  The pool's blocks are read (an allocator snapshot) only where they
+    may have changed: after a capture whose allocations outlive it (the allocated
+    bytes or the count of live allocations moved), and after every capture into a
+    pool that held blocks before, the cuBLAS workspace's apart; a pool first seen is
+    read once.  A replay only counts (the hot path); ``captures`` puts the counts in.
     """
 
     readings: Readings
@@ -129,9 +146,11 @@ class GraphRecorder:
     _live: dict[int, int] = field(default_factory=dict)  # graph key -> its capture's index, while it lives
     _alive_at_end: frozenset[int] | None = None
     _open: dict[int, _Open] = field(default_factory=dict)
-    _before: dict[int, tuple[tuple[int, int] | None, FrameType | None]] = field(default_factory=dict)
+    _before: dict[int, tuple[Counters | None, FrameType | None]] = field(default_factory=dict)
     _ignored: set[int] = field(default_factory=set)
     _pool_bytes: dict[PoolKey, int] = field(default_factory=dict)
+    _pool_blocks: dict[PoolKey, tuple[LiveBlock, ...]] = field(default_factory=dict)
+    _workspace: frozenset[int] | None = None
     _count: int = 0
 
     @property
@@ -149,18 +168,25 @@ class GraphRecorder:
 
     # -- the gateway's events ------------------------------------------------
     def before_capture(self, key: int, frame: FrameType | None) -> None:
-        """Outside any capture, just before ``capture_begin`` (the wrapper only): read the device."""
+        """Outside any capture, just before ``capture_begin`` (the wrapper only): read the counters and the device."""
         if _plugin_frame(frame):
+            self._ignored.add(key)
             return
-        self._before[key] = (self.readings.device(), frame)
+        self._before[key] = (self.readings.counters(device_free=True), frame)
 
     def capture_began(self, key: int, pool: PoolKey, frame: FrameType | None) -> None:
-        """The capture is live: host-side reads only (the stack, the pool's bookkeeping)."""
+        """The capture is live: host-side reads only (the stack, the allocator's bookkeeping)."""
         started = time.perf_counter()
         self._close_unended(key)
-        device_before, _ = self._before.pop(key, (None, None))
+        if key in self._before:
+            before, _ = self._before.pop(key)
+        elif key in self._ignored or _plugin_frame(frame):
+            self._ignored.add(key)
+            return
+        else:  # torch's hooks: the capture is live already
+            before = self.readings.counters(device_free=False)
         source, tree_inputs = _compat.graph_capture_source(frame)
-        if source == "cudagraph trees pool" or _plugin_frame(frame):
+        if source == "cudagraph trees pool":
             self._ignored.add(key)
             return
         self._ignored.discard(key)
@@ -176,7 +202,7 @@ class GraphRecorder:
             started=started,
             pool_bytes_before=self._pool_bytes_before(pool),
             input_shapes=shapes,
-            device_before=device_before,
+            before=before,
         )
 
     def block_raised(self, key: int, error: BaseException) -> None:
@@ -186,30 +212,45 @@ class GraphRecorder:
             opened.failed = f"its torch.cuda.graph block raised {_error_text(error)}"
 
     def capture_ended(self, key: int) -> None:
-        """The capture is over (torch's hooks: before instantiation): the pool's segments and live blocks."""
+        """The capture is over (torch's hooks: before instantiation): the pool's growth, and its blocks if they moved."""
         opened = self._open.get(key)
         if opened is None or opened.ended:
             return
-        segments = self.readings.segments([opened.pool])
-        usage = pool_usage_from_segments(segments, [opened.pool])
-        opened.pool_bytes_after = usage.reserved_bytes
-        opened.live_after = live_blocks_from_segments(segments, [opened.pool])
-        self._pool_bytes[opened.pool] = usage.reserved_bytes
-        opened.ended = True
-        if opened.device_before is None:  # torch's hooks: the first reading outside the capture
-            opened.device_before = self.readings.device()
+        after = self.readings.counters(device_free=True)
+        opened.after, opened.ended = after, True
+        before, pool = opened.before, opened.pool
+        moved = (
+            before is None
+            or after is None
+            or (after.allocated, after.allocations)
+            != (
+                before.allocated,
+                before.allocations,
+            )
+        )
+        if moved or self._holds_blocks(pool):
+            segments = self.readings.segments([pool])
+            opened.pool_bytes_after = pool_usage_from_segments(segments, [pool]).reserved_bytes
+            self._pool_blocks[pool] = live_blocks_from_segments(segments, [pool])
+        elif opened.pool_bytes_before is not None and before is not None and after is not None:
+            opened.pool_bytes_after = opened.pool_bytes_before + (after.reserved - before.reserved)
+        opened.live_after = self._pool_blocks.get(pool, ())
+        if opened.pool_bytes_after is not None:
+            self._pool_bytes[pool] = opened.pool_bytes_after
 
     def instantiated(self, key: int) -> None:
-        """The graph is instantiated: the device's reading after, the seconds; the capture's record is done."""
+        """The graph is instantiated: the device memory behind the allocator, the seconds; the record is done."""
         opened = self._open.get(key)
         if opened is None or not opened.ended:
             return  # a later instantiation of a graph already recorded
         del self._open[key]
-        after = self.readings.device()
+        if opened.before is not None and opened.before.free is not None:  # the wrapper: across the whole capture
+            first, last = opened.before, opened.after
+        else:  # torch's hooks: across instantiation
+            first, last = opened.after, self.readings.counters(device_free=True)
         behind = None
-        if opened.device_before is not None and after is not None:
-            free_before, reserved_before = opened.device_before
-            behind = (free_before - after[0]) - (after[1] - reserved_before)
+        if first is not None and last is not None and first.free is not None and last.free is not None:
+            behind = (first.free - last.free) - (last.reserved - first.reserved)
         self._add(
             key,
             opened,
@@ -223,8 +264,8 @@ class GraphRecorder:
         reason = _error_text(error)
         opened = self._open.pop(key, None)
         if opened is None:
-            _device, frame = self._before.pop(key, (None, None))
-            if key in self._ignored or frame is None or _plugin_frame(frame):
+            _counters, frame = self._before.pop(key, (None, None))
+            if key in self._ignored or frame is None:
                 return
             site_frame = _site_frame(frame)
             site = user_call_site(start=site_frame) if site_frame is not None else None
@@ -264,16 +305,26 @@ class GraphRecorder:
         known = self._pool_bytes.get(pool)
         if known is not None:
             return known
-        segments = self.readings.segments([pool])
+        segments = self.readings.segments([pool])  # a pool first seen: read once (host-side)
         reserved = pool_usage_from_segments(segments, [pool]).reserved_bytes
         self._pool_bytes[pool] = reserved
+        self._pool_blocks[pool] = live_blocks_from_segments(segments, [pool])
         return reserved
+
+    def _holds_blocks(self, pool: PoolKey) -> bool:
+        """Whether the pool held blocks at its last reading, a possible cuBLAS workspace apart."""
+        blocks = self._pool_blocks.get(pool, ())
+        if not blocks:
+            return False
+        if self._workspace is None:
+            self._workspace = self.readings.workspace_sizes()
+        return any(b.requested_size not in self._workspace for b in blocks)
 
     def _close_unended(self, key: int) -> None:
         opened = self._open.pop(key, None)
         if opened is None:
             return
-        if opened.ended:  # ended, never instantiated (keep_graph=True, instantiated later): a capture all the same
+        if opened.ended:  # ended, never instantiated (keep_graph=True, instantiated later): recorded
             self._add(key, opened, capture_s=None, failed=opened.failed)
         else:
             self._add(key, opened, failed="the capture began and never ended: it raised, or the test ended during it")
