@@ -45,6 +45,7 @@ import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import lru_cache
 from types import FrameType
 from typing import Any
 
@@ -296,9 +297,7 @@ def _block_error(frame: FrameType | None) -> BaseException | None:
     (2.6-2.14): the graph then holds only the work before the exception, and an
     engine that catches it goes on with a graph that was never whole.
     """
-    if frame is None or frame.f_code.co_name != "__exit__":
-        return None
-    if not os.path.normpath(frame.f_code.co_filename).endswith(_GRAPHS_FILE):
+    if frame is None or frame.f_code.co_name != "__exit__" or _file_kind(frame.f_code.co_filename) != "graphs":
         return None
     local = frame.f_locals
     # 2.6: __exit__(self, exc_type, exc_value, traceback); 2.13 and 2.14.1: __exit__(self, *args)
@@ -354,7 +353,7 @@ def graph_observer_state() -> dict[str, Any]:
 
 def _is_torch_method(function: Any) -> bool:
     code = getattr(function, "__code__", None)
-    return code is not None and os.path.normpath(code.co_filename).endswith(_GRAPHS_FILE)
+    return code is not None and _file_kind(code.co_filename) == "graphs"
 
 
 # ----------------------------------------------------------------------------
@@ -380,19 +379,28 @@ def graph_capture_source(frame: FrameType | None, depth: int = 16) -> tuple[str,
     for _ in range(depth):
         if frame is None:
             break
-        filename = os.path.normpath(frame.f_code.co_filename)
-        if filename.endswith(_TREES_FILE):
+        kind = _file_kind(frame.f_code.co_filename)
+        if kind == "trees":
             name = frame.f_code.co_name
             if name == "_record":
                 return "cudagraph trees", _tree_inputs(frame)
             if name == "__init__" and type(frame.f_locals.get("self")).__name__ == "CUDAGraphTreeManager":
                 return "cudagraph trees pool", None
-        elif filename.endswith(_GRAPHS_FILE) and frame.f_code.co_name.startswith("make_graphed"):
+        elif kind == "graphs" and frame.f_code.co_name.startswith("make_graphed"):
             return "make_graphed_callables", None
         frame = frame.f_back
-    if first is not None and os.path.normpath(first.f_code.co_filename).endswith(_GRAPHS_FILE):
+    if first is not None and _file_kind(first.f_code.co_filename) == "graphs":
         return ("torch.cuda.graph" if first.f_code.co_name == "__enter__" else "torch.cuda"), None
     return "CUDAGraph.capture_begin", None
+
+
+@lru_cache(maxsize=4096)
+def _file_kind(filename: str) -> str:
+    """``"trees"`` (Inductor's cudagraph trees), ``"graphs"`` (``torch/cuda/graphs.py``) or ``""``: a capture's frames."""
+    path = os.path.normpath(filename)
+    if path.endswith(_TREES_FILE):
+        return "trees"
+    return "graphs" if path.endswith(_GRAPHS_FILE) else ""
 
 
 def _tree_inputs(frame: FrameType) -> list[Any] | None:

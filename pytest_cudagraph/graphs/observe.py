@@ -41,6 +41,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from types import FrameType
 from typing import Any, Protocol
 
@@ -349,8 +350,8 @@ class GraphRecorder:
 def _plugin_frame(frame: FrameType | None) -> bool:
     """Whether the capture was made from inside the plugin (its first frame outside torch is the plugin's)."""
     while frame is not None:
-        filename = os.path.abspath(frame.f_code.co_filename)
-        if filename.startswith(_PACKAGE_DIR):
+        filename = frame.f_code.co_filename
+        if _in_plugin(filename):
             return True
         if not is_library_file(filename):
             return False
@@ -358,14 +359,30 @@ def _plugin_frame(frame: FrameType | None) -> bool:
     return False
 
 
+@lru_cache(maxsize=4096)
+def _in_plugin(filename: str) -> bool:
+    return os.path.abspath(filename).startswith(_PACKAGE_DIR)
+
+
 def _site_frame(frame: FrameType | None) -> FrameType | None:
     """The call site's frame: the first from ``frame`` outward outside torch, the plugin, Python and generated code."""
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not is_library_file(filename) and not _compat.is_generated_code(filename):
+        if not is_library_file(filename) and not _generated(filename):
             return frame
         frame = frame.f_back
     return None
+
+
+# a file Inductor generated stays generated, and the user's stays theirs: asked once per file
+_GENERATED: dict[str, bool] = {}
+
+
+def _generated(filename: str) -> bool:
+    known = _GENERATED.get(filename)
+    if known is None:
+        known = _GENERATED[filename] = _compat.is_generated_code(filename)
+    return known
 
 
 def _shapes(tensors: Iterable[Any]) -> tuple[tuple[int, ...], ...]:
