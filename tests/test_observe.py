@@ -411,6 +411,24 @@ def test_a_capture_made_from_inside_the_plugin_is_not_recorded():
     assert recorder.captures == []
 
 
+def test_a_capture_under_a_gateway_wrapper_is_the_users():
+    """A tree watch wraps the tree manager in the gateway: the recordings it passes on are the user's code's."""
+    from pytest_cudagraph._compat import cudagraph_trees
+
+    recorder = GraphRecorder(RecordedReadings())
+
+    def through_the_gateway():
+        recorder.capture_began(6, SHARED, sys._getframe())
+
+    through_the_gateway.__code__ = through_the_gateway.__code__.replace(co_filename=cudagraph_trees.__file__)
+    through_the_gateway()
+    recorder.finish()
+    (only,) = recorder.captures
+    assert (
+        only.call_site is not None and only.call_site.function == "test_a_capture_under_a_gateway_wrapper_is_the_users"
+    )
+
+
 # ----------------------------------------------------------------------------
 # the lifetime of the gateway's patching
 # ----------------------------------------------------------------------------

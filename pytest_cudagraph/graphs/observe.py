@@ -59,6 +59,7 @@ __all__ = ["AllocatorReadings", "GraphObservation", "GraphRecorder", "observe_gr
 PoolKey = tuple[int, int]
 # the plugin's own package: a capture made from inside it is the plugin's (capture_graphs), not the engine's
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_GATEWAY_DIR = os.path.join(_PACKAGE_DIR, "_compat") + os.sep
 # how many inputs' shapes a capture keeps, and how far into a container the locals are searched
 MAX_SHAPES = 16
 MAX_ITEMS = 64
@@ -348,20 +349,28 @@ class GraphRecorder:
 
 
 def _plugin_frame(frame: FrameType | None) -> bool:
-    """Whether the capture was made from inside the plugin (its first frame outside torch is the plugin's)."""
+    """Whether the capture was made by the plugin: its first frame outside torch and the gateway is the plugin's.
+
+    The gateway's frames are passed over: its wrappers (a tree watch's around the
+    tree manager) run the user's code, not captures of their own.
+    """
     while frame is not None:
-        filename = frame.f_code.co_filename
-        if _in_plugin(filename):
+        owner = _owner(frame.f_code.co_filename)
+        if owner == "plugin":
             return True
-        if not is_library_file(filename):
+        if owner == "user":
             return False
         frame = frame.f_back
     return False
 
 
 @lru_cache(maxsize=4096)
-def _in_plugin(filename: str) -> bool:
-    return os.path.abspath(filename).startswith(_PACKAGE_DIR)
+def _owner(filename: str) -> str:
+    """``"plugin"``, ``"gateway"`` (the plugin's ``_compat``), ``"library"`` (torch, Python's own) or ``"user"``."""
+    path = os.path.abspath(filename)
+    if path.startswith(_PACKAGE_DIR):
+        return "gateway" if path.startswith(_GATEWAY_DIR) else "plugin"
+    return "library" if is_library_file(filename) else "user"
 
 
 def _site_frame(frame: FrameType | None) -> FrameType | None:
