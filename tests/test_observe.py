@@ -376,6 +376,16 @@ def test_a_workspace_sized_block_alone_does_not_make_every_capture_read_the_pool
     assert ObservedGraphs((first, second), workspace_sizes=frozenset({workspace})).passed
 
 
+def test_a_tensor_held_in_the_pool_is_not_taken_for_an_input():
+    from pytest_cudagraph.graphs.observe import _local_shapes
+
+    x = torch.empty(8, 256, device="meta")
+    outputs = [torch.empty(64, 256, device="meta")]  # noqa: F841  # held, but not an input
+    frame = sys._getframe()
+    assert _local_shapes(frame) == ((8, 256), (64, 256))
+    assert _local_shapes(frame, [block(x.data_ptr(), 1)]) == ()  # both lie in the block (meta: address 0)
+
+
 def test_a_capture_that_began_and_never_ended_is_a_failed_capture():
     recorder = GraphRecorder(RecordedReadings())
     frame = sys._getframe()

@@ -195,14 +195,18 @@ class GraphRecorder:
         pool = (int(pool[0]), int(pool[1]))
         site_frame = _site_frame(frame)
         site = user_call_site(start=site_frame) if site_frame is not None else None
-        shapes = _shapes(tree_inputs) if tree_inputs is not None else _local_shapes(site_frame)
+        pool_bytes_before = self._pool_bytes_before(pool)
+        if tree_inputs is not None:
+            shapes = _shapes(tree_inputs)
+        else:  # an earlier graph's output held in the pool is not an input of this one
+            shapes = _local_shapes(site_frame, self._pool_blocks.get(pool, ()))
         self._open[key] = _Open(
             index=self._next_index(),
             call_site=site,
             pool=pool,
             source=source,
             started=started,
-            pool_bytes_before=self._pool_bytes_before(pool),
+            pool_bytes_before=pool_bytes_before,
             input_shapes=shapes,
             before=before,
         )
@@ -406,15 +410,18 @@ def _shapes(tensors: Iterable[Any]) -> tuple[tuple[int, ...], ...]:
     return tuple(out)
 
 
-def _local_shapes(frame: FrameType | None) -> tuple[tuple[int, ...], ...]:
+def _local_shapes(frame: FrameType | None, in_pool: Iterable[LiveBlock] = ()) -> tuple[tuple[int, ...], ...]:
     """The shapes of the device tensors the frame's local variables hold (directly, or in a tuple, list or dict).
 
-    A graph reads device memory only: a CPU tensor in the frame is not among its inputs.
+    A graph reads device memory only: a CPU tensor in the frame is not among its
+    inputs; nor is a tensor in one of the ``in_pool`` blocks (an earlier graph's
+    output, held by the capturing function).
     """
     if frame is None:
         return ()
     import torch
 
+    spans = [(b.address, b.address + b.size) for b in in_pool]
     found: list[Any] = []
     for name, value in frame.f_locals.items():
         if name == "self":
@@ -424,7 +431,9 @@ def _local_shapes(frame: FrameType | None) -> tuple[tuple[int, ...], ...]:
             if index >= MAX_ITEMS:
                 break
             if isinstance(item, torch.Tensor) and item.device.type != "cpu" and item.dim() > 0:
-                found.append(item)
+                address = item.data_ptr() if spans else 0
+                if not any(start <= address < end for start, end in spans):
+                    found.append(item)
     unique = list({id(t): t for t in found}.values())
     return _shapes(unique)
 
