@@ -188,8 +188,9 @@ def test_show_draws_each_call_sites_graphs_in_capture_order():
     head = next(line for line in lines if "observed graphs:" in line)
     assert "4 graphs observed at 1 call site (wrapper); 4 pools, 80.0 MiB; 12 replays; failed: separate pools" in head
     table = lines[lines.index(next(line for line in lines if "4 graphs at engine.py:42:" in line)) + 1 :]
-    assert table[0].split() == ["#", "size", "pool", "growth", "live", "behind", "allocator", "capture", "replays"]
-    assert [row.split()[1] for row in table[1:5]] == ["8", "4", "2", "1"]
+    header = ["#", "size", "pool", "pool", "after", "growth", "live", "behind", "allocator", "capture", "replays"]
+    assert table[0].split() == header
+    assert [row.split()[1:3] for row in table[1:5]] == [["8", "p1"], ["4", "p2"], ["2", "p3"], ["1", "p4"]]
 
 
 def test_the_page_has_an_observed_graphs_section_with_a_table_per_call_site():

@@ -42,9 +42,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..compile.call_site import CallSite
-from ..text import count_noun, format_bytes
+from ..text import count_noun, format_bytes, format_table, short_seconds, signed_bytes
 from .pool_blocks import LiveBlock, describe_live_blocks
-from .pool_check import SizeMemory, format_size_table
 
 __all__ = [
     "ObserveOptions",
@@ -57,6 +56,8 @@ __all__ = [
 
 PoolKey = tuple[int, int]
 UNKNOWN_SITE = "an unknown line"
+# the columns of a call site's table (the message's, and show's)
+GRAPH_TABLE_HEADER = ("#", "size", "pool", "pool after", "growth", "live", "behind allocator", "capture", "replays")
 
 
 @dataclass(frozen=True)
@@ -213,17 +214,23 @@ class ObservedSite:
     def sizes(self) -> list[int]:
         return sorted({s for s in (c.size for c in self.captures) if s is not None})
 
-    def rows(self) -> list[SizeMemory]:
-        """The table's rows: per graph its size (or number), the pool after it, the bytes live after it."""
-        return [
-            SizeMemory(
-                size=c.size if c.size is not None else c.index + 1,
-                order=order,
-                pool_bytes_after=c.pool_bytes_after,
-                live_bytes=c.live_bytes,
+    def table(self, pool_names: dict[PoolKey, str]) -> str:
+        """Its graphs in capture order: size, pool, the pool after it and its growth, live bytes, memory, time, replays."""
+        rows = [
+            (
+                str(c.index + 1),
+                "-" if c.size is None else str(c.size),
+                pool_names.get(c.pool, "?"),
+                format_bytes(c.pool_bytes_after),
+                signed_bytes(c.growth_bytes),
+                format_bytes(c.live_bytes),
+                signed_bytes(c.behind_allocator_bytes),
+                "failed" if c.failed else short_seconds(c.capture_s),
+                str(c.replays),
             )
-            for order, c in enumerate(self.captures)
+            for c in self.captures
         ]
+        return "\n".join(format_table([GRAPH_TABLE_HEADER, *rows], align=">>>>>>>>>"))
 
 
 @dataclass(frozen=True)
@@ -371,10 +378,15 @@ class ObservedGraphs:
         lines = [f"{prefix}observed graphs ({rule}): {lead}."]
         lines.extend(f"  also ({other}): {sentence}." for other, sentence in causes[1:])
         lines.extend(f"  {line}" for line in self.listing_lines())
+        names = self.pool_names()
         for site in self.sites():
             lines.append(f"  {count_noun(len(site.captures), 'graph')} captured at {self._site_text(site)}:")
-            lines.extend("    " + row for row in format_size_table(site.rows()).splitlines())
+            lines.extend("    " + row for row in site.table(names).splitlines())
         return "\n".join(lines)
+
+    def pool_names(self) -> dict[PoolKey, str]:
+        """``p1``, ``p2``, ...: each pool by its first capture's order."""
+        return {pool: f"p{number}" for number, pool in enumerate(self.pools, start=1)}
 
     def listing_lines(self) -> list[str]:
         """What is listed without failing: graphs never replayed, graphs alive at the end, possible workspaces."""

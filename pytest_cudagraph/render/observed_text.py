@@ -20,7 +20,7 @@ from .html_parts import escape, reasons_list, rest_table, rows_table
 
 __all__ = ["OBSERVED_HEADER", "observed_cells", "observed_head", "observed_html", "observed_lines", "observed_rows"]
 
-OBSERVED_HEADER = ("#", "size", "pool", "growth", "live", "behind allocator", "capture", "replays")
+OBSERVED_HEADER = ("#", "size", "pool", "pool after", "growth", "live", "behind allocator", "capture", "replays")
 # the fields the page draws itself; the others are a table beside them
 _DRAWN = ("sites", "graphs", "causes", "passed")
 
@@ -60,9 +60,16 @@ def observed_head(section: ObservedGraphs) -> str:
     return text
 
 
+def _pool_names(section: ObservedGraphs) -> dict[tuple[int, ...], str]:
+    """``p1``, ``p2``, ...: each pool by its first graph's order."""
+    pools = dict.fromkeys(tuple(given(graph.pool) or ()) for graph in given(section.graphs) or [])
+    return {pool: f"p{number}" for number, pool in enumerate(pools, start=1)}
+
+
 def observed_rows(section: ObservedGraphs, site: str) -> list[tuple[str, ...]]:
     """The graphs of one call site as table rows, in capture order."""
     rows: list[tuple[str, ...]] = []
+    names = _pool_names(section)
     for graph in given(section.graphs) or []:
         if _site_of(graph) != site:
             continue
@@ -71,6 +78,7 @@ def observed_rows(section: ObservedGraphs, site: str) -> list[tuple[str, ...]]:
             (
                 str(as_int(given(graph.index)) + 1),
                 "-" if given(graph.size) is None else str(given(graph.size)),
+                names.get(tuple(given(graph.pool) or ()), "?"),
                 format_bytes(given(graph.pool_bytes_after)),
                 signed_bytes(given(graph.growth_bytes)),
                 format_bytes(given(graph.live_bytes)),
@@ -94,7 +102,7 @@ def observed_lines(section: ObservedGraphs) -> list[str]:
     for site in _sites(section):
         rows = observed_rows(section, site)
         lines.append(f"  {count_noun(len(rows), 'graph')} at {site}:")
-        lines += ["    " + line for line in format_table([OBSERVED_HEADER, *rows], align=">>>>>>>>")]
+        lines += ["    " + line for line in format_table([OBSERVED_HEADER, *rows], align=">>>>>>>>>")]
     for graph in given(section.graphs) or []:
         if given(graph.failed):
             lines.append(f"  - graph {as_int(given(graph.index)) + 1} at {_site_of(graph)}: {given(graph.failed)}")
