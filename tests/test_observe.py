@@ -310,8 +310,8 @@ def engine_capture(recorder, key, pool, batch, failing=False):
 
 def test_the_recorder_turns_events_into_captures_with_site_pool_growth_shapes_and_device_memory():
     readings = RecordedReadings(
-        # the pool first seen (empty), after the first capture (a 4 MiB output kept), after the second (released)
-        pools={SHARED: [[], [segment(SHARED, 20 * MIB, [(0x1000, 4 * MIB)])], [segment(SHARED, 20 * MIB)]]},
+        # after the first capture (a 4 MiB output kept), after the second (released)
+        pools={SHARED: [[segment(SHARED, 20 * MIB, [(0x1000, 4 * MIB)])], [segment(SHARED, 20 * MIB)]]},
         # (free, reserved, allocated, allocations) before and after each capture: 2 MiB behind the allocator first
         counters_read=[
             (100 * MIB, 0, 0, 0),
@@ -339,7 +339,22 @@ def test_the_recorder_turns_events_into_captures_with_site_pool_growth_shapes_an
     # the pool held a block before the second capture: read again, though the counters did not move
     assert second.pool_bytes_before == 20 * MIB and second.growth_bytes == 0 and second.live_after == ()
     assert second.capture_s is not None and second.source == "CUDAGraph.capture_begin"
-    assert readings.snapshots == 4  # first seen, after each capture, at the end
+    assert readings.snapshots == 3  # after each capture, at the end (a pool capture_begin makes is empty)
+
+
+def test_a_pool_given_to_capture_begin_is_read_before_the_capture_once():
+    readings = RecordedReadings(
+        pools={SHARED: [[segment(SHARED, 8 * MIB)]]}, counters_read=[(100 * MIB, 8 * MIB, 0, 0)] * 4
+    )
+    recorder = GraphRecorder(readings)
+    for key in (1, 2):
+        frame = sys._getframe()
+        recorder.before_capture(key, frame, SHARED)
+        assert readings.snapshots == 1  # outside the capture, the first time only
+        recorder.capture_began(key, SHARED, frame)
+        recorder.capture_ended(key)
+        recorder.instantiated(key)
+    assert [c.pool_bytes_before for c in recorder.captures] == [8 * MIB, 8 * MIB]
 
 
 def test_a_capture_whose_allocations_do_not_outlive_it_is_measured_by_the_counters_alone():
@@ -357,13 +372,13 @@ def test_a_capture_whose_allocations_do_not_outlive_it_is_measured_by_the_counte
     first, second = recorder.captures
     assert (first.pool_bytes_after, second.pool_bytes_before, second.pool_bytes_after) == (20 * MIB, 20 * MIB, 22 * MIB)
     assert first.live_after == second.live_after == ()
-    assert readings.snapshots == 1  # only the pool first seen
+    assert readings.snapshots == 0
 
 
 def test_a_workspace_sized_block_alone_does_not_make_every_capture_read_the_pool():
     workspace = 32 * MIB
     readings = RecordedReadings(
-        pools={SHARED: [[], [segment(SHARED, 34 * MIB, [(0x1000, workspace)])]]},
+        pools={SHARED: [[segment(SHARED, 34 * MIB, [(0x1000, workspace)])]]},
         counters_read=[(100 * MIB, 0, 0, 0)] + [(66 * MIB, 34 * MIB, workspace, 1)] * 3,
         workspace=frozenset({workspace}),
     )
@@ -372,7 +387,7 @@ def test_a_workspace_sized_block_alone_does_not_make_every_capture_read_the_pool
     engine_capture(recorder, key=2, pool=SHARED, batch=4)
     first, second = recorder.captures
     assert [b.size for b in second.live_after] == [workspace]  # still there, as far as the counters tell
-    assert readings.snapshots == 2
+    assert readings.snapshots == 1
     assert ObservedGraphs((first, second), workspace_sizes=frozenset({workspace})).passed
 
 

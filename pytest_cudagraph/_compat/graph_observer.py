@@ -26,7 +26,8 @@ How each torch is hooked (``graph_observer_kind()``):
   not be taken off) calls the original straight through.
 
 Events, each with the graph's key (``id(graph)`` while it lives): for a listener
-with ``before_capture(key, frame)`` (wrapper only, outside any capture),
+with ``before_capture(key, frame, pool)`` (wrapper only, outside any capture;
+``pool`` is the pool ``capture_begin`` was given, None for a new one),
 ``capture_began(key, pool, frame)`` (capture live: host-side reads only),
 ``block_raised(key, error)`` (the ``torch.cuda.graph`` block is ending on an
 exception: the capture ends, the graph holds only what ran before it),
@@ -231,7 +232,7 @@ class _Observation:
                 return originals["capture_begin"](self, *args, **kwargs)
             frame = sys._getframe(1)
             key = id(self)
-            cls.publish("before_capture", key, frame)
+            cls.publish("before_capture", key, frame, _pool_argument(args, kwargs))
             try:
                 out = originals["capture_begin"](self, *args, **kwargs)
             except BaseException as error:
@@ -283,6 +284,15 @@ class _Observation:
             wrapper.__doc__ = originals[name].__doc__
             setattr(owner, name, wrapper)
             cls.undo.append((owner, name, originals[name], wrapper))
+
+
+def _pool_argument(args: tuple, kwargs: dict) -> tuple[int, int] | None:
+    """The pool ``capture_begin(pool=None, ...)`` was given (a ``graph_pool_handle()`` or a ``MemPool``), or None."""
+    pool = args[0] if args else kwargs.get("pool")
+    pool = getattr(pool, "id", pool)
+    if isinstance(pool, tuple) and len(pool) == 2:
+        return (int(pool[0]), int(pool[1]))
+    return None
 
 
 def _pool_of(graph: Any) -> tuple[int, int]:

@@ -137,8 +137,10 @@ class GraphRecorder:
     during one).  The pool's blocks are read (an allocator snapshot) only where they
     may have changed: after a capture whose allocations outlive it (the allocated
     bytes or the count of live allocations moved), and after every capture into a
-    pool that held blocks before, the cuBLAS workspace's apart; a pool first seen is
-    read once.  A replay only counts (the hot path); ``captures`` puts the counts in.
+    pool that held blocks before, the cuBLAS workspace's apart.  A pool first seen is
+    read once: before the capture where the wrapper sees it given to ``capture_begin``
+    (a capture given none makes a new, empty one), else when the capture begins.  A
+    replay only counts (the hot path); ``captures`` puts the counts in.
     """
 
     readings: Readings
@@ -150,6 +152,7 @@ class GraphRecorder:
     _open: dict[int, _Open] = field(default_factory=dict)
     _before: dict[int, tuple[Counters | None, FrameType | None]] = field(default_factory=dict)
     _ignored: set[int] = field(default_factory=set)
+    _fresh: set[int] = field(default_factory=set)  # graphs whose capture_begin was given no pool: a new, empty one
     _pool_bytes: dict[PoolKey, int] = field(default_factory=dict)
     _pool_blocks: dict[PoolKey, tuple[LiveBlock, ...]] = field(default_factory=dict)
     _workspace: frozenset[int] | None = None
@@ -169,11 +172,16 @@ class GraphRecorder:
         )
 
     # -- the gateway's events ------------------------------------------------
-    def before_capture(self, key: int, frame: FrameType | None) -> None:
-        """Outside any capture, just before ``capture_begin`` (the wrapper only): read the counters and the device."""
+    def before_capture(self, key: int, frame: FrameType | None, pool: PoolKey | None = None) -> None:
+        """Outside any capture, just before ``capture_begin`` (the wrapper only): read the counters and the device,
+        and a pool given that was not seen yet (``pool=None``: the capture makes a new one, empty)."""
         if _plugin_frame(frame):
             self._ignored.add(key)
             return
+        if pool is not None:
+            self._pool_bytes_before(pool)
+        else:
+            self._fresh.add(key)
         self._before[key] = (self.readings.counters(device_free=True), frame)
 
     def capture_began(self, key: int, pool: PoolKey, frame: FrameType | None) -> None:
@@ -193,6 +201,9 @@ class GraphRecorder:
             return
         self._ignored.discard(key)
         pool = (int(pool[0]), int(pool[1]))
+        if key in self._fresh:
+            self._fresh.discard(key)
+            self._pool_bytes.setdefault(pool, 0)
         site_frame = _site_frame(frame)
         site = user_call_site(start=site_frame) if site_frame is not None else None
         pool_bytes_before = self._pool_bytes_before(pool)
