@@ -74,6 +74,7 @@ def test_graphs_of_one_site_sharing_one_pool_pass():
     result = ObservedGraphs(tuple(largest_first([1, 2, 4, 8])), ObserveOptions(expect_sizes=(1, 2, 4, 8)))
     assert result.passed, result.message()
     assert result.to_json()["pool_bytes"] == 20 * MIB
+    assert [g["shared_pool"] for g in result.to_json()["graphs"]] == [False, True, True, True]
     assert result.sizes == [1, 2, 4, 8]
 
 

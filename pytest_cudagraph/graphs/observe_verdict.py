@@ -119,12 +119,15 @@ class ObservedCapture:
         size = self.size
         return f"graph {self.index + 1}" + (f" (size {size})" if size is not None else "")
 
-    def to_json(self, workspace: frozenset[int] = frozenset()) -> dict[str, Any]:
+    def to_json(self, workspace: frozenset[int] = frozenset(), shared_pool: bool = False) -> dict[str, Any]:
+        """Its report entry; ``workspace``: the possible cuBLAS workspace blocks, ``shared_pool``: whether an earlier
+        graph used its pool."""
         out: dict[str, Any] = {
             "index": self.index,
             "call_site": self.call_site.to_json() if self.call_site is not None else None,
             "source": self.source,
             "pool": list(self.pool),
+            "shared_pool": shared_pool,
             "size": self.size,
             "input_shapes": [list(s) for s in self.input_shapes],
             "pool_bytes_before": self.pool_bytes_before,
@@ -511,7 +514,7 @@ class ObservedGraphs:
             "causes": [rule for rule, _ in self.causes],
             "passed": self.passed,
             "sites": [self._site_json(site) for site in self.sites()],
-            "graphs": [c.to_json(workspace) for c in self.captures],
+            "graphs": self._graphs_json(workspace),
         }
         if self.options.expect_sizes is not None:
             out["expected_sizes"] = list(self.options.expect_sizes)
@@ -520,6 +523,14 @@ class ObservedGraphs:
             out["errors"] = list(self.errors)
         if self.shared_device:
             out["outside_unreliable"] = self.shared_device
+        return out
+
+    def _graphs_json(self, workspace: frozenset[int]) -> list[dict[str, Any]]:
+        """Each graph's entry, in capture order, with whether an earlier graph used its pool."""
+        out, seen = [], set()
+        for capture in self.captures:
+            out.append(capture.to_json(workspace, shared_pool=capture.pool in seen))
+            seen.add(capture.pool)
         return out
 
     def _site_json(self, site: ObservedSite) -> dict[str, Any]:

@@ -353,6 +353,8 @@ class ObservedGraph(Section):
     call_site: CallSite | Null | UnsetType = UNSET
     source: Text | UnsetType = UNSET
     pool: Sizes | UnsetType = UNSET
+    # whether an earlier observed graph used the same pool
+    shared_pool: Flag | UnsetType = UNSET
     size: Count | Null | UnsetType = UNSET
     input_shapes: list[Sizes] | UnsetType = UNSET
     pool_bytes_before: Measure | UnsetType = UNSET
