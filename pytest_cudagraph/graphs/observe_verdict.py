@@ -383,7 +383,7 @@ class ObservedGraphs:
         lines.extend(f"  {line}" for line in self.listing_lines())
         names = self.pool_names()
         for site in self.sites():
-            lines.append(f"  {count_noun(len(site.captures), 'graph')} captured at {self._site_text(site)}:")
+            lines.append(f"  {count_noun(len(site.captures), 'graph')} captured at {_site_text(site)}:")
             lines.extend("    " + row for row in site.table(names).splitlines())
         return "\n".join(lines)
 
@@ -396,14 +396,14 @@ class ObservedGraphs:
         lines = []
         never = self.never_replayed
         if never and not self.options.require_replay:
-            lines.append(f"never replayed: {self._graph_list(never)}")
+            lines.append(f"never replayed: {_graph_list(never)}")
         alive = self.alive_at_end
         if alive:
             pools = dict.fromkeys(c.pool for c in alive)
             held = [self.pool_bytes_now(p) for p in pools]
             total = sum(h for h in held if h is not None)
             lines.append(
-                f"alive at the end of the test: {self._graph_list(alive)}, in {count_noun(len(pools), 'pool')} "
+                f"alive at the end of the test: {_graph_list(alive)}, in {count_noun(len(pools), 'pool')} "
                 f"holding {format_bytes(total)}"
             )
         workspace = self.workspace
@@ -418,15 +418,6 @@ class ObservedGraphs:
         return lines
 
     # -- the sentences -------------------------------------------------------
-    @staticmethod
-    def _site_text(site: ObservedSite) -> str:
-        return site.call_site.describe() if site.call_site is not None else UNKNOWN_SITE
-
-    @staticmethod
-    def _graph_list(captures: Sequence[ObservedCapture], limit: int = 6) -> str:
-        shown = ", ".join(f"{c.name()} at {c.site}" for c in captures[:limit])
-        return shown + (f", and {len(captures) - limit} more" if len(captures) > limit else "")
-
     def _errors_sentence(self) -> str:
         more = f" (and {len(self.errors) - 1} more)" if len(self.errors) > 1 else ""
         return (
@@ -447,7 +438,7 @@ class ObservedGraphs:
         known = [b for _, b in pools if b is not None]
         total, largest = sum(known), max(known, default=0)
         return (
-            f"the {count_noun(len(site.captures), 'graph')} captured at {self._site_text(site)} use "
+            f"the {count_noun(len(site.captures), 'graph')} captured at {_site_text(site)} use "
             f"{len(pools)} pools holding {format_bytes(total)} in all, each its own high-water mark; one shared "
             f"pool holds about the largest of them, {format_bytes(largest)} ({format_bytes(total - largest)} less): "
             f"capture every size into one pool (torch.cuda.graph(g, pool=handle) with one "
@@ -487,7 +478,7 @@ class ObservedGraphs:
         never = self.never_replayed
         return (
             f"{count_noun(len(never), 'graph')} captured and never replayed before the test ended: "
-            f"{self._graph_list(never)}; the engine captured sizes it never ran (require_replay=True)"
+            f"{_graph_list(never)}; the engine captured sizes it never ran (require_replay=True)"
         )
 
     # -- the report ----------------------------------------------------------
@@ -513,8 +504,8 @@ class ObservedGraphs:
             "sizes": self.sizes,
             "causes": [rule for rule, _ in self.causes],
             "passed": self.passed,
-            "sites": [self._site_json(site) for site in self.sites()],
-            "graphs": self._graphs_json(workspace),
+            "sites": [_site_json(self, site) for site in self.sites()],
+            "graphs": _graphs_json(self.captures, workspace),
         }
         if self.options.expect_sizes is not None:
             out["expected_sizes"] = list(self.options.expect_sizes)
@@ -525,28 +516,39 @@ class ObservedGraphs:
             out["outside_unreliable"] = self.shared_device
         return out
 
-    def _graphs_json(self, workspace: frozenset[int]) -> list[dict[str, Any]]:
-        """Each graph's entry, in capture order, with whether an earlier graph used its pool."""
-        out, seen = [], set()
-        for capture in self.captures:
-            out.append(capture.to_json(workspace, shared_pool=capture.pool in seen))
-            seen.add(capture.pool)
-        return out
 
-    def _site_json(self, site: ObservedSite) -> dict[str, Any]:
-        behind = [c.behind_allocator_bytes for c in site.captures]
-        pool_bytes = [self.pool_bytes(p) for p in site.pools]
-        return {
-            "site": site.label,
-            "call_site": site.call_site.to_json() if site.call_site is not None else None,
-            "graphs": len(site.captures),
-            "pools": len(site.pools),
-            "pool_bytes": None if None in pool_bytes else sum(b for b in pool_bytes if b is not None),
-            "sizes": site.sizes,
-            "replays": sum(c.replays for c in site.captures),
-            "behind_allocator_bytes": None if None in behind else sum(b for b in behind if b is not None),
-            "capture_s": round(sum(c.capture_s or 0.0 for c in site.captures), 6),
-        }
+def _site_json(result: ObservedGraphs, site: ObservedSite) -> dict[str, Any]:
+    behind = [c.behind_allocator_bytes for c in site.captures]
+    pool_bytes = [result.pool_bytes(p) for p in site.pools]
+    return {
+        "site": site.label,
+        "call_site": site.call_site.to_json() if site.call_site is not None else None,
+        "graphs": len(site.captures),
+        "pools": len(site.pools),
+        "pool_bytes": None if None in pool_bytes else sum(b for b in pool_bytes if b is not None),
+        "sizes": site.sizes,
+        "replays": sum(c.replays for c in site.captures),
+        "behind_allocator_bytes": None if None in behind else sum(b for b in behind if b is not None),
+        "capture_s": round(sum(c.capture_s or 0.0 for c in site.captures), 6),
+    }
+
+
+def _graphs_json(captures: Sequence[ObservedCapture], workspace: frozenset[int]) -> list[dict[str, Any]]:
+    """Each graph's entry, in capture order, with whether an earlier graph used its pool."""
+    out, seen = [], set()
+    for capture in captures:
+        out.append(capture.to_json(workspace, shared_pool=capture.pool in seen))
+        seen.add(capture.pool)
+    return out
+
+
+def _site_text(site: ObservedSite) -> str:
+    return site.call_site.describe() if site.call_site is not None else UNKNOWN_SITE
+
+
+def _graph_list(captures: Sequence[ObservedCapture], limit: int = 6) -> str:
+    shown = ", ".join(f"{c.name()} at {c.site}" for c in captures[:limit])
+    return shown + (f", and {len(captures) - limit} more" if len(captures) > limit else "")
 
 
 def _sizes_list(sizes: Sequence[int], limit: int = 12) -> str:
