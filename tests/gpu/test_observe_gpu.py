@@ -155,7 +155,7 @@ def test_reduce_overhead_recordings_are_observed_with_their_inputs_shapes():
         torch._dynamo.reset()
     trees = [c for c in observed.captures if c.source == "cudagraph trees"]
     assert trees, [c.source for c in observed.captures]
-    assert trees[0].input_shapes and trees[0].input_shapes[0] == (16, 64)
+    assert (16, 64) in trees[0].input_shapes  # the recording's inputs that are not static
     assert sum(c.replays for c in trees) >= 1
     assert observed.result().passed, observed.result().message()
 
