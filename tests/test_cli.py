@@ -526,3 +526,38 @@ def test_explain_takes_a_test_file_for_a_test_not_a_report(key_reports, tmp_path
     one = explain(f"{WARM_FILE}::test_warm_start")
     assert one.returncode == 0, one.stderr
     assert KEY_WARM in one.stdout and KEY_DECODE not in one.stdout
+
+
+LIMIT_OPTIONS = (
+    "--pool-threshold",
+    "--numerics-growth",
+    "--numerics-floor",
+    "--time-threshold",
+    "--time-floor",
+    "--memory-threshold",
+    "--memory-floor",
+    "--instructions-threshold",
+)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "NaN"])
+@pytest.mark.parametrize("option", LIMIT_OPTIONS)
+def test_a_limit_that_is_not_finite_is_refused_with_exit_2(reports, option, value, capsys):
+    base, new, _ = reports
+    with pytest.raises(SystemExit) as stopped:
+        main(["compare", str(base), str(new), f"{option}={value}"])
+    assert stopped.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert f"argument {option}: '{value}' is " in err
+    assert "is not a finite number, so no growth could exceed it" in err
+
+
+@pytest.mark.parametrize("limit", ["pool_threshold", "numerics_growth", "numerics_floor", "time_threshold"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -1.0])
+def test_compare_reports_refuses_a_limit_that_turns_its_rule_off(limit, value):
+    from pytest_cudagraph.errors import MisuseError
+    from pytest_cudagraph.tools.compare import compare_reports
+
+    with pytest.raises(MisuseError, match=f"compare_reports\\({limit}=.*a limit must be a finite number >= 0"):
+        compare_reports(sample_report(), sample_report(), **{limit: value})

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import traceback
@@ -65,8 +66,7 @@ def _percent(text: str) -> float:
         value = float(text.rstrip("%"))
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a percentage; give a number such as 10") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is negative; give a growth percentage such as 10")
+    _check_limit(text, value, "a growth percentage such as 10")
     return value / 100.0
 
 
@@ -80,14 +80,29 @@ def _mib(text: str) -> float:
     return _amount(text, "MiB", "MiB", "2") * MIB
 
 
+def _error(text: str) -> float:
+    """A non-negative absolute error (``1e-6``)."""
+    return _amount(text, "", "absolute error", "1e-6")
+
+
 def _amount(text: str, suffix: str, unit: str, example: str) -> float:
     try:
-        value = float(text.removesuffix(suffix))
+        value = float(text.removesuffix(suffix) if suffix else text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of {unit}; give one such as {example}") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is negative; give {unit} such as {example}")
+    _check_limit(text, value, f"{unit} such as {example}")
     return value
+
+
+def _check_limit(text: str, value: float, wanted: str) -> None:
+    """A rule's limit must be a finite number >= 0: NaN compares false with every growth and infinity
+    allows any, so either would turn the rule off while ``compare`` still said "no regression"."""
+    if math.isnan(value) or math.isinf(value):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a finite number, so no growth could exceed it; give {wanted}"
+        )
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is negative; give {wanted}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -157,7 +172,7 @@ def _add_compare_limits(compare: argparse.ArgumentParser) -> None:
     )
     compare.add_argument(
         "--numerics-floor",
-        type=float,
+        type=_error,
         default=DEFAULT_NUMERICS_FLOOR,
         metavar="ERR",
         help=f"absolute error growth always tolerated (default {DEFAULT_NUMERICS_FLOOR:g})",
