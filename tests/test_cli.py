@@ -561,3 +561,29 @@ def test_compare_reports_refuses_a_limit_that_turns_its_rule_off(limit, value):
 
     with pytest.raises(MisuseError, match=f"compare_reports\\({limit}=.*a limit must be a finite number >= 0"):
         compare_reports(sample_report(), sample_report(), **{limit: value})
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_schema_to_a_directory_or_a_full_device_is_one_line_not_a_bug(tmp_path):
+    """Exit 2 naming the path and the OS's words; never "a bug in pytest-cudagraph"."""
+    cases = {
+        ("-o", str(tmp_path)): f"pytest-cudagraph: -o {tmp_path} is a directory; give a file to write the schema to",
+        ("-o", "/dev/full"): "pytest-cudagraph: cannot write /dev/full (No space left on device [ENOSPC])",
+    }
+    for args, words in cases.items():
+        result = run_cli("schema", *args)
+        assert result.returncode == 2, result.stdout
+        assert result.stderr.startswith(words) and result.stderr.count("\n") == 1, result.stderr
+        assert "bug" not in result.stderr and result.stdout == ""
+    assert list(tmp_path.iterdir()) == []
+    for command in (["schema"], ["show", str(write_report(tmp_path / "r.json", sample_report()))]):
+        with open("/dev/full", "w") as full:
+            result = subprocess.run(
+                [sys.executable, "-m", "pytest_cudagraph", *command],
+                stdout=full,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=60,
+            )
+        assert result.returncode == 2
+        assert result.stderr == "pytest-cudagraph: cannot write to standard output (No space left on device [ENOSPC])\n"

@@ -25,6 +25,7 @@ crashed or timed out (its report is written, incomplete), 2 on bad arguments.  R
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
@@ -33,7 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..errors import ReportError
+from ..errors import CudagraphError, ReportError
 from ..records.loaded import LoadedReport, read_report
 from ..records.report import collector_paused, load_report, write_text_atomically
 from ..text import clip, count_noun, terminal_safe
@@ -43,10 +44,19 @@ from .compare import compare_reports, parse_rules, run_completeness
 EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_BAD_INPUT = 2
+# what ``schema -o DIR`` suggests
+SCHEMA_FILE = "pytest-cudagraph-report.schema.json"
+
+
+class OutputLost(CudagraphError):
+    """Standard output or error could not be written (``> /dev/full``, a closed descriptor): one line, exit 2."""
 
 
 def _fail(message: str, stderr: TextIO) -> int:
-    _write(stderr, f"pytest-cudagraph: {message}\n")
+    try:
+        _write(stderr, f"pytest-cudagraph: {message}\n")
+    except OutputLost:  # standard error is lost too: the exit status is all that is left to say it
+        pass
     return EXIT_BAD_INPUT
 
 
@@ -73,6 +83,9 @@ def _write(stream: TextIO, text: str) -> None:
             os.dup2(devnull, stream.fileno())
         except (OSError, ValueError, AttributeError):
             pass
+    except OSError as exc:  # a full disk behind `> out.txt`, /dev/full: not a bug of the command
+        name = {"<stdout>": "standard output", "<stderr>": "standard error"}.get(str(getattr(stream, "name", "")))
+        raise OutputLost(f"cannot write to {name or 'the output'} ({os_error_words(exc)})") from None
 
 
 def _compare(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
@@ -208,7 +221,14 @@ def _load_all(paths: Sequence[str]) -> list[tuple[str, LoadedReport]]:
 
 
 def _cannot_write(out: Path, exc: OSError) -> str:
-    return f"cannot write {out} ({exc.strerror or type(exc).__name__}); give a writable path"
+    return f"cannot write {out} ({os_error_words(exc)}); give a writable path"
+
+
+def os_error_words(exc: OSError) -> str:
+    """The OS's own words for a failed write, with the error's name: ``No space left on device [ENOSPC]``."""
+    name = errno.errorcode.get(exc.errno or 0)
+    reason = exc.strerror or type(exc).__name__
+    return f"{reason} [{name}]" if name else reason
 
 
 def _merge(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
@@ -330,11 +350,19 @@ def _schema(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
     text = json.dumps(report_json_schema(), indent=2) + "\n"
     if args.output is None:
-        stdout.write(text)
-        return 0
-    write_text_atomically(Path(args.output), text)
-    stdout.write(f"wrote {args.output}: the JSON Schema of pytest-cudagraph/1 reports\n")
-    return 0
+        _write(stdout, text)
+        return EXIT_OK
+    out = Path(args.output)
+    if out.is_dir():
+        return _fail(
+            f"-o {out} is a directory; give a file to write the schema to, such as {out / SCHEMA_FILE}", stderr
+        )
+    try:
+        write_text_atomically(out, text)
+    except OSError as exc:
+        return _fail(_cannot_write(out, exc), stderr)
+    _write(stdout, f"wrote {out}: the JSON Schema of pytest-cudagraph/1 reports\n")
+    return EXIT_OK
 
 
 _COMMANDS = {
@@ -369,6 +397,8 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
         # two reports in memory are millions of objects the cyclic collector would walk, in vain, again and again
         with collector_paused():
             return command(args, stdout, stderr)
+    except OutputLost as exc:
+        return _fail(str(exc), stderr)
     except ReportError as exc:
         return _fail(str(exc), stderr)
     except Exception as exc:
