@@ -231,3 +231,31 @@ def test_an_interrupted_run_has_the_durations_of_the_tests_that_finished(suite):
     assert result.returncode == pytest.ExitCode.INTERRUPTED, result.stdout
     # test_c_breaks was interrupted in its call: the time of its setup alone would call it quick
     assert sorted(report_of(suite)["durations"]) == ALL[:2]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("flag", "words"), [("--sw", "first"), ("--sw-skip", "second (--sw-skip)")])
+def test_a_stepwise_stop_is_named_as_such_not_as_an_interrupt(pytester, flag, words):
+    pytester.makepyfile(
+        test_steps="""
+        import pytest
+
+        @pytest.mark.max_recompiles(0)
+        @pytest.mark.parametrize("n", range(4))
+        def test_step(n):
+            assert n not in (1, 2)
+        """
+    )
+    # stepwise keeps its place in pytest's cache: the cache provider stays on
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:randomly", flag, "--cudagraph-report=new.json"],
+        cwd=pytester.path,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert result.returncode == pytest.ExitCode.INTERRUPTED, result.stdout
+    summary = report_of(pytester)["summary"]
+    assert summary["complete"] is False
+    assert summary["incomplete_reasons"] == [f"stepwise (--sw) stopped the run at its {words} failure"]
+    assert "KeyboardInterrupt" not in result.stdout

@@ -452,7 +452,9 @@ def register(
         shards.register(config, None)
         return
     progress = config.stash[PROGRESS_KEY] = RunProgress(
-        selection=_selection(config), maxfail=int(config.getoption("maxfail", 0) or 0)
+        selection=_selection(config),
+        maxfail=int(config.getoption("maxfail", 0) or 0),
+        stepwise_stop=_stepwise_stop(config),
     )
     if so_far is not None:
         progress.collection_errors = so_far.collection_errors
@@ -476,6 +478,15 @@ def _option(config: pytest.Config, name: str) -> Any:
         return config.getoption(name)
     except ValueError:  # the plugin that adds it (xdist) is not installed
         return None
+
+
+def _stepwise_stop(config: pytest.Config) -> int | None:
+    """The failure at which pytest's stepwise plugin stops the run: the first (--sw), the second (--sw-skip)."""
+    if _option(config, "stepwise_skip"):
+        return 2
+    if _option(config, "stepwise") or _option(config, "stepwise_reset"):
+        return 1
+    return None
 
 
 def _selection(config: pytest.Config) -> dict[str, str]:
