@@ -259,3 +259,15 @@ def test_a_stepwise_stop_is_named_as_such_not_as_an_interrupt(pytester, flag, wo
     assert summary["complete"] is False
     assert summary["incomplete_reasons"] == [f"stepwise (--sw) stopped the run at its {words} failure"]
     assert "KeyboardInterrupt" not in result.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flag", ["--setup-plan", "--setup-only", "--fixtures", "--fixtures-per-test"])
+def test_a_run_of_no_test_body_leaves_the_last_report_as_it_was(suite, flag):
+    """Like --collect-only: a report of such a run would hold no test ran and say it was complete."""
+    assert run(suite, "--cudagraph-report=new.json").returncode == 0
+    before = (suite.path / "new.json").read_bytes()
+    result = run(suite, flag, "--cudagraph-report=new.json")
+    assert result.returncode == 0, result.stdout
+    assert (suite.path / "new.json").read_bytes() == before
+    assert f"{flag} ran no test: the report at " in result.stdout and "was left as it was" in result.stdout
