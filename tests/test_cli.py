@@ -587,3 +587,33 @@ def test_schema_to_a_directory_or_a_full_device_is_one_line_not_a_bug(tmp_path):
             )
         assert result.returncode == 2
         assert result.stderr == "pytest-cudagraph: cannot write to standard output (No space left on device [ENOSPC])\n"
+
+
+def test_startup_refuses_an_output_that_is_an_input_or_the_other_output_before_any_run(tmp_path):
+    test_file = tmp_path / "test_fast.py"
+    test_file.write_text("def test_x():\n    pass\n")
+    (tmp_path / "link.py").symlink_to(test_file)
+    node = "test_fast.py::test_x"
+    cases = {
+        ("--report", "test_fast.py"): "--report test_fast.py is the test file test_fast.py the benchmark measures",
+        ("--report", "./link.py"): "--report ./link.py is the test file test_fast.py the benchmark measures",
+        ("--instructions", "--write-expected", "test_fast.py", "--report", "r.json"): (
+            "--write-expected test_fast.py is the test file test_fast.py the benchmark measures"
+        ),
+        ("--instructions", "--write-expected", "same.out", "--report", "./same.out"): (
+            "--write-expected same.out is the --report path ./same.out: one file cannot hold both"
+        ),
+    }
+    for args, words in cases.items():
+        result = subprocess.run(
+            [sys.executable, "-m", "pytest_cudagraph", "startup", node, "--runs", "1", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert result.stderr.startswith(f"pytest-cudagraph: {words}") and result.stderr.count("\n") == 1
+        assert result.stdout == ""
+    assert test_file.read_text() == "def test_x():\n    pass\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.py", "test_fast.py"]

@@ -306,6 +306,9 @@ def _startup(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         return _fail(f"--keep {args.keep} is not writable; give a directory you can write to", stderr)
     if args.write_expected and not args.instructions:
         return _fail("--write-expected needs --instructions: it writes the instruction counts", stderr)
+    clash = _startup_output_clash(args)
+    if clash is not None:  # found after the whole benchmark, it would have cost the runs and the file
+        return _fail(clash, stderr)
     if args.instructions:
         from .instructions import valgrind_missing
 
@@ -342,6 +345,26 @@ def _startup(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     for error in result.errors:
         _write(stderr, f"pytest-cudagraph: {error}\n")
     return EXIT_OK if result.complete else EXIT_REGRESSION
+
+
+def _startup_output_clash(args: argparse.Namespace) -> str | None:
+    """Why ``startup``'s outputs cannot be written where they are asked to: over a test file it measures, or
+    over each other; None when they can."""
+    test_files = list(dict.fromkeys(nodeid.split("::")[0] for nodeid in args.nodeids))
+    outputs = [("--report", args.report)] + ([("--write-expected", args.write_expected)] if args.write_expected else [])
+    for flag, output in outputs:
+        measured = _same_file(Path(output), test_files)
+        if measured is not None:
+            return (
+                f"{flag} {output} is the test file {measured} the benchmark measures, which writing would "
+                f"overwrite; give another path, such as {'startup.json' if flag == '--report' else 'expected.csv'}"
+            )
+    if args.write_expected and _same_file(Path(args.write_expected), [args.report]) is not None:
+        return (
+            f"--write-expected {args.write_expected} is the --report path {args.report}: one file cannot hold both; "
+            f"give the expected values their own file, such as expected.csv"
+        )
+    return None
 
 
 def _schema(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
