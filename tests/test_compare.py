@@ -473,9 +473,9 @@ def test_a_doubled_compile_time_is_caught_with_its_numbers():
     comparison = compare_reports(base, new, rules=["compile-time", "startup-time"])
     assert [(r.nodeid, r.rule) for r in comparison.regressions] == [(STARTUP, "compile-time")]
     assert comparison.regressions[0].message == (
-        "cold compile time median 10.100 s -> 20.200 s (+10.100 s, +100%; 5 and 5 runs, spreads without their "
-        "outlier 0.800 s and 1.600 s); allowed +2.400 s, the largest of 20% of the base, the 1 s floor and the two "
-        "spreads"
+        "cold compile time median 10.100 s -> 20.200 s (+10.100 s, +100%; 5 and 5 runs, noise (3 median absolute "
+        "deviations) 0.900 s and 1.800 s); allowed +2.700 s, the largest of 20% of the base, the 1 s floor and the "
+        "two noises"
     )
     text = comparison.format_text()
     row = next(line for line in text.splitlines() if line.strip().startswith("startup.cold.compile_s.median"))
@@ -513,8 +513,41 @@ def test_one_slow_base_run_does_not_hide_a_tripled_median():
     # two runs of one build, with their ordinary jitter (and each its own slow first run), do not trip it
     again = Stats.of([21.0, 7.6, 7.4, 7.7, 7.5]).to_json()
     assert not noisy_growth(base, again, threshold=0.20, floor=1.0).regressed
-    # an older report without trimmed_spread is read by its range, as before
-    assert not noisy_growth({k: v for k, v in base.items() if k != "trimmed_spread"}, tripled, 0.2, 1.0).regressed
+    # an older report without mad or trimmed_spread is read by its range, as before
+    older = {k: v for k, v in base.items() if k not in ("trimmed_spread", "mad")}
+    assert not noisy_growth(older, {k: v for k, v in tripled.items() if k != "mad"}, 0.2, 1.0).regressed
+
+
+def _without_mad(report: dict) -> dict:
+    """The report as the plugin wrote it before ``mad``: every startup figure without it."""
+    for record in report["tests"].values():
+        for kind in ("cold", "warm"):
+            for stats in record["startup"][kind].values():
+                if isinstance(stats, dict):
+                    stats.pop("mad", None)
+                    for phase in stats.values():
+                        if isinstance(phase, dict):
+                            phase.pop("mad", None)
+    return report
+
+
+@pytest.mark.parametrize("written", ["with mad", "before mad"])
+def test_two_slow_base_runs_of_five_do_not_hide_a_tripled_median(written):
+    """Base 10, 10, 10, 40, 40 s against 30 s in every new run: the trimmed range (30 s) hid it, the MAD does not."""
+    base = startup_report([10.0, 10.0, 10.0, 40.0, 40.0], [1.0] * 5)
+    new = startup_report([30.0] * 5, [1.0] * 5)
+    if written == "before mad":
+        base, new = _without_mad(base), _without_mad(new)
+    comparison = compare_reports(base, new, rules=["compile-time"])
+    assert [(r.nodeid, r.rule) for r in comparison.regressions] == [(STARTUP, "compile-time")]
+    assert comparison.regressions[0].message == (
+        "cold compile time median 10.000 s -> 30.000 s (+20.000 s, +200%; 5 and 5 runs, noise (3 median absolute "
+        "deviations) 0.000 s and 0.000 s; set aside as outliers: base runs 4, 5 (40.000 s, 40.000 s)); allowed "
+        "+2.000 s, the largest of 20% of the base, the 1 s floor and the two noises"
+    )
+    # two runs of one build, each with two slow runs of five, stay within the noise
+    again = startup_report([10.4, 9.7, 41.0, 10.1, 38.5], [1.0] * 5)
+    assert not compare_reports(base, again, rules=["compile-time"]).regressed
 
 
 def test_time_rules_are_off_for_single_run_reports_and_say_why():

@@ -423,6 +423,8 @@ class StartupStats(Section):
     max: Measure | UnsetType = UNSET
     spread: Measure | UnsetType = UNSET
     trimmed_spread: Measure | UnsetType = UNSET
+    # the median absolute deviation: what compare reads as the runs' noise
+    mad: Measure | UnsetType = UNSET
     n: Count | UnsetType = UNSET
 
 
@@ -458,6 +460,7 @@ class Startup(Section):
     statistic: Text | UnsetType = UNSET
     spread: Text | UnsetType = UNSET
     trimmed_spread: Text | UnsetType = UNSET
+    mad: Text | UnsetType = UNSET
     order: Text | UnsetType = UNSET
     command: Texts | UnsetType = UNSET
     cold: StartupPass | UnsetType = UNSET

@@ -40,17 +40,19 @@ rule                regressed when, for a test in both reports
 ==================  =========================================================================
 
 The time rules read the ``startup`` section that ``pytest-cudagraph startup --runs N``
-writes: per kind of run (cold, warm), the median of N runs and their spread (max -
-min).  A figure regressed when::
+writes: per kind of run (cold, warm), the median of N runs and their median absolute
+deviation (``mad``).  A figure regressed when::
 
     new.median - base.median > max(time_threshold * base.median, time_floor,
-                                   base.trimmed_spread + new.trimmed_spread)
+                                   NOISE_MADS * (base.mad + new.mad))
 
-(defaults: 20 % and 1 s; ``noisy_growth``).  ``trimmed_spread`` is the range of
-the runs without the one farthest from the median (3 runs or more), so one slow
-run, like the first cold run on a fresh machine, cannot widen it by as much as it
-was slow; a report without it is read by its ``spread``.  A growth within the two
-runs' own ranges is noise, however large; a growth past them but below the relative
+(defaults: 20 % and 1 s, ``NOISE_MADS`` 3; ``noisy_growth``).  Fewer than half the
+runs cannot widen the MAD, so two slow runs of five (a fresh machine's first cold
+runs) cannot hide a tripled median, as they widen the range; the message names the
+runs farther than the noise from their median, set aside.  A report written before
+``mad`` has it worked out from its ``samples``, else is read by its ``trimmed_spread``,
+else its ``spread``.  A growth within the two runs' own noise is noise, however
+large; a growth past it but below the relative
 threshold or the floor is too small to act on.  A report of single runs
 (``compile_time.total_s``, ``capture_s`` of one run, or a startup section of one
 run per kind) has no spread, so the rule is not checked there and a note says
