@@ -67,7 +67,7 @@ def test_fail_on_selects_rules(reports):
     bad = run_cli("compare", base, new, "--fail-on", "poool")
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines() == [
-        "pytest-cudagraph: unknown rule 'poool' for --fail-on; choose from outcome, recompiles, recompile-limit, "
+        "pytest-cudagraph: unknown rule 'poool' for --fail-on; choose from outcome, skipped, recompiles, recompile-limit, "
         "cache-miss, graphs, pool, numerics, graph-breaks, vanished, compile-time, capture-time, startup-time, "
         "graph-memory, compile-instructions, all, default or none"
     ]

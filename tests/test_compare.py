@@ -23,6 +23,7 @@ SPLIT = "tests/test_model.py::test_attention_split"
 # (rule, test, dotted path, new value): one injected regression of each kind
 INJECTED = [
     ("outcome", DECODE, "outcome", "failed"),
+    ("skipped", DECODE, "outcome", "skipped"),
     ("recompiles", DYNAMIC, "recompiles.count", 3),
     ("recompile-limit", DYNAMIC, "recompiles.limit_hits", ["forward (model.py:12) hit recompile_limit (8)"]),
     ("cache-miss", DECODE, "caches.fxgraph", {"hit": 0, "miss": 1, "bypass": 0}),
@@ -115,7 +116,6 @@ def test_new_and_vanished_tests_are_listed_and_vanished_is_an_opt_in_rule():
         ("graphs.pool_bytes", 40 * MiB),  # shrank
         ("graphs.max_abs_err", 4.0e-7),  # well within doubled-plus-floor
         ("graphs.captured", 3),
-        ("outcome", "skipped"),
         ("caches.fxgraph", {"hit": 2, "miss": 0, "bypass": 0}),
         ("recompiles.count", 0),
     ],
@@ -220,7 +220,9 @@ def test_parse_rules():
     assert parse_rules(["recompiles,pool", "pool"]) == ("recompiles", "pool")
     assert parse_rules(["all"]) == ALL_RULES
     assert parse_rules(["none"]) == ()
-    with pytest.raises(ValueError, match="unknown rule 'recompile' for --fail-on; choose from outcome, recompiles"):
+    with pytest.raises(
+        ValueError, match="unknown rule 'recompile' for --fail-on; choose from outcome, skipped, recomp"
+    ):
         parse_rules(["recompile"])
 
 
@@ -783,3 +785,35 @@ def test_graph_sets_that_do_not_pair_up_are_said_so_and_the_overall_figures_comp
     grown = copy.deepcopy(other)
     grown["tests"][DECODE]["graphs"]["pool_bytes"] = 200 * MiB
     assert [r.rule for r in compare_reports(base, grown, rules=["pool"]).regressions] == ["pool"]
+
+
+def test_a_test_that_passed_and_now_skips_is_a_regression_naming_its_skip_reason():
+    """The upgrade that pulled a CPU-only wheel: the project's H200 examples against its CPU examples."""
+    import io
+    from pathlib import Path
+
+    from pytest_cudagraph.tools.cli import main
+
+    reports = Path(__file__).parent.parent / "docs" / "reports"
+    base, new = str(reports / "examples-torch2.11-h200.json"), str(reports / "examples-torch213-cpu.json")
+    for rules in ([], ["--fail-on", "all"]):
+        out = io.StringIO()
+        assert main(["compare", base, new, *rules], stdout=out, stderr=io.StringIO()) == 1
+        text = out.getvalue()
+        assert "docs/examples/test_decode_step_graphs.py::test_compiled_decode_step_graphs  REGRESSED (skipped)" in text
+        # a report of that plugin version records no skip reason
+        assert "outcome passed -> skipped (no skip reason recorded): it validated nothing in the new run" in text
+        assert text.splitlines()[-1].startswith("REGRESSION:") and "(by rule: skipped 5)" in text
+    # accepted: every other default rule
+    accepted = [r for r in DEFAULT_RULES if r != "skipped"]
+    assert main(["compare", base, new, "--fail-on", ",".join(accepted)], stdout=io.StringIO()) == 0
+    # the other way round, skipped -> passed, is no regression
+    assert main(["compare", new, base], stdout=io.StringIO()) == 0
+    # the skip reason is named where the report has it
+    skipping = modified(sample_report(), DECODE, "outcome", "skipped")
+    reason = "no CUDA device (torch 2.13.0+cpu reports torch.cuda.is_available() == False)"
+    skipping = modified(skipping, DECODE, "skip_reason", reason)
+    assert compare_reports(sample_report(), skipping).regressions[0].message == (
+        f"outcome passed -> skipped ({reason}): it validated nothing in the new run; accept that with "
+        "--fail-on outcome,recompiles,recompile-limit,cache-miss,graphs,pool,numerics"
+    )

@@ -14,6 +14,9 @@ A regression is a change that a rule flags (``--fail-on`` selects the rules):
 rule                regressed when, for a test in both reports
 ==================  =========================================================================
 ``outcome``         it passed (or xfailed) and now fails or errors
+``skipped``         it passed (or xfailed) and now skips: it validated nothing (a CPU-only wheel
+                    skips every GPU test); the message names the skip reason, and leaving the
+                    rule out of ``--fail-on`` accepts it
 ``recompiles``      Dynamo recompiled more often (``recompiles.count`` went up)
 ``recompile-limit`` it hit the recompile limit more often (Dynamo then silently runs eager)
 ``cache-miss``      an FX-graph or AOTAutograd cache layer misses or bypasses more (a layer

@@ -40,7 +40,7 @@ __all__ = [
     "parse_rules",
 ]
 
-DEFAULT_RULES = ("outcome", "recompiles", "recompile-limit", "cache-miss", "graphs", "pool", "numerics")
+DEFAULT_RULES = ("outcome", "skipped", "recompiles", "recompile-limit", "cache-miss", "graphs", "pool", "numerics")
 # the costs: noise-aware time rules on startup reports, and graph memory beyond the pool
 TIME_RULES = ("compile-time", "capture-time", "startup-time")
 COST_RULES = (*TIME_RULES, "graph-memory", "compile-instructions")

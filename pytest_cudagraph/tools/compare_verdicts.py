@@ -48,6 +48,8 @@ def compare_test(
     b, n = base.typed, new.typed
     if b.outcome in PASSING and n.outcome in FAILING:
         flag("outcome", f"outcome {b.outcome} -> {n.outcome}", "outcome")
+    if b.outcome in PASSING and n.outcome == "skipped":
+        flag("skipped", _skipped_message(b.outcome, given(n.skip_reason), rules), "outcome")
     _recompile_rules(filled(b.recompiles), filled(n.recompiles), flag)
     _cache_rules(section_or_empty(b.caches, Caches), section_or_empty(n.caches, Caches), flag)
     if not _graph_set_rules(base, new, limits, flag):  # one set, or sets that do not all pair up: overall figures
@@ -81,6 +83,16 @@ def compare_test(
     notes = tuple(unpaired_set_notes(b, n))
     return TestComparison(
         nodeid, changes, tuple(r for r, _ in regressions), time_checks=time_checks, noise=noise, notes=notes
+    )
+
+
+def _skipped_message(before: str, reason: str | None, rules: tuple[str, ...]) -> str:
+    """A test that passed and now skips validated nothing (a CPU-only wheel skips every GPU test): why, and how to
+    accept it."""
+    accept = ",".join(rule for rule in rules if rule != "skipped") or "none"
+    return (
+        f"outcome {before} -> skipped ({clip(reason) if reason else 'no skip reason recorded'}): it validated nothing "
+        f"in the new run; accept that with --fail-on {accept}"
     )
 
 
