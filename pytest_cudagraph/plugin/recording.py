@@ -22,9 +22,10 @@ import pytest
 
 from ..graphs import open_objects
 from ..records.progress import RunProgress
-from ..records.record import TestRecord, set_current_record
+from ..records.record import CACHE_START_EMPTY, CACHE_START_SHARED, StartedCaches, TestRecord, set_current_record
 from . import pytest_split as shards
 from .activation import FAILURE_KEY, SKIP_REASON_KEY, RunSoFar
+from .fixture_compiles import REPORT_SETUPS_ATTR, watch_of
 from .items import (
     CACHE_KEYS_KEY,
     CACHE_SNAPSHOT_KEY,
@@ -64,6 +65,9 @@ def start_test(item: pytest.Item) -> None:
     # a record that stays empty is not written (finish_record).
     set_current_record(record_of(item))
     open_objects.start_test()
+    watch = watch_of(item.config)
+    if watch is not None:
+        watch.item = item  # a wider-scoped fixture set up for it compiles apart from it
     if "torch" in sys.modules:
         # Cache counters are read only where torch is already loaded: a test that
         # compiled something gets its cache deltas reported, and nothing imports torch.
@@ -192,10 +196,21 @@ def _finish_cache_keys(item: pytest.Item, record: TestRecord | None) -> TestReco
 
 
 def attach_record(item: pytest.Item, report: pytest.TestReport) -> None:
-    """After a test's teardown (``activation``): its finished record onto the teardown report, if it has one."""
+    """After a test's teardown (``activation``): its finished record onto the teardown report, if it has one.
+
+    The compiles of wider-scoped fixtures set up for it go along, apart (``fixture_compiles``).
+    """
     finished = finish_record(item, item.stash.get(RECORD_KEY, None))
     if finished is not None:
         setattr(report, REPORT_RECORD_ATTR, finished)
+    watch = watch_of(item.config)
+    if watch is not None:
+        watch.item = None
+        setups = watch.take()
+        if setups:
+            from ..records.report import json_safe
+
+            setattr(report, REPORT_SETUPS_ATTR, json_safe(setups))
 
 
 def finish_record(item: pytest.Item, record: TestRecord | None) -> dict[str, Any] | None:
@@ -220,7 +235,11 @@ def finish_record(item: pytest.Item, record: TestRecord | None) -> dict[str, Any
         if delta is not None:
             record = record or record_of(item)
             if record.get("caches") is None:
-                record.set("caches", delta)
+                record.set("caches", StartedCaches(delta, CACHE_START_SHARED))
+    counts = record.get("caches") if record is not None else None
+    if counts is not None and not isinstance(counts, StartedCaches):
+        # set by the compile_cache marker or fixture: passes in directories the plugin made empty
+        record.set("caches", StartedCaches(counts, CACHE_START_EMPTY))
     if record is None:
         return None
     record.outcome, record.duration_s = item.stash.get(OUTCOME_KEY, (None, 0.0))
@@ -304,6 +323,8 @@ class RunRecorder:
         carried = getattr(report, REPORT_RECORD_ATTR, None)
         if carried:
             self._keep(carried["nodeid"], carried["record"], getattr(report, "node", None))
+        for setup in getattr(report, REPORT_SETUPS_ATTR, None) or ():
+            self.state.fixture_setups.append({**setup, "worker": _worker_of(report)})
         # every test's time, plugin or not: pytest-split needs them all (``pytest-cudagraph durations``)
         self.progress.add_duration(report.nodeid, report.duration, _worker_of(report))
         if report.when == "teardown":
@@ -365,6 +386,7 @@ def write_report_and_compare(session: pytest.Session, state: RunState, progress:
         exitstatus=exitstatus,
         run=progress.summary_fields(exitstatus),
         durations=progress.durations(),
+        fixture_setups=state.fixture_setups,
     )
     if options.report_path is not None:
         try:

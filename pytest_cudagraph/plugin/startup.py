@@ -40,7 +40,7 @@ def start_features(
     started (switched on at collection or later); ``collected``: collection had
     finished (switched on by a running test).
     """
-    from . import marker_checks, recording, torch_trace, xdist
+    from . import fixture_compiles, marker_checks, recording, torch_trace, xdist
 
     try:
         options = read_options(config)
@@ -76,6 +76,7 @@ def start_features(
     manager = config.pluginmanager
     manager.register(marker_checks, "cudagraph-marker-checks")
     manager.register(torch_trace, "cudagraph-torch-trace")
+    fixture_compiles.register(config)
     recording.register(config, state, so_far, session, collected)
     xdist.register(config, state, config.stash.get(PROGRESS_KEY, None))
     if "torch" in sys.modules:

@@ -19,8 +19,13 @@ rule                regressed when, for a test in both reports
                     rule out of ``--fail-on`` accepts it
 ``recompiles``      Dynamo recompiled more often (``recompiles.count`` went up)
 ``recompile-limit`` it hit the recompile limit more often (Dynamo then silently runs eager)
-``cache-miss``      an FX-graph or AOTAutograd cache layer misses or bypasses more (a layer
-                    that hit now misses), or Triton compiles more kernels
+``cache-miss``      an FX-graph or AOTAutograd cache layer bypasses more; between caches that
+                    both started empty (``caches.start``: the compile_cache passes), it misses
+                    more (a layer that hit now misses) or Triton compiles more kernels; on the
+                    caches a run shares (``start`` ``shared``: torch's own location,
+                    ``--cudagraph-cache-dir``), whose contents at a test's start depend on
+                    earlier runs and tests, only a lookup that hit and now misses with a key
+                    changed in a component of its own counts (a note counts the rest)
 ``graphs``          more CUDA graphs were captured (``graphs.captured``, piecewise too)
 ``pool``            the graph pool grew by more than ``pool_threshold`` (default 10 %) and by
                     more than one 2 MiB allocator segment
@@ -67,8 +72,10 @@ Where both reports record cache lookups (``cache_keys``), each test whose cache
 behaviour changed (counters, a lookup's outcome, a lookup without a partner) also
 gets the components in which its lookups' keys differ, a few per test
 (``key_diff``), and a line names the components every lookup's key differs in
-(``torch_version``, ``system_info[...]``).  No rule reads them: a key that differs
-is why a counter moved, and the counter's rule decides.
+(``torch_version``, ``system_info[...]``).  Between caches that both started empty
+no rule reads them (a key that differs is why a counter moved, and the counter's
+rule decides); on a shared cache, ``cache-miss`` counts a lookup that hit and now
+misses only where its key changed in a component of its own.
 
 Whatever ``--fail-on`` selects, a new report whose run did not run to its end
 (``summary.complete`` false; for an older report without it, exit status 2, 3 or 4)
@@ -129,7 +136,7 @@ from .compare_rules import (
     Limits,
     parse_rules,
 )
-from .compare_verdicts import compare_test, run_regressions
+from .compare_verdicts import compare_test, run_regressions, shared_cache_notes
 
 __all__ = [
     "ALL_RULES",
@@ -218,6 +225,7 @@ def compare_reports(
             selected,
             limits,
             include_timings,
+            keys.tests.get(n) if keys is not None else None,
         )
         for n in sorted(both)
     )
@@ -238,7 +246,8 @@ def compare_reports(
         new_run=new_run,
         cache_keys=keys,
         sources=sources,
-        rule_notes=time_rule_notes(selected, tests)
+        rule_notes=shared_cache_notes(selected, base_tests, new_tests, tests)
+        + time_rule_notes(selected, tests)
         + compile_time_off_notes(selected, base_tests, new_tests, both)
         + memory_rule_notes(selected, base_tests, new_tests, both)
         + instruction_rule_notes(selected, tests),
