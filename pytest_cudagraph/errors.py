@@ -17,6 +17,12 @@ Where each one shows:
   check that does not hold; it fails that test;
 - ``ReportError``: a report file that cannot be read (``compare``, ``show``,
   ``--cudagraph-baseline``).
+
+A few errors live beside the code that raises them, each a subclass of one of
+these: ``records.files.FileRefused`` and ``records.validate.Malformed`` are
+``ReportError``s, ``tools.explain.BadTest`` a ``MisuseError``, ``tools.cli.OutputLost``
+a ``CudagraphError``; ``tests/test_public_api.py`` holds every public exception
+class of the package to that.
 """
 
 from __future__ import annotations

@@ -443,7 +443,7 @@ BAD_STARTS = [
         _ini(
             "cudagraph_baseline_fail_on = default,poool",
             ["ini option cudagraph_baseline_fail_on", "unknown rule 'poool'"],
-            "choose from outcome, recompiles",
+            "choose from outcome, skipped, recompiles",
         ),
         id="ini-baseline_fail_on-unknown-rule",
     ),

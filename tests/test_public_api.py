@@ -69,6 +69,34 @@ def test_every_error_is_exported_and_a_cudagraph_error():
         assert issubclass(error, pytest_cudagraph.CudagraphError)
 
 
+def test_every_public_exception_class_of_the_package_is_a_cudagraph_error():
+    """Not only ``errors``': one a module defines for itself reaches a user too (a reader of the documented
+    ``pytest_cudagraph.report`` path gets ``FileRefused``), and ``except CudagraphError`` must catch it."""
+    import importlib
+    import pkgutil
+
+    outside = []
+    for module_info in pkgutil.walk_packages(pytest_cudagraph.__path__, "pytest_cudagraph."):
+        if module_info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(module_info.name)
+        for name, value in vars(module).items():
+            defined_here = isinstance(value, type) and value.__module__ == module.__name__
+            # an Exception: a KeyboardInterrupt of its own (startup's signal handler) is no error to catch
+            if defined_here and issubclass(value, Exception) and not name.startswith("_"):
+                if not issubclass(value, pytest_cudagraph.CudagraphError):
+                    outside.append(f"{module.__name__}.{name}")
+    assert outside == []
+
+
+def test_a_malformed_field_reads_as_its_sentence():
+    from pytest_cudagraph.records.validate import Malformed
+
+    problem = Malformed(("tests", "a::t", "graphs", "sizes"), 5, "which is not a list of integers")
+    assert isinstance(problem, errors.ReportError)
+    assert str(problem) == problem.describe() == "tests['a::t'].graphs.sizes = 5, which is not a list of integers"
+
+
 def test_misuse_is_not_the_session_start_usage_error():
     assert not issubclass(errors.MisuseError, errors.UsageProblem)
     assert not issubclass(errors.UsageProblem, errors.MisuseError)

@@ -146,6 +146,8 @@ class RunState:
     config: Any = None
     baseline: dict[str, Any] | None = None
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # what wider-scoped fixtures compiled, apart from the tests they were set up for (fixture_compiles)
+    fixture_setups: list[dict[str, Any]] = field(default_factory=list)
     uses_plugin: bool = False
     # the run's cache environment (--cudagraph-cache-dir), put back at the end of the run
     environment: EnvironmentPatch = field(default_factory=EnvironmentPatch)

@@ -231,8 +231,11 @@ def _kind_of_file(mode: int) -> str:
     return next((words for test, words in _FILE_KINDS if test(mode)), "a special file")
 
 
-class FileRefused(Exception):
-    """A path ``read_regular_bytes`` would not read; ``str()`` says why in a few words, ``mode`` is its st_mode."""
+class FileRefused(ReportError):
+    """A path ``read_regular_bytes`` would not read; ``str()`` says why in a few words, ``mode`` is its st_mode.
+
+    A ``ReportError``, so that code catching the plugin's errors (``CudagraphError``) catches it too.
+    """
 
     def __init__(self, reason: str, mode: int | None = None):
         super().__init__(reason)

@@ -19,6 +19,28 @@ class JsonResult(Protocol):
     def to_json(self) -> dict[str, Any]: ...
 
 
+# how a test's compile caches started (its ``caches.start``): see StartedCaches
+CACHE_START_EMPTY = "empty"
+CACHE_START_SHARED = "shared"
+
+
+class StartedCaches:
+    """A test's cache counters and how its caches started (the report's ``caches.start``).
+
+    ``empty``: the compile_cache marker's or fixture's passes, each in a directory the
+    plugin made empty (a warm pass starts from its cold pass's entries); ``shared``:
+    the caches the run shares (torch's own location, or ``--cudagraph-cache-dir``),
+    holding whatever earlier runs and the tests before it left.  ``compare`` judges
+    misses on counters only between two ``empty`` starts.
+    """
+
+    def __init__(self, counts: Any, start: str):
+        self.counts, self.start = counts, start
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.counts.to_json(), "start": self.start}
+
+
 class TestRecord:
     """Accumulates one test's results; sections follow the report schema."""
 

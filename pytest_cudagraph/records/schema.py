@@ -137,6 +137,9 @@ class Caches(Section):
     aot_autograd: CacheLayer | UnsetType = UNSET
     triton: CacheLayer | UnsetType = UNSET
     bypass_reasons: dict[str, Texts] | UnsetType = UNSET
+    # how the caches started: "empty" (the compile_cache passes, in directories the plugin made empty) or
+    # "shared" (the caches the run shares, holding what earlier runs and tests left); absent in older reports
+    start: Text | UnsetType = UNSET
 
 
 class CacheLookup(Section):
@@ -508,6 +511,8 @@ class StartupStats(Section):
     max: Measure | UnsetType = UNSET
     spread: Measure | UnsetType = UNSET
     trimmed_spread: Measure | UnsetType = UNSET
+    # the median absolute deviation: what compare reads as the runs' noise
+    mad: Measure | UnsetType = UNSET
     n: Count | UnsetType = UNSET
 
 
@@ -543,6 +548,7 @@ class Startup(Section):
     statistic: Text | UnsetType = UNSET
     spread: Text | UnsetType = UNSET
     trimmed_spread: Text | UnsetType = UNSET
+    mad: Text | UnsetType = UNSET
     order: Text | UnsetType = UNSET
     command: Texts | UnsetType = UNSET
     cold: StartupPass | UnsetType = UNSET
@@ -646,6 +652,17 @@ class Summary(RunFacts, kw_only=True):
     exitstatus: Count | UnsetType = UNSET
 
 
+class FixtureSetup(Section):
+    """What a fixture wider than a function compiled while it was set up, apart from the test it was set up for."""
+
+    fixture: Text | UnsetType = UNSET
+    scope: Text | UnsetType = UNSET
+    set_up_for: Text | UnsetType = UNSET
+    worker: Text | UnsetType = UNSET
+    caches: Caches | UnsetType = UNSET
+    lookups: list[CacheLookup] | UnsetType = UNSET
+
+
 class Report(Section):
     """A pytest-cudagraph report (``--cudagraph-report``)."""
 
@@ -659,6 +676,8 @@ class Report(Section):
     summary: Summary | UnsetType = UNSET
     # seconds per node id of every test that finished, for pytest-split
     durations: dict[str, Seconds] | UnsetType = UNSET
+    # what wider-scoped fixtures compiled, kept out of the tests they were set up for
+    fixture_setups: list[FixtureSetup] | UnsetType = UNSET
 
 
 def report_json_schema() -> dict[str, Any]:

@@ -40,8 +40,11 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PATH_STEP = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\[(\.\.\.)\]")
 
 
-class Malformed(Exception):
-    """A field that does not hold what the schema says: where it is, and what is wrong with its value."""
+class Malformed(ReportError):
+    """A field that does not hold what the schema says: where it is, and what is wrong with its value.
+
+    A ``ReportError`` whose ``str()`` is ``describe()``'s sentence: readers turn it into one naming the report.
+    """
 
     def __init__(self, path: tuple[Any, ...], value: Any, complaint: str):
         super().__init__(path, value, complaint)
@@ -50,6 +53,9 @@ class Malformed(Exception):
     def describe(self) -> str:
         """``tests['a::t'].graphs.sizes = 5, which is not a list of integers``"""
         return f"{field_path(self.path)} = {short(self.value)}, {self.complaint}"
+
+    def __str__(self) -> str:
+        return self.describe()
 
 
 def validate_report(data: Any, name: str = "report", *, text: str | None = None) -> dict[str, Any]:
