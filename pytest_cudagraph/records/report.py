@@ -399,7 +399,7 @@ def _run_facts_type() -> Any:
     return RunFacts
 
 
-# the names readers and writers import from here (the documented path ``pytest_cudagraph.report``)
+# the names readers and writers import from here
 __all__ = [
     "INCOMPLETE_EXIT_STATUSES",
     "MAX_DEPTH",

@@ -34,10 +34,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import ReportError
+from ..records.comparison import run_completeness
 from ..records.loaded import LoadedReport, read_report
 from ..records.report import collector_paused, load_report, write_text_atomically
 from ..text import MIB, clip, count_noun, terminal_safe
-from .compare import (
+from .compare import compare_reports
+from .compare_rules import (
     ALL_RULES,
     DEFAULT_MEMORY_FLOOR_BYTES,
     DEFAULT_MEMORY_THRESHOLD,
@@ -47,9 +49,7 @@ from .compare import (
     DEFAULT_RULES,
     DEFAULT_TIME_FLOOR_S,
     DEFAULT_TIME_THRESHOLD,
-    compare_reports,
     parse_rules,
-    run_completeness,
 )
 from .instructions import DEFAULT_INSTRUCTIONS_THRESHOLD
 from .startup_cost import DEFAULT_TIMEOUT_S as STARTUP_TIMEOUT_S
