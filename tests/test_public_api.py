@@ -23,6 +23,7 @@ RETURNED = {
     "cache_probe": ["CacheProbe", "CacheStats", "ColdWarm", "PassResult", "ProbeResult"],
     "piecewise_compile": ["PiecewiseModule", "PiecewiseStats", "PiecewiseReplayCheck", "SizeCheck", "PiecewiseResult"],
     "watch_trees": ["TreeWatch", "ReduceOverheadResult"],
+    "observe_graphs": ["GraphObservation", "ObservedGraphs", "ObservedCapture"],
 }
 
 

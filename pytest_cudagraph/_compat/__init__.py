@@ -35,6 +35,8 @@ every run, and a run that uses no plugin feature imports none of them.
 - ``cuda``: device presence and count, allocator snapshots and pools, cuBLAS
   workspaces, non-owning aliases of pool memory;
 - ``fx``: op overload names, custom ops, the dispatch-mode base class, pytree;
+- ``graph_observer``: every CUDA graph any code captures, as events (torch's graph hooks in 2.14+,
+  a wrapper of ``CUDAGraph``'s methods installed only while observing before that);
 - ``graph_segments``: breakable CUDA graphs, a chain of graphs captured into one pool
   with eager ops between;
 - ``dtypes``: default comparison tolerances, dtypes this torch has;
@@ -108,7 +110,9 @@ if TYPE_CHECKING:  # the names as they are defined, for type checkers; at run ti
     from .cuda import (
         abandon_capture_pool,
         allocation_stacks,
+        allocator_counters,
         clear_cublas_workspaces,
+        cublas_workspace_sizes,
         cuda_available,
         cuda_device_count,
         device_memory_reading,
@@ -176,6 +180,12 @@ if TYPE_CHECKING:  # the names as they are defined, for type checkers; at run ti
         tree_leaves,
         tree_map,
         tree_unflatten,
+    )
+    from .graph_observer import (
+        graph_capture_source,
+        graph_observer_kind,
+        graph_observer_state,
+        observing_graphs,
     )
     from .graph_segments import (
         begin_graph_segment,
@@ -277,8 +287,10 @@ _CAPABILITIES = {
     "compile_metric_columns_missing": "compile_metrics",
     # cuda
     "abandon_capture_pool": "cuda",
+    "allocator_counters": "cuda",
     "allocation_stacks": "cuda",
     "clear_cublas_workspaces": "cuda",
+    "cublas_workspace_sizes": "cuda",
     "cuda_available": "cuda",
     "cuda_device_count": "cuda",
     "device_memory_reading": "cuda",
@@ -341,6 +353,11 @@ _CAPABILITIES = {
     "tree_leaves": "fx",
     "tree_map": "fx",
     "tree_unflatten": "fx",
+    # graph_observer
+    "graph_capture_source": "graph_observer",
+    "graph_observer_kind": "graph_observer",
+    "graph_observer_state": "graph_observer",
+    "observing_graphs": "graph_observer",
     # graph_segments
     "begin_graph_segment": "graph_segments",
     "end_graph_segment": "graph_segments",
@@ -518,6 +535,12 @@ __all__ = [
     "begin_graph_segment",
     "end_graph_segment",
     "stream_is_capturing",
+    "cublas_workspace_sizes",
+    "allocator_counters",
+    "graph_capture_source",
+    "graph_observer_kind",
+    "graph_observer_state",
+    "observing_graphs",
     "COLLECTIVE_KINDS",
     "collective_call",
     "collective_recorder_base",

@@ -40,7 +40,7 @@ def start_features(
     started (switched on at collection or later); ``collected``: collection had
     finished (switched on by a running test).
     """
-    from . import failure_annotations, job_summary, junit, marker_checks, recording, torch_trace, xdist
+    from . import failure_annotations, job_summary, junit, marker_checks, observe, recording, torch_trace, xdist
 
     try:
         options = read_options(config)
@@ -75,6 +75,7 @@ def start_features(
 
     manager = config.pluginmanager
     manager.register(marker_checks, "cudagraph-marker-checks")
+    manager.register(observe, "cudagraph-observe")
     manager.register(torch_trace, "cudagraph-torch-trace")
     recording.register(config, state, so_far, session, collected)
     xdist.register(config, state, config.stash.get(PROGRESS_KEY, None))

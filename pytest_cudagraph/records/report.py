@@ -320,6 +320,9 @@ def _totals(tests: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         piecewise = record.get("piecewise")
         if isinstance(piecewise, Mapping):
             captured += as_int(piecewise.get("graphs_captured"))
+        observed = record.get("observed_graphs")  # the graphs the test body captured itself
+        if isinstance(observed, Mapping):
+            captured += as_int(observed.get("captured"))
         caches = record.get("caches")
         for layer, counts in caches.items() if isinstance(caches, Mapping) else ():
             # only the counter layers add up; "disabled" and "bypass_reasons" are words, not counts

@@ -337,6 +337,84 @@ class ReduceOverhead(Section):
 
 
 # ----------------------------------------------------------------------------
+# observed graphs (graphs/observe.py): the graphs the code under test captured itself
+# ----------------------------------------------------------------------------
+
+
+class ObservedBlock(Section):
+    """A block still allocated in the pool after a capture."""
+
+    size: Count | UnsetType = UNSET
+    requested_size: Count | UnsetType = UNSET
+    allocated_at: Text | UnsetType = UNSET
+    possibly_cublas_workspace: Flag | UnsetType = UNSET
+
+
+class ObservedGraph(Section):
+    """One graph the code under test captured: its call site, pool, cost, inputs and replays."""
+
+    index: Count | UnsetType = UNSET
+    call_site: CallSite | Null | UnsetType = UNSET
+    source: Text | UnsetType = UNSET
+    pool: Sizes | UnsetType = UNSET
+    # whether an earlier observed graph used the same pool
+    shared_pool: Flag | UnsetType = UNSET
+    size: Count | Null | UnsetType = UNSET
+    input_shapes: list[Sizes] | UnsetType = UNSET
+    pool_bytes_before: Measure | UnsetType = UNSET
+    pool_bytes_after: Measure | UnsetType = UNSET
+    growth_bytes: Measure | UnsetType = UNSET
+    live_bytes: Measure | UnsetType = UNSET
+    live_blocks: list[ObservedBlock] | UnsetType = UNSET
+    behind_allocator_bytes: Measure | UnsetType = UNSET
+    capture_s: Measure | UnsetType = UNSET
+    replays: Count | UnsetType = UNSET
+    alive_at_end: Flag | UnsetType = UNSET
+    failed: Text | UnsetType = UNSET
+
+
+class ObservedSite(Section):
+    """The graphs of one call site."""
+
+    site: Text | UnsetType = UNSET
+    call_site: CallSite | Null | UnsetType = UNSET
+    graphs: Count | UnsetType = UNSET
+    pools: Count | UnsetType = UNSET
+    pool_bytes: Measure | UnsetType = UNSET
+    sizes: Sizes | UnsetType = UNSET
+    replays: Count | UnsetType = UNSET
+    behind_allocator_bytes: Measure | UnsetType = UNSET
+    capture_s: Measure | UnsetType = UNSET
+
+
+class ObservedGraphs(Section):
+    """``cudagraph(observe=True)`` / ``observe_graphs()``: every graph captured in the test body, and the verdict."""
+
+    hooks: Text | UnsetType = UNSET
+    captured: Count | UnsetType = UNSET
+    failed: Count | UnsetType = UNSET
+    replays: Count | UnsetType = UNSET
+    never_replayed: Count | UnsetType = UNSET
+    pools: Count | UnsetType = UNSET
+    pool_bytes: Measure | UnsetType = UNSET
+    kept_alive_bytes: Measure | UnsetType = UNSET
+    behind_allocator_bytes: Measure | UnsetType = UNSET
+    capture_s: Measure | UnsetType = UNSET
+    alive_at_end: Count | UnsetType = UNSET
+    alive_pool_bytes: Measure | UnsetType = UNSET
+    sizes: Sizes | UnsetType = UNSET
+    expected_sizes: Sizes | UnsetType = UNSET
+    missing_sizes: Sizes | UnsetType = UNSET
+    causes: Texts | UnsetType = UNSET
+    passed: Flag | UnsetType = UNSET
+    errors: Texts | UnsetType = UNSET
+    # set where the GPU was shared: no reader vouches for the device figures then
+    outside_unreliable: Text | UnsetType = UNSET
+    sites: list[ObservedSite] | UnsetType = UNSET
+    graphs: list[ObservedGraph] | UnsetType = UNSET
+
+
+# ----------------------------------------------------------------------------
 # compile time (compile/compile_time.py)
 # ----------------------------------------------------------------------------
 
@@ -506,6 +584,7 @@ class TestRecord(Section):
     graphs: Graphs | UnsetType = UNSET
     piecewise: Piecewise | UnsetType = UNSET
     reduce_overhead: ReduceOverhead | UnsetType = UNSET
+    observed_graphs: ObservedGraphs | UnsetType = UNSET
     compile_time: CompileTime | UnsetType = UNSET
     ranks: Ranks | UnsetType = UNSET
     placement: Scalars | UnsetType = UNSET

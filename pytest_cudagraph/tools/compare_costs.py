@@ -287,18 +287,19 @@ def memory_rule_notes(
 
 
 def memory_rule(base: Mapping[str, Any], new: Mapping[str, Any], limits: Limits, flag: Flag) -> None:
-    """graph-memory: every ``*_bytes`` figure of graphs, piecewise and reduce_overhead but graphs.pool_bytes (pool's).
+    """graph-memory: every ``*_bytes`` figure of graphs, piecewise, reduce_overhead and observed_graphs but the
+    pool_bytes of graphs and observed_graphs (the pool rule's).
 
     Memory is deterministic enough for one run: a relative threshold and a floor, no spread.
     ``base`` and ``new`` are the records as the report holds them (``RecordRead.data``):
     a ``*_bytes`` figure a newer plugin writes is judged too.
     """
-    for section in ("graphs", "piecewise", "reduce_overhead"):
+    for section in ("graphs", "piecewise", "reduce_overhead", "observed_graphs"):
         base_section, new_section = _mapping(base.get(section)), _mapping(new.get(section))
         # cudaMemGetInfo counted other processes on a shared GPU: those figures are nobody's
         shared = bool(base_section.get("outside_unreliable") or new_section.get("outside_unreliable"))
         for key in new_section:
-            if not key.endswith("_bytes") or (section == "graphs" and key == "pool_bytes"):
+            if not key.endswith("_bytes") or (section in ("graphs", "observed_graphs") and key == "pool_bytes"):
                 continue
             if (shared and key in OUTSIDE_DEVICE_FIGURES) or key in ORDER_DEPENDENT_FIGURES:
                 continue

@@ -26,7 +26,7 @@ from .compare_results import Change, Regression, RunCompleteness, TestComparison
 from .compare_rules import FAILING, INCOMPLETE_RULE, PASSING, POOL_MIN_GROWTH_BYTES, Flag, Limits
 
 if TYPE_CHECKING:
-    from ..records.schema import GraphSet, PiecewiseSet, Recompiles
+    from ..records.schema import GraphSet, ObservedGraphs, PiecewiseSet, Recompiles
 
 __all__ = ["compare_test", "run_regressions"]
 
@@ -56,6 +56,7 @@ def compare_test(
     else:  # every set compared with its partner; piecewise and the rest as usual
         _graph_rules(UNSET, UNSET, b.piecewise, n.piecewise, limits, flag)
         memory_rule({**base.data, "graphs": {}}, {**new.data, "graphs": {}}, limits, flag)
+    _observed_rules(filled(b.observed_graphs), filled(n.observed_graphs), limits, flag)
     rows, time_checks = time_rules(b, n, rules, limits, flag)
     rows += instruction_rule(b, n, limits, flag, time_checks)
     rule_of: dict[str, str] = {}
@@ -227,6 +228,26 @@ def _graph_rules(
         before, after = as_int(b_pw.graphs_captured), as_int(n_pw.graphs_captured)
         if after > before:
             flag("graphs", f"piecewise captured {after} CUDA graphs, {before} before", "piecewise.graphs_captured")
+
+
+def _observed_rules(base: ObservedGraphs | None, new: ObservedGraphs | None, limits: Limits, flag: Flag) -> None:
+    """graphs and pool for the graphs the test body captured itself (``observed_graphs``)."""
+    if base is None or new is None:
+        return
+    before, after = as_int(base.captured), as_int(new.captured)
+    if after > before:
+        flag("graphs", f"the test body captured {after} CUDA graphs, {before} before", "observed_graphs.captured")
+    pool_before, pool_after = number(base.pool_bytes), number(new.pool_bytes)
+    if pool_before and pool_after is not None:
+        growth = pool_after - pool_before
+        if growth > pool_before * limits.pool_threshold and growth > POOL_MIN_GROWTH_BYTES:
+            flag(
+                "pool",
+                f"observed graphs' pools {format_bytes(pool_before)} -> {format_bytes(pool_after)} "
+                f"(+{growth / pool_before:.1%}, threshold {limits.pool_threshold:.0%}); pools "
+                f"{as_int(base.pools)} -> {as_int(new.pools)}",
+                "observed_graphs.pool_bytes",
+            )
 
 
 def _new_reasons(base_rec: Recompiles, new_rec: Recompiles) -> str:
