@@ -444,7 +444,7 @@ def _global_state_detail(part: str, gm) -> list[dict]:
             expected = None
     try:
         # the pickling method (2.7+) that torch's stub for the C class leaves out
-        st = cg.GlobalStateGuard().__getstate__()  # type: ignore[attr-defined]
+        st = cg.GlobalStateGuard().__getstate__()  # type: ignore[attr-defined, unused-ignore]
         actual = json.loads(st) if isinstance(st, str) else None
     except Exception:
         actual = None

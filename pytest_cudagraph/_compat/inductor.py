@@ -206,7 +206,7 @@ def _inductor_cache_root() -> str | None:
     except ImportError:
         try:
             # torch 2.6's location: the installed torch has it only at the 2.8+ one above
-            from torch._inductor.utils import cache_dir  # type: ignore[attr-defined,no-redef]
+            from torch._inductor.utils import cache_dir  # type: ignore[attr-defined, no-redef, unused-ignore]
         except ImportError:
             return None
     try:
