@@ -9,7 +9,7 @@ Where each one shows:
 
 - ``UsageProblem``: at session start, a bad option value or environment; pytest
   stops with exit code 4 before any test runs;
-- ``MarkerArgumentError`` (``pytest_cudagraph.markers``): at collection, a bad
+- ``MarkerArgumentError`` (``pytest_cudagraph.plugin.markers``): at collection, a bad
   marker argument; a collection error naming the test;
 - ``MisuseError``: inside a test, a call of the plain API or a fixture that cannot
   work (a bad argument, a closed object); it fails that test;

@@ -14,7 +14,8 @@ from sample_reports import ENV_2_13, MiB, graph_record, modified, recompile_reco
 
 from pytest_cudagraph.errors import ReportError
 from pytest_cudagraph.records.report import build_report
-from pytest_cudagraph.tools.compare import ALL_RULES, DEFAULT_RULES, compare_reports, parse_rules
+from pytest_cudagraph.tools.compare import compare_reports
+from pytest_cudagraph.tools.compare_rules import ALL_RULES, DEFAULT_RULES, parse_rules
 
 DECODE = "tests/test_model.py::test_decode_graphs"
 DYNAMIC = "tests/test_model.py::test_dynamic_batch"
@@ -505,7 +506,7 @@ SAME_BUILD = (
 
 def startup_report(cold: list[float], warm: list[float], *, wall_extra: float = 6.0) -> dict:
     """A ``pytest-cudagraph startup`` report of one test: its runs' compile seconds; wall = compile + ``wall_extra``."""
-    from pytest_cudagraph.tools.startup_cost import NodeStartup, RunSample, StartupResult
+    from pytest_cudagraph.records.startup import NodeStartup, RunSample, StartupResult
 
     samples = tuple(
         RunSample(kind, index, 0, compile_s + wall_extra, "passed", compile_s + 0.5, compile_s, compile_s / 20)
@@ -551,7 +552,7 @@ def test_a_doubled_compile_time_is_caught_with_its_numbers():
 
 
 def test_a_growth_within_the_runs_own_spread_is_noise_and_past_it_a_regression():
-    from pytest_cudagraph.tools.compare import noisy_growth
+    from pytest_cudagraph.tools.compare_costs import noisy_growth
 
     noisy_base = {"median": 10.0, "spread": 4.0, "n": 5}
     noisy_new = {"median": 12.6, "spread": 4.5, "n": 5}  # +26 %: past 20 % and 1 s, within 4.0 + 4.5
@@ -568,8 +569,8 @@ def test_a_growth_within_the_runs_own_spread_is_noise_and_past_it_a_regression()
 
 def test_one_slow_base_run_does_not_hide_a_tripled_median():
     """A single slow cold run in the base widens its range to 14.7 s; the trimmed spread leaves it out."""
-    from pytest_cudagraph.tools.compare import noisy_growth
-    from pytest_cudagraph.tools.startup_cost import Stats
+    from pytest_cudagraph.records.startup import Stats
+    from pytest_cudagraph.tools.compare_costs import noisy_growth
 
     base = Stats.of([22.2, 7.5, 7.6, 7.4, 7.5]).to_json()
     tripled = Stats.of([22.2, 22.3, 22.1, 22.4, 22.2]).to_json()

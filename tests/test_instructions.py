@@ -18,6 +18,7 @@ from sample_reports import ENV_2_13
 
 from pytest_cudagraph.errors import ReportError
 from pytest_cudagraph.records.report import write_report
+from pytest_cudagraph.records.startup import NodeStartup, RunSample, StartupResult
 from pytest_cudagraph.tools.compare import compare_reports
 from pytest_cudagraph.tools.instructions import (
     INSTRUCTIONS_NOTE,
@@ -28,7 +29,6 @@ from pytest_cudagraph.tools.instructions import (
     expected_text,
     read_expected,
 )
-from pytest_cudagraph.tools.startup_cost import NodeStartup, RunSample, StartupResult
 
 NODE = "tests/test_model.py::test_compile"
 

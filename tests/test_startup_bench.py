@@ -21,9 +21,10 @@ import pytest
 
 from pytest_cudagraph.caches.cache_root import CacheRoot
 from pytest_cudagraph.records.report import load_report
+from pytest_cudagraph.records.startup import RunSample, Stats
 from pytest_cudagraph.tools.cli import main
 from pytest_cudagraph.tools.compare import compare_reports
-from pytest_cudagraph.tools.startup_cost import RunSample, Stats, child_command, child_environment
+from pytest_cudagraph.tools.startup_child import child_command, child_environment
 
 COMPILED_TEST = """
     import pytest
@@ -280,7 +281,7 @@ def test_cold_and_warm_runs_of_a_compiled_test(tmp_path, monkeypatch):
 
 
 def test_a_runs_figures_come_from_its_record_phases_and_captures_added_up():
-    from pytest_cudagraph.tools.startup_cost import figures_from_report
+    from pytest_cudagraph.tools.startup_child import figures_from_report
 
     record = {
         "outcome": "passed",

@@ -21,7 +21,7 @@ FAILING_COMPILES = """
 import pytest
 import torch
 from pytest_cudagraph import _compat
-from pytest_cudagraph.recompiles import watch_recompiles
+from pytest_cudagraph.compile.recompiles import watch_recompiles
 
 
 @pytest.mark.compile_cache

@@ -93,7 +93,8 @@ def abandon_capture_pool(device: int, pool_id: tuple[int, int], end_allocation: 
     import torch
 
     if end_allocation:
-        end = getattr(torch._C, "_cuda_endAllocateToPool", None) or torch._C._cuda_endAllocateCurrentStreamToPool
+        # the 2.6 binding is absent from the stubs of a torch that has the newer one (unused-ignore: a 2.6 torch)
+        end = getattr(torch._C, "_cuda_endAllocateToPool", None) or torch._C._cuda_endAllocateCurrentStreamToPool  # type: ignore[attr-defined, unused-ignore]
         try:
             end(device, tuple(pool_id))
         except RuntimeError:

@@ -39,6 +39,7 @@ import sys
 import threading
 import weakref
 from collections import Counter
+from types import FrameType
 from typing import Any
 
 __all__ = ["TreeCallMeter", "cudagraph_skip_context"]
@@ -259,7 +260,7 @@ def _recording_event(manager: Any, function_id: Any, inputs: Any) -> tuple[str, 
         wrapped = manager.ids_to_funcs[function_id]
         static = set(getattr(wrapped, "static_input_idxs", ()) or ())
         inputs = list(inputs)
-        shapes = tuple(
+        shapes: tuple[tuple[int, ...] | int, ...] = tuple(
             tuple(int(d) for d in t.shape)
             for i, t in enumerate(inputs)
             if isinstance(t, torch.Tensor) and i not in static
@@ -380,7 +381,7 @@ def cudagraph_skip_context() -> dict[str, Any] | None:
     missing where it could not be read.
     """
     try:
-        frame = sys._getframe(1)
+        frame: FrameType | None = sys._getframe(1)
         while frame is not None:
             name = frame.f_code.co_name
             owner = frame.f_locals.get("self")

@@ -210,11 +210,13 @@ class _Observation:
         def on_replay(graph: Any) -> None:
             cls.publish("replayed", id(graph))
 
+        # torch 2.14's hooks: the stubs of the torch installed for type checking may predate them
+        # (unused-ignore: where they do not)
         cls.handles = [
-            graphs.register_graph_capture_start_hook(on_start),
-            graphs.register_graph_capture_end_hook(on_end),
-            graphs.register_graph_instantiate_hook(on_instantiate),
-            graphs.register_graph_replay_start_hook(on_replay),
+            graphs.register_graph_capture_start_hook(on_start),  # type: ignore[attr-defined, unused-ignore]
+            graphs.register_graph_capture_end_hook(on_end),  # type: ignore[attr-defined, unused-ignore]
+            graphs.register_graph_instantiate_hook(on_instantiate),  # type: ignore[attr-defined, unused-ignore]
+            graphs.register_graph_replay_start_hook(on_replay),  # type: ignore[attr-defined, unused-ignore]
         ]
 
     # -- the wrapper (2.6-2.13) ----------------------------------------------
@@ -311,7 +313,7 @@ def _block_error(frame: FrameType | None) -> BaseException | None:
         return None
     local = frame.f_locals
     # 2.6: __exit__(self, exc_type, exc_value, traceback); 2.13 and 2.14.1: __exit__(self, *args)
-    args = local.get("args") or ()
+    args: tuple[Any, ...] = local.get("args") or ()
     value = local.get("exc_value", args[1] if len(args) > 1 else None)
     return value if isinstance(value, BaseException) else None
 

@@ -70,7 +70,8 @@ def inductor_partition_at_ops(op_names: list[str], wrapper: Any) -> Iterator[Non
         with inductor_config.patch(graph_partition=True, custom_should_partition_ops=list(op_names)):
             yield
     finally:
-        inductor_utils.set_customized_partition_wrappers(previous)
+        # set_customized_partition_wrappers only assigns this attribute; its annotation leaves out the None it starts at
+        inductor_utils._unstable_customized_partition_wrapper.wrapper = previous
 
 
 # --------------------------------------------------------------------------
@@ -204,7 +205,8 @@ def _inductor_cache_root() -> str | None:
         from torch._inductor.runtime.cache_dir_utils import cache_dir  # 2.8+
     except ImportError:
         try:
-            from torch._inductor.utils import cache_dir  # 2.6
+            # torch 2.6's location: the installed torch has it only at the 2.8+ one above
+            from torch._inductor.utils import cache_dir  # type: ignore[attr-defined, no-redef, unused-ignore]
         except ImportError:
             return None
     try:

@@ -267,7 +267,7 @@ def _child_main(argv: list[str]) -> int:
                 if "--load-artifacts" in options:
                     compat.clear_in_memory_compile_caches()
                     compat.load_cache_artifacts(Path(options["--load-artifacts"][0]).read_bytes())
-                result = probe.run_pass("warm", lambda: fn(*spec["args"]), spec["seed"], probe.cache_dir)
+                result = probe.run_pass("warm", lambda: fn(*spec["args"]), spec["seed"], Path(spec["cache_dir"]))
     except BaseException:
         write_pass_output(spec["out"], None, error=traceback.format_exc(limit=-8))
         return 1

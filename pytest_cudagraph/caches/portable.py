@@ -34,6 +34,7 @@ from ..errors import InvariantViolation, MisuseError
 from . import keys as cache_keys
 from .arguments import PassArguments
 from .child import callable_label, child_pass_command, importable_name, resolve_importable
+from .keys import MissExplanation
 from .results import PassResult
 from .warm_start import ColdWarm, refuse_if_caches_disabled
 
@@ -78,10 +79,14 @@ class PortablePair(ColdWarm):
         return problems
 
     def check(
-        self, rtol: float | None = None, atol: float | None = None, context: str | None = None, **kw: Any
+        self,
+        rtol: float | None = None,
+        atol: float | None = None,
+        context: str | None = None,
+        across_runs: tuple[MissExplanation, ...] = (),
     ) -> None:
         __tracebackhide__ = True
-        super().check(rtol=rtol, atol=atol, context=context or "compile_cache.portable()", **kw)
+        super().check(rtol=rtol, atol=atol, context=context or "compile_cache.portable()", across_runs=across_runs)
 
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "triton": self.triton_note}

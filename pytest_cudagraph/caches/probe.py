@@ -277,6 +277,7 @@ class CacheProbe:
             if final is not None:
                 return final
             self._require_active("stats")
+        assert self._start is not None  # __enter__ read it before the block began
         return self._meter.stats_since(self._start)
 
     @property
@@ -313,6 +314,7 @@ class CacheProbe:
         """A fresh, empty, private subdirectory of the probe's directory, for one pair of passes to share."""
         self._require_active("new_pass_directory")
         self._subdirs += 1
+        assert self.cache_dir is not None  # __enter__ set it before the block began
         path = self.cache_dir / f"{label}-{self._subdirs}"
         path.mkdir(mode=0o700)
         self._meter.dirs.append(path)
@@ -441,6 +443,7 @@ class CacheProbe:
         says how many Triton kernels the moved pass loaded and compiled.  Needs torch 2.7+.
         """
         self._require_active("portable")
+        assert self.cache_dir is not None  # __enter__ set it before the block began
         pair = run_portable(self, fn, args, seed, mode, self._last_pair_dir or self.cache_dir)
         self._pairs.append(pair)
         return pair

@@ -62,7 +62,7 @@ class _BypassLog(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.msg, str) and record.msg.startswith(self.prefix):
-            reason = str(record.args[0]) if record.args else record.getMessage()
+            reason = str(record.args[0]) if isinstance(record.args, tuple) and record.args else record.getMessage()
             self.sink.append((self.layer, reason))
         return record.levelno >= self.threshold()
 
@@ -78,7 +78,12 @@ def _capture_bypass_reasons(sink: list[tuple[str, str]]) -> Iterator[None]:
             catcher.threshold = tap.untapped_level
             taps.append(tap)
             tap.apply()
-        sight = compat.on_set_logs(after=lambda frame: [tap.apply() for tap in taps])
+
+        def apply_again(frame: Any) -> None:
+            for tap in taps:
+                tap.apply()
+
+        sight = compat.on_set_logs(after=apply_again)
         yield
     finally:
         if sight is not None:
@@ -135,7 +140,7 @@ def seeded_rngs(seed: int = DEFAULT_SEED) -> Iterator[None]:
         torch.set_rng_state(torch_state)
         if cuda_states is not None:
             torch.cuda.set_rng_state_all(cuda_states)
-        if np_state is not None:
+        if numpy is not None and np_state is not None:
             numpy.random.set_state(np_state)
 
 

@@ -40,7 +40,7 @@ from ..errors import MisuseError
 from . import keys as cache_keys
 from .arguments import PassArguments
 from .child import child_pass_command, importable_name, resolve_importable
-from .keys import KEYED_LAYERS, CacheLookup, same_graph
+from .keys import KEYED_LAYERS, CacheLookup, MissExplanation, same_graph
 from .warm_start import ColdWarm, refuse_if_caches_disabled
 
 if TYPE_CHECKING:
@@ -73,10 +73,14 @@ class RelocatedPair(ColdWarm):
         return path_components(self.cold.lookups, self.warm.lookups, self.moves) + super().problems(rtol, atol)
 
     def check(
-        self, rtol: float | None = None, atol: float | None = None, context: str | None = None, **kw: Any
+        self,
+        rtol: float | None = None,
+        atol: float | None = None,
+        context: str | None = None,
+        across_runs: tuple[MissExplanation, ...] = (),
     ) -> None:
         __tracebackhide__ = True
-        super().check(rtol=rtol, atol=atol, context=context or "compile_cache.relocate()", **kw)
+        super().check(rtol=rtol, atol=atol, context=context or "compile_cache.relocate()", across_runs=across_runs)
 
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "moved": {move.what: [move.old, move.new] for move in self.moves}}

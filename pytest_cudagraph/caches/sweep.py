@@ -169,13 +169,21 @@ def judge(
     if differences is None:
         raise ValueError("judge(): a factor with a hit needs the reference compile's differences")
     layers = tuple(layer for layer in KEYED_LAYERS if any(lookup.layer == layer for lookup in hits))
-    common = {"layers": layers, "reference": True, "changed": changed}
     if differences:
         equal = tuple(_stayed_equal(hits, base_lookups, factor_components))
         return FactorVerdict(
-            name, "false-hit", tuple(lookups), stayed_equal=equal, differences=tuple(differences), **common
+            name,
+            "false-hit",
+            tuple(lookups),
+            changed=changed,
+            layers=layers,
+            stayed_equal=equal,
+            differences=tuple(differences),
+            reference=True,
         )
-    return FactorVerdict(name, "miss" if misses else "hit", tuple(lookups), **common)
+    return FactorVerdict(
+        name, "miss" if misses else "hit", tuple(lookups), changed=changed, layers=layers, reference=True
+    )
 
 
 def _changed_lines(base_lookups: Sequence[CacheLookup], misses: Sequence[CacheLookup]) -> list[str]:

@@ -83,7 +83,7 @@ class ColdWarm:
         return warm_cold_ratio(self.cold.compile_time.total_s, self.warm.compile_time.total_s)
 
     def to_json(self) -> dict[str, Any]:
-        out = {"mode": self.mode, "cold": self.cold.to_json(), "warm": self.warm.to_json()}
+        out: dict[str, Any] = {"mode": self.mode, "cold": self.cold.to_json(), "warm": self.warm.to_json()}
         if self.arguments_problem:
             out["arguments_changed"] = self.arguments_problem
         if self.compile_time_ratio is not None:

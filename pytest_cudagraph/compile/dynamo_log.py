@@ -67,6 +67,7 @@ def recompiled_code(message: str) -> tuple[str, str, int] | None:
 def limit_hit_description(message: str) -> tuple[str, str]:
     """``(function, readable line)`` of a recompile-limit WARNING."""
     limit = LIMIT_HIT.search(message)
+    assert limit is not None  # the tap keeps a WARNING as a limit hit only where LIMIT_HIT matches it
     where = LIMIT_FUNCTION.search(message)
     why = LIMIT_REASON.search(message)
     function = function_label(where["name"], where["file"], where["line"]) if where else "<unknown function>"
@@ -227,7 +228,7 @@ class DynamoLogTap:
 
     def _artifact_groups(self) -> list[tuple[str, ...]]:
         """The artifacts the tap needs, each group led by the one it turns on where the user has none on."""
-        groups = [compat.RECOMPILE_LOG_ARTIFACTS]
+        groups: list[tuple[str, ...]] = [compat.RECOMPILE_LOG_ARTIFACTS]
         if self._tap_graph_breaks:
             groups.append((compat.GRAPH_BREAK_LOG_ARTIFACT,))
         return groups

@@ -164,10 +164,10 @@ class RecompileWatch:
         RecompileWatch._open_watches += 1
         return self
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         __tracebackhide__ = True
         if not self._active:
-            return False
+            return
         self._active = False
         RecompileWatch._open_watches -= 1
         replaced = self._refusing is not None and compat.compile_refusal_state() != self._refusing
@@ -186,7 +186,6 @@ class RecompileWatch:
                 f"inside the watch, so recompiles after that were not refused ({self.count} counted); set them "
                 "outside the watch"
             )
-        return False
 
     def _report_to_current_test(self) -> None:
         record = current_record()
@@ -421,7 +420,7 @@ class _NoCompileBlock:
         self._refusing = compat.compile_refusal_state()
         return self.watch
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         __tracebackhide__ = True
         replaced = compat.compile_refusal_state() != self._refusing
         self._stance.__exit__(None, None, None)
@@ -434,7 +433,6 @@ class _NoCompileBlock:
                 "inside `with w.no_compiles():` the body set its own compile stance or "
                 f"{REFUSAL_FLAG}, so compiles after that were not refused; set them outside the block"
             )
-        return False
 
 
 # the figures RecompileWatch.expect() checks, in the order its failure lists them

@@ -196,6 +196,7 @@ class _ChainRecorder:
             yield
 
 
+# the base comes from the gateway at import time (torch internals stay there), which mypy cannot follow
 class _BreakMode(_compat.dispatch_mode_base()):  # type: ignore[misc]
     """Sees every op dispatched while the chain is captured: a break op ends the graph and runs eagerly."""
 

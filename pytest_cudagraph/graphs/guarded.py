@@ -54,7 +54,8 @@ def _end_generator_capture(device: int) -> None:
     graph = torch.cuda.CUDAGraph()
     torch.cuda.set_stream(side)
     try:
-        graph.capture_begin(new_pool(), capture_error_mode="thread_local")
+        # capture_begin takes torch's private NewType over this same (int, int) tuple, which has no public name
+        graph.capture_begin(new_pool(), capture_error_mode="thread_local")  # type: ignore[arg-type]
         try:
             target.add_(1)
         finally:
@@ -109,7 +110,8 @@ def guarded_capture(
     torch.cuda.set_stream(stream)
     try:
         try:
-            graph.capture_begin(pool, capture_error_mode=capture_error_mode)
+            # capture_begin takes torch's private NewType over this same (int, int) tuple, which has no public name
+            graph.capture_begin(pool, capture_error_mode=capture_error_mode)  # type: ignore[arg-type]
             begun = True
         except Exception as exc:
             errors.append(exc)

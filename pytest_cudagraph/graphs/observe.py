@@ -99,7 +99,7 @@ class AllocatorReadings:
     def segments(self, pools: Iterable[PoolKey]) -> list[Mapping[str, Any]]:
         ids = list(dict.fromkeys(pools))
         # one pool: torch filters (2.8+); several: one full snapshot covers them all
-        return _compat.memory_snapshot_segments(ids[0] if len(ids) == 1 else None)
+        return list(_compat.memory_snapshot_segments(ids[0] if len(ids) == 1 else None))
 
     def workspace_sizes(self) -> frozenset[int]:
         if self.device_index is None:
@@ -261,6 +261,8 @@ class GraphRecorder:
         if opened is None or not opened.ended:
             return  # a later instantiation of a graph already recorded
         del self._open[key]
+        first: Counters | None
+        last: Counters | None
         if opened.before is not None and opened.before.free is not None:  # the wrapper: across the whole capture
             first, last = opened.before, opened.after
         else:  # torch's hooks: across instantiation

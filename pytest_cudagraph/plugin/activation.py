@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import Any
 
 import pytest
@@ -186,7 +186,9 @@ def _uses_a_feature(collector: pytest.Collector, items: list[pytest.Item]) -> bo
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+def pytest_make_collect_report(
+    collector: pytest.Collector,
+) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
     """When a module or class has been collected: look for the plugin's markers and fixtures in its tests.
 
     Once the plugin is on, its checks of the marks (a bad argument fails the
@@ -251,7 +253,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """After each phase of a test: track its outcome; after teardown, put its finished record on the report."""
     report = yield
     keep_outcome(item, call, report)

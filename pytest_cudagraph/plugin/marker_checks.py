@@ -69,8 +69,8 @@ def pytest_runtest_call_fully_cudagraphed(item: pytest.Item) -> Iterator[None]:
             note_check_failure(item, "trees", site_of_location(skipped[0].location) if skipped else None)
     if marker.max_rerecords is not None:
         context = f"@pytest.mark.cudagraph(max_rerecords={marker.max_rerecords})"
-        result = trees.result()
-        failures.append(rerecord_failure(result.rerecords, marker.max_rerecords, context, result.lost_sight))
+        watched = trees.result()
+        failures.append(rerecord_failure(watched.rerecords, marker.max_rerecords, context, watched.lost_sight))
         if failures[-1] is not None and CHECK_FAILURE_KEY not in item.stash:
             note_check_failure(item, "max_rerecords", None)
     failure = "\n\n".join(f for f in failures if f is not None)

@@ -103,7 +103,7 @@ def _is_int(value: Any) -> bool:
 def _tolerance(marker: str, arg: str, value: Any) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not float(value) >= 0:
         raise MarkerArgumentError(
             f"@pytest.mark.{marker}: {arg}={value!r} is not a non-negative number; "
             f"give a float such as {arg}=1e-5, or leave it out for the dtype's default"
@@ -166,7 +166,7 @@ def parse_cudagraph(args: tuple, kwargs: dict) -> CudagraphMarker:
         )
     timeout = bound["timeout"]
     if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not 0 < timeout < float("inf")
+        isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not 0 < float(timeout) < float("inf")
     ):
         raise MarkerArgumentError(
             f"@pytest.mark.cudagraph: timeout={timeout!r} is not a positive number of seconds; "

@@ -87,7 +87,7 @@ def _ini_rules(config: Any) -> tuple[str, ...] | None:
     raw = str(config.getini("cudagraph_baseline_fail_on") or "").strip()
     if not raw:
         return None
-    from ..tools.compare import parse_rules  # reads JSON only; imports no torch
+    from ..tools.compare_rules import parse_rules  # reads JSON only; imports no torch
 
     try:
         return parse_rules([raw])

@@ -405,7 +405,7 @@ def dumps_report(report: Mapping[str, Any]) -> str:
     return json.dumps(json_safe(report), indent=2, allow_nan=False) + "\n"
 
 
-def write_report(path: str | os.PathLike, report: Mapping[str, Any]) -> Path:
+def write_report(path: str | os.PathLike[str], report: Mapping[str, Any]) -> Path:
     """Write ``report`` to ``path`` as write_text_atomically does.
 
     If anything fails (serialising, a full disk), an existing report at ``path`` is
@@ -422,7 +422,7 @@ def _run_facts_type() -> Any:
     return RunFacts
 
 
-# the names readers and writers import from here (the documented path ``pytest_cudagraph.report``)
+# the names readers and writers import from here
 __all__ = [
     "INCOMPLETE_EXIT_STATUSES",
     "MAX_DEPTH",

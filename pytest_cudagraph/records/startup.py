@@ -81,7 +81,8 @@ class RunSample:
         return self.error is None
 
     def figure(self, name: str) -> float | None:
-        return getattr(self, name)
+        value: float | None = getattr(self, name)  # one of the measured fields above
+        return value
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -64,7 +64,8 @@ def validate_report(data: Any, name: str = "report", *, text: str | None = None)
     ``checked_report`` is the same check, returning the typed view it builds.
     """
     checked_report(data, name, text=text)
-    return data
+    report: dict[str, Any] = data  # checked_report raised unless it is a JSON object
+    return report
 
 
 def checked_report(data: Any, name: str = "report", *, text: str | None = None) -> Report:

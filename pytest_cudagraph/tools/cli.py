@@ -35,11 +35,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import CudagraphError, ReportError
+from ..records.comparison import run_completeness
 from ..records.loaded import LoadedReport, read_report
 from ..records.report import collector_paused, load_report, write_text_atomically
 from ..text import clip, count_noun, terminal_safe
 from .cli_arguments import build_parser
-from .compare import compare_reports, parse_rules, run_completeness
+from .compare import compare_reports
+from .compare_rules import parse_rules
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1

@@ -12,7 +12,7 @@ import argparse
 import math
 
 from ..text import MIB
-from .compare import (
+from .compare_rules import (
     ALL_RULES,
     DEFAULT_MEMORY_FLOOR_BYTES,
     DEFAULT_MEMORY_THRESHOLD,

@@ -93,7 +93,7 @@ The work is split by job: ``compare_rules`` (the rules, their limits, ``--fail-o
 ``compare_pairing`` (which tests and graph sets meet, the table's figures),
 ``compare_verdicts`` and ``compare_costs`` (which rules fire), ``compare_results``
 (the results and their JSON); their text is ``render.compare_text``'s.  This module
-joins them, and every name they define for readers is importable from here.
+joins them; each name is imported from the module that defines it (``compare_rules.DEFAULT_RULES``).
 """
 
 from __future__ import annotations
@@ -105,68 +105,29 @@ from typing import Any
 from ..records.key_diff import diff_reports, records_cache_keys
 from ..records.loaded import LoadedReport, given, typed_report
 from .compare_costs import (
-    NoisyGrowth,
     compile_time_off_notes,
     instruction_rule_notes,
     memory_rule_notes,
-    noisy_growth,
     time_rule_notes,
 )
 from .compare_pairing import env_diff, paired_tests
-from .compare_results import Change, Comparison, Regression, RunCompleteness, TestComparison, run_completeness
+from .compare_results import Comparison, run_completeness
 from .compare_rules import (
-    ALL_RULES,
-    COMPARISON_SCHEMA,
-    COST_RULES,
     DEFAULT_INSTRUCTIONS_THRESHOLD,
     DEFAULT_MEMORY_FLOOR_BYTES,
     DEFAULT_MEMORY_THRESHOLD,
     DEFAULT_NUMERICS_FLOOR,
     DEFAULT_NUMERICS_GROWTH,
     DEFAULT_POOL_THRESHOLD,
-    DEFAULT_RULES,
     DEFAULT_TIME_FLOOR_S,
     DEFAULT_TIME_THRESHOLD,
-    FAILING,
-    INCOMPLETE_RULE,
-    OPTIONAL_RULES,
-    PASSING,
-    POOL_MIN_GROWTH_BYTES,
-    TIME_RULES,
     Limits,
     parse_rules,
 )
 from .compare_verdicts import compare_test, run_regressions, shared_cache_notes
 
 __all__ = [
-    "ALL_RULES",
-    "COMPARISON_SCHEMA",
-    "COST_RULES",
-    "DEFAULT_INSTRUCTIONS_THRESHOLD",
-    "DEFAULT_MEMORY_FLOOR_BYTES",
-    "DEFAULT_MEMORY_THRESHOLD",
-    "DEFAULT_NUMERICS_FLOOR",
-    "DEFAULT_NUMERICS_GROWTH",
-    "DEFAULT_POOL_THRESHOLD",
-    "DEFAULT_RULES",
-    "DEFAULT_TIME_FLOOR_S",
-    "DEFAULT_TIME_THRESHOLD",
-    "FAILING",
-    "INCOMPLETE_RULE",
-    "OPTIONAL_RULES",
-    "PASSING",
-    "POOL_MIN_GROWTH_BYTES",
-    "TIME_RULES",
-    "Change",
-    "Comparison",
-    "NoisyGrowth",
-    "Regression",
-    "RunCompleteness",
-    "TestComparison",
     "compare_reports",
-    "noisy_growth",
-    "parse_rules",
-    "run_completeness",
 ]
 
 
