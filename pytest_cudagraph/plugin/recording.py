@@ -247,7 +247,7 @@ def finish_record(item: pytest.Item, record: TestRecord | None) -> dict[str, Any
             if record.get("caches") is None:
                 record.set("caches", StartedCaches(delta, CACHE_START_SHARED))
     counts = record.get("caches") if record is not None else None
-    if counts is not None and not isinstance(counts, StartedCaches):
+    if record is not None and counts is not None and not isinstance(counts, StartedCaches):
         # set by the compile_cache marker or fixture: passes in directories the plugin made empty
         record.set("caches", StartedCaches(counts, CACHE_START_EMPTY))
     if record is None:
