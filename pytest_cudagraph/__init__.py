@@ -59,6 +59,11 @@ _LAZY = {
     "watch_trees": "graphs.reduce_overhead",
     "TreeWatch": "graphs.reduce_overhead",
     "ReduceOverheadResult": "graphs.reduce_overhead",
+    # observe_graphs -> GraphObservation; .result() -> ObservedGraphs of ObservedCaptures
+    "observe_graphs": "graphs.observe",
+    "GraphObservation": "graphs.observe",
+    "ObservedGraphs": "graphs.observe_verdict",
+    "ObservedCapture": "graphs.observe_verdict",
     # run_ranks -> RanksResult (per_rank: RankResult); a failing rank raises RanksFailed
     "run_ranks": "ranks",
     "RanksResult": "ranks",

@@ -9,7 +9,7 @@ Where each one shows:
 
 - ``UsageProblem``: at session start, a bad option value or environment; pytest
   stops with exit code 4 before any test runs;
-- ``MarkerArgumentError`` (``pytest_cudagraph.markers``): at collection, a bad
+- ``MarkerArgumentError`` (``pytest_cudagraph.plugin.markers``): at collection, a bad
   marker argument; a collection error naming the test;
 - ``MisuseError``: inside a test, a call of the plain API or a fixture that cannot
   work (a bad argument, a closed object); it fails that test;
@@ -17,6 +17,12 @@ Where each one shows:
   check that does not hold; it fails that test;
 - ``ReportError``: a report file that cannot be read (``compare``, ``show``,
   ``--cudagraph-baseline``).
+
+A few errors live beside the code that raises them, each a subclass of one of
+these: ``records.files.FileRefused`` and ``records.validate.Malformed`` are
+``ReportError``s, ``tools.explain.BadTest`` a ``MisuseError``, ``tools.cli.OutputLost``
+a ``CudagraphError``; ``tests/test_public_api.py`` holds every public exception
+class of the package to that.
 """
 
 from __future__ import annotations
@@ -24,6 +30,11 @@ from __future__ import annotations
 
 class CudagraphError(Exception):
     """Base class of every error the plugin raises on purpose."""
+
+    # The user's line the failure points at, ``(file, line)``, where the raising code found one:
+    # the op of a failed capture, the call site of a recompile.  The plugin records it with the
+    # test's failure, and places CI annotations there.
+    site: tuple[str, int] | None = None
 
 
 class UsageProblem(CudagraphError):

@@ -443,7 +443,7 @@ BAD_STARTS = [
         _ini(
             "cudagraph_baseline_fail_on = default,poool",
             ["ini option cudagraph_baseline_fail_on", "unknown rule 'poool'"],
-            "choose from outcome, recompiles",
+            "choose from outcome, skipped, recompiles",
         ),
         id="ini-baseline_fail_on-unknown-rule",
     ),
@@ -491,7 +491,8 @@ def test_bad_option_or_ini_value_stops_the_run_with_one_sentence_and_writes_noth
 SIZES_FIX = "give sizes such as [1, 2, 4, 8]"
 CUDAGRAPH_SIGNATURE = (
     "the signature is cudagraph(capture_sizes=None, rtol=None, atol=None, *, trees=None, world_size=None, timeout=None, break_at=None, "
-    "max_rerecords=None, align_collectives=True)"
+    "max_rerecords=None, align_collectives=True, observe=False, expect_sizes=None, check_sizes=True, one_pool=True, "
+    "pool_check=True, require_replay=False, allow_capture_failures=False)"
 )
 
 # (marker call, what the sentence must name besides the test and the marker, the fix as worded)

@@ -68,7 +68,7 @@ def test_fail_on_selects_rules(reports):
     bad = run_cli("compare", base, new, "--fail-on", "poool")
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines() == [
-        "pytest-cudagraph: unknown rule 'poool' for --fail-on; choose from outcome, recompiles, recompile-limit, "
+        "pytest-cudagraph: unknown rule 'poool' for --fail-on; choose from outcome, skipped, recompiles, recompile-limit, "
         "cache-miss, graphs, pool, numerics, graph-breaks, vanished, compile-time, capture-time, startup-time, "
         "graph-memory, compile-instructions, all, default or none"
     ]
@@ -529,6 +529,97 @@ def test_explain_takes_a_test_file_for_a_test_not_a_report(key_reports, tmp_path
     assert KEY_WARM in one.stdout and KEY_DECODE not in one.stdout
 
 
+LIMIT_OPTIONS = (
+    "--pool-threshold",
+    "--numerics-growth",
+    "--numerics-floor",
+    "--time-threshold",
+    "--time-floor",
+    "--memory-threshold",
+    "--memory-floor",
+    "--instructions-threshold",
+)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "NaN"])
+@pytest.mark.parametrize("option", LIMIT_OPTIONS)
+def test_a_limit_that_is_not_finite_is_refused_with_exit_2(reports, option, value, capsys):
+    base, new, _ = reports
+    with pytest.raises(SystemExit) as stopped:
+        main(["compare", str(base), str(new), f"{option}={value}"])
+    assert stopped.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert f"argument {option}: '{value}' is " in err
+    assert "is not a finite number, so no growth could exceed it" in err
+
+
+@pytest.mark.parametrize("limit", ["pool_threshold", "numerics_growth", "numerics_floor", "time_threshold"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -1.0])
+def test_compare_reports_refuses_a_limit_that_turns_its_rule_off(limit, value):
+    from pytest_cudagraph.errors import MisuseError
+    from pytest_cudagraph.tools.compare import compare_reports
+
+    with pytest.raises(MisuseError, match=f"compare_reports\\({limit}=.*a limit must be a finite number >= 0"):
+        compare_reports(sample_report(), sample_report(), **{limit: value})
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_schema_to_a_directory_or_a_full_device_is_one_line_not_a_bug(tmp_path):
+    """Exit 2 naming the path and the OS's words; never "a bug in pytest-cudagraph"."""
+    cases = {
+        ("-o", str(tmp_path)): f"pytest-cudagraph: -o {tmp_path} is a directory; give a file to write the schema to",
+        ("-o", "/dev/full"): "pytest-cudagraph: cannot write /dev/full (No space left on device [ENOSPC])",
+    }
+    for args, words in cases.items():
+        result = run_cli("schema", *args)
+        assert result.returncode == 2, result.stdout
+        assert result.stderr.startswith(words) and result.stderr.count("\n") == 1, result.stderr
+        assert "bug" not in result.stderr and result.stdout == ""
+    assert list(tmp_path.iterdir()) == []
+    for command in (["schema"], ["show", str(write_report(tmp_path / "r.json", sample_report()))]):
+        with open("/dev/full", "w") as full:
+            result = subprocess.run(
+                [sys.executable, "-m", "pytest_cudagraph", *command],
+                stdout=full,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=60,
+            )
+        assert result.returncode == 2
+        assert result.stderr == "pytest-cudagraph: cannot write to standard output (No space left on device [ENOSPC])\n"
+
+
+def test_startup_refuses_an_output_that_is_an_input_or_the_other_output_before_any_run(tmp_path):
+    test_file = tmp_path / "test_fast.py"
+    test_file.write_text("def test_x():\n    pass\n")
+    (tmp_path / "link.py").symlink_to(test_file)
+    node = "test_fast.py::test_x"
+    cases = {
+        ("--report", "test_fast.py"): "--report test_fast.py is the test file test_fast.py the benchmark measures",
+        ("--report", "./link.py"): "--report ./link.py is the test file test_fast.py the benchmark measures",
+        ("--instructions", "--write-expected", "test_fast.py", "--report", "r.json"): (
+            "--write-expected test_fast.py is the test file test_fast.py the benchmark measures"
+        ),
+        ("--instructions", "--write-expected", "same.out", "--report", "./same.out"): (
+            "--write-expected same.out is the --report path ./same.out: one file cannot hold both"
+        ),
+    }
+    for args, words in cases.items():
+        result = subprocess.run(
+            [sys.executable, "-m", "pytest_cudagraph", "startup", node, "--runs", "1", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert result.stderr.startswith(f"pytest-cudagraph: {words}") and result.stderr.count("\n") == 1
+        assert result.stdout == ""
+    assert test_file.read_text() == "def test_x():\n    pass\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.py", "test_fast.py"]
+
+
 # ----------------------------------------------------------------------------
 # the command's own conventions
 # ----------------------------------------------------------------------------
@@ -544,7 +635,7 @@ def test_version_prints_the_plugins_version_and_exits_0(capsys):
 
 
 def test_the_help_says_what_every_command_does_and_each_usage_line_what_it_takes(capsys):
-    from pytest_cudagraph.tools.cli import build_parser
+    from pytest_cudagraph.tools.cli_arguments import build_parser
 
     top = build_parser().format_help()
     assert "Compare or show" not in top and "start-up benchmark, which runs tests" in " ".join(top.split())

@@ -14,7 +14,8 @@ from sample_reports import ENV_2_13, MiB, graph_record, modified, recompile_reco
 
 from pytest_cudagraph.errors import ReportError
 from pytest_cudagraph.records.report import build_report
-from pytest_cudagraph.tools.compare import ALL_RULES, DEFAULT_RULES, compare_reports, parse_rules
+from pytest_cudagraph.tools.compare import compare_reports
+from pytest_cudagraph.tools.compare_rules import ALL_RULES, DEFAULT_RULES, parse_rules
 
 DECODE = "tests/test_model.py::test_decode_graphs"
 DYNAMIC = "tests/test_model.py::test_dynamic_batch"
@@ -23,6 +24,7 @@ SPLIT = "tests/test_model.py::test_attention_split"
 # (rule, test, dotted path, new value): one injected regression of each kind
 INJECTED = [
     ("outcome", DECODE, "outcome", "failed"),
+    ("skipped", DECODE, "outcome", "skipped"),
     ("recompiles", DYNAMIC, "recompiles.count", 3),
     ("recompile-limit", DYNAMIC, "recompiles.limit_hits", ["forward (model.py:12) hit recompile_limit (8)"]),
     ("cache-miss", DECODE, "caches.fxgraph", {"hit": 0, "miss": 1, "bypass": 0}),
@@ -51,6 +53,9 @@ def test_identical_reports_have_no_change_and_no_regression():
 @pytest.mark.parametrize("rule, nodeid, path, value", INJECTED, ids=[f"{r}-{p}" for r, _, p, _ in INJECTED])
 def test_each_injected_regression_fires_its_rule_only(rule, nodeid, path, value):
     base = sample_report()
+    if rule == "cache-miss" and not path.endswith("aot_autograd"):
+        # misses and Triton compiles are counted between caches that both started empty (a bypass anywhere)
+        base = modified(base, nodeid, "caches.start", "empty")
     new = modified(base, nodeid, path, value)
     comparison = compare_reports(base, new)
     assert comparison.regressed
@@ -65,7 +70,7 @@ def test_each_injected_regression_fires_its_rule_only(rule, nodeid, path, value)
 
 
 def test_the_table_shows_base_new_and_change_side_by_side():
-    base = sample_report()
+    base = modified(sample_report(), DECODE, "caches.start", "empty")
     new = modified(base, DECODE, "graphs.pool_bytes", 90 * MiB)
     new = modified(new, DECODE, "caches.fxgraph", {"hit": 0, "miss": 1, "bypass": 0})
     lines = compare_reports(base, new, labels=("torch-2.13.json", "torch-2.14.json")).format_text().splitlines()
@@ -115,7 +120,6 @@ def test_new_and_vanished_tests_are_listed_and_vanished_is_an_opt_in_rule():
         ("graphs.pool_bytes", 40 * MiB),  # shrank
         ("graphs.max_abs_err", 4.0e-7),  # well within doubled-plus-floor
         ("graphs.captured", 3),
-        ("outcome", "skipped"),
         ("caches.fxgraph", {"hit": 2, "miss": 0, "bypass": 0}),
         ("recompiles.count", 0),
     ],
@@ -220,7 +224,9 @@ def test_parse_rules():
     assert parse_rules(["recompiles,pool", "pool"]) == ("recompiles", "pool")
     assert parse_rules(["all"]) == ALL_RULES
     assert parse_rules(["none"]) == ()
-    with pytest.raises(ValueError, match="unknown rule 'recompile' for --fail-on; choose from outcome, recompiles"):
+    with pytest.raises(
+        ValueError, match="unknown rule 'recompile' for --fail-on; choose from outcome, skipped, recomp"
+    ):
         parse_rules(["recompile"])
 
 
@@ -337,7 +343,8 @@ def test_a_test_whose_cache_behaviour_changed_names_the_components_its_keys_diff
         "    fxgraph graph 1 (warm): hit -> miss; inductor_config[max_autotune]: False -> True",
         "    aot_autograd graph 1 (warm): hit -> miss; no components recorded in torch-2.14.json",
     ]
-    decode = lines[lines.index(f"{DECODE}  REGRESSED (cache-miss)") :]
+    # a cache the other torch filled cannot hit: on a shared cache that is no regression
+    decode = lines[lines.index(f"{DECODE}  changed") :]
     assert "    fxgraph graph 1: hit -> miss; only the run-wide components above differ" in decode
     dynamic = lines[lines.index(f"{KEY_DYNAMIC}  REGRESSED (recompiles, cache-miss)") :]
     assert (
@@ -347,14 +354,73 @@ def test_a_test_whose_cache_behaviour_changed_names_the_components_its_keys_diff
     assert "    only in torch-2.14.json: fxgraph graph 2 miss" in dynamic
 
 
-def test_key_differences_change_no_verdict():
+def test_on_a_shared_cache_a_miss_counts_only_where_the_lookups_own_key_changed():
+    """The pair's caches are the ones the runs share: the counters tell what the cache held, the keys what changed."""
     base, new = key_report_pair()
     with_keys = compare_reports(base, new)
+    assert {(r.nodeid, r.rule) for r in with_keys.regressions} == {
+        (KEY_DYNAMIC, "recompiles"),
+        (KEY_DYNAMIC, "cache-miss"),
+        (WARM, "cache-miss"),
+    }
+    assert next(r.message for r in with_keys.regressions if r.nodeid == WARM) == (
+        "1 fxgraph lookup hit in the base and missed here, the key changed in inductor_config[max_autotune] "
+        "(first: fxgraph graph 1 (warm))"
+    )
+    # without the keys nothing says why a shared cache missed: only a note, the counters judge nothing
     without = compare_reports(without_cache_keys(base), without_cache_keys(new))
-    assert with_keys.regressions == without.regressions
-    assert [t.changes for t in with_keys.tests] == [t.changes for t in without.tests]
+    assert [(r.nodeid, r.rule) for r in without.regressions] == [(KEY_DYNAMIC, "recompiles")]
+    assert [[c.metric for c in t.changes] for t in with_keys.tests] == [
+        [c.metric for c in t.changes] for t in without.tests
+    ]
+    assert any(note.startswith("cache-miss: 3 tests missed more") for note in without.notes())
     assert "cache keys" in with_keys.format_text() and "cache keys" not in without.format_text()
     assert "cache_keys" in with_keys.to_json() and "cache_keys" not in without.to_json()
+
+
+def _warmer_base(flip: str) -> tuple[dict, dict]:
+    """One build twice on a shared cache: every lookup of DECODE hit in the base, ``flip`` in the new run, same keys."""
+    from cache_key_samples import key_report
+
+    base, new = key_report("2.13.0+cu128"), key_report("2.13.0+cu128")
+    record = new["tests"][DECODE]
+    for lookup in record["cache_keys"]["lookups"]:
+        lookup["outcome"] = flip
+    for layer in ("fxgraph", "aot_autograd"):
+        record["caches"][layer].update(hit=0, miss=1)
+    record["caches"]["triton"].update(compiled=2, loaded=0)
+    return base, new
+
+
+@pytest.mark.parametrize("start", ["shared", None], ids=["start-recorded", "older-report"])
+def test_one_build_on_a_shared_cache_warmer_for_the_base_is_no_regression(start):
+    """A second run on a runner (hits) against a fresh runner (misses): the same keys, so no cache-miss."""
+    base, new = _warmer_base("miss")
+    for report in (base, new):
+        if start is not None:
+            report["tests"][DECODE]["caches"]["start"] = start
+    for pair in ((base, new), (without_cache_keys(base), without_cache_keys(new))):
+        comparison = compare_reports(*pair, rules=["all"])
+        assert not comparison.regressed, comparison.format_text()
+        note = next(note for note in comparison.notes() if note.startswith("cache-miss:"))
+        assert note.startswith(
+            f"cache-miss: 1 test missed more (or compiled more Triton kernels) on the caches the run "
+            f"shares (torch's own location or --cudagraph-cache-dir; first: {DECODE}), and no lookup"
+        )
+    # between caches that both started empty (the compile_cache passes), the same counters are a regression
+    for report in (base, new):
+        report["tests"][DECODE]["caches"]["start"] = "empty"
+    comparison = compare_reports(base, new)
+    assert {r.message for r in comparison.regressions} == {
+        "fxgraph cache misses 0 -> 1 (hits 1 -> 0)",
+        "aot_autograd cache misses 0 -> 1 (hits 1 -> 0)",
+        "Triton compiled 2 kernels, 0 before",
+    }
+    # an older report's compile_cache passes (extra.compile_cache) started empty too
+    for report in (base, new):
+        del report["tests"][DECODE]["caches"]["start"]
+        report["tests"][DECODE]["extra"] = {"compile_cache": {"mode": "inprocess"}}
+    assert compare_reports(base, new).regressed
 
 
 def test_a_report_without_cache_keys_compares_as_before_against_one_with_them():
@@ -440,7 +506,7 @@ SAME_BUILD = (
 
 def startup_report(cold: list[float], warm: list[float], *, wall_extra: float = 6.0) -> dict:
     """A ``pytest-cudagraph startup`` report of one test: its runs' compile seconds; wall = compile + ``wall_extra``."""
-    from pytest_cudagraph.tools.startup_cost import NodeStartup, RunSample, StartupResult
+    from pytest_cudagraph.records.startup import NodeStartup, RunSample, StartupResult
 
     samples = tuple(
         RunSample(kind, index, 0, compile_s + wall_extra, "passed", compile_s + 0.5, compile_s, compile_s / 20)
@@ -473,9 +539,9 @@ def test_a_doubled_compile_time_is_caught_with_its_numbers():
     comparison = compare_reports(base, new, rules=["compile-time", "startup-time"])
     assert [(r.nodeid, r.rule) for r in comparison.regressions] == [(STARTUP, "compile-time")]
     assert comparison.regressions[0].message == (
-        "cold compile time median 10.100 s -> 20.200 s (+10.100 s, +100%; 5 and 5 runs, spreads without their "
-        "outlier 0.800 s and 1.600 s); allowed +2.400 s, the largest of 20% of the base, the 1 s floor and the two "
-        "spreads"
+        "cold compile time median 10.100 s -> 20.200 s (+10.100 s, +100%; 5 and 5 runs, noise (3 median absolute "
+        "deviations) 0.900 s and 1.800 s); allowed +2.700 s, the largest of 20% of the base, the 1 s floor and the "
+        "two noises"
     )
     text = comparison.format_text()
     row = next(line for line in text.splitlines() if line.strip().startswith("startup.cold.compile_s.median"))
@@ -486,7 +552,7 @@ def test_a_doubled_compile_time_is_caught_with_its_numbers():
 
 
 def test_a_growth_within_the_runs_own_spread_is_noise_and_past_it_a_regression():
-    from pytest_cudagraph.tools.compare import noisy_growth
+    from pytest_cudagraph.tools.compare_costs import noisy_growth
 
     noisy_base = {"median": 10.0, "spread": 4.0, "n": 5}
     noisy_new = {"median": 12.6, "spread": 4.5, "n": 5}  # +26 %: past 20 % and 1 s, within 4.0 + 4.5
@@ -503,8 +569,8 @@ def test_a_growth_within_the_runs_own_spread_is_noise_and_past_it_a_regression()
 
 def test_one_slow_base_run_does_not_hide_a_tripled_median():
     """A single slow cold run in the base widens its range to 14.7 s; the trimmed spread leaves it out."""
-    from pytest_cudagraph.tools.compare import noisy_growth
-    from pytest_cudagraph.tools.startup_cost import Stats
+    from pytest_cudagraph.records.startup import Stats
+    from pytest_cudagraph.tools.compare_costs import noisy_growth
 
     base = Stats.of([22.2, 7.5, 7.6, 7.4, 7.5]).to_json()
     tripled = Stats.of([22.2, 22.3, 22.1, 22.4, 22.2]).to_json()
@@ -513,8 +579,41 @@ def test_one_slow_base_run_does_not_hide_a_tripled_median():
     # two runs of one build, with their ordinary jitter (and each its own slow first run), do not trip it
     again = Stats.of([21.0, 7.6, 7.4, 7.7, 7.5]).to_json()
     assert not noisy_growth(base, again, threshold=0.20, floor=1.0).regressed
-    # an older report without trimmed_spread is read by its range, as before
-    assert not noisy_growth({k: v for k, v in base.items() if k != "trimmed_spread"}, tripled, 0.2, 1.0).regressed
+    # an older report without mad or trimmed_spread is read by its range, as before
+    older = {k: v for k, v in base.items() if k not in ("trimmed_spread", "mad")}
+    assert not noisy_growth(older, {k: v for k, v in tripled.items() if k != "mad"}, 0.2, 1.0).regressed
+
+
+def _without_mad(report: dict) -> dict:
+    """The report as the plugin wrote it before ``mad``: every startup figure without it."""
+    for record in report["tests"].values():
+        for kind in ("cold", "warm"):
+            for stats in record["startup"][kind].values():
+                if isinstance(stats, dict):
+                    stats.pop("mad", None)
+                    for phase in stats.values():
+                        if isinstance(phase, dict):
+                            phase.pop("mad", None)
+    return report
+
+
+@pytest.mark.parametrize("written", ["with mad", "before mad"])
+def test_two_slow_base_runs_of_five_do_not_hide_a_tripled_median(written):
+    """Base 10, 10, 10, 40, 40 s against 30 s in every new run: the trimmed range (30 s) hid it, the MAD does not."""
+    base = startup_report([10.0, 10.0, 10.0, 40.0, 40.0], [1.0] * 5)
+    new = startup_report([30.0] * 5, [1.0] * 5)
+    if written == "before mad":
+        base, new = _without_mad(base), _without_mad(new)
+    comparison = compare_reports(base, new, rules=["compile-time"])
+    assert [(r.nodeid, r.rule) for r in comparison.regressions] == [(STARTUP, "compile-time")]
+    assert comparison.regressions[0].message == (
+        "cold compile time median 10.000 s -> 30.000 s (+20.000 s, +200%; 5 and 5 runs, noise (3 median absolute "
+        "deviations) 0.000 s and 0.000 s; set aside as outliers: base runs 4, 5 (40.000 s, 40.000 s)); allowed "
+        "+2.000 s, the largest of 20% of the base, the 1 s floor and the two noises"
+    )
+    # two runs of one build, each with two slow runs of five, stay within the noise
+    again = startup_report([10.4, 9.7, 41.0, 10.1, 38.5], [1.0] * 5)
+    assert not compare_reports(base, again, rules=["compile-time"]).regressed
 
 
 def test_time_rules_are_off_for_single_run_reports_and_say_why():
@@ -750,3 +849,35 @@ def test_graph_sets_that_do_not_pair_up_are_said_so_and_the_overall_figures_comp
     grown = copy.deepcopy(other)
     grown["tests"][DECODE]["graphs"]["pool_bytes"] = 200 * MiB
     assert [r.rule for r in compare_reports(base, grown, rules=["pool"]).regressions] == ["pool"]
+
+
+def test_a_test_that_passed_and_now_skips_is_a_regression_naming_its_skip_reason():
+    """The upgrade that pulled a CPU-only wheel: the project's H200 examples against its CPU examples."""
+    import io
+    from pathlib import Path
+
+    from pytest_cudagraph.tools.cli import main
+
+    reports = Path(__file__).parent.parent / "docs" / "reports"
+    base, new = str(reports / "examples-torch2.11-h200.json"), str(reports / "examples-torch213-cpu.json")
+    for rules in ([], ["--fail-on", "all"]):
+        out = io.StringIO()
+        assert main(["compare", base, new, *rules], stdout=out, stderr=io.StringIO()) == 1
+        text = out.getvalue()
+        assert "docs/examples/test_decode_step_graphs.py::test_compiled_decode_step_graphs  REGRESSED (skipped)" in text
+        # a report of that plugin version records no skip reason
+        assert "outcome passed -> skipped (no skip reason recorded): it validated nothing in the new run" in text
+        assert text.splitlines()[-1].startswith("REGRESSION:") and "(by rule: skipped 5)" in text
+    # accepted: every other default rule
+    accepted = [r for r in DEFAULT_RULES if r != "skipped"]
+    assert main(["compare", base, new, "--fail-on", ",".join(accepted)], stdout=io.StringIO()) == 0
+    # the other way round, skipped -> passed, is no regression
+    assert main(["compare", new, base], stdout=io.StringIO()) == 0
+    # the skip reason is named where the report has it
+    skipping = modified(sample_report(), DECODE, "outcome", "skipped")
+    reason = "no CUDA device (torch 2.13.0+cpu reports torch.cuda.is_available() == False)"
+    skipping = modified(skipping, DECODE, "skip_reason", reason)
+    assert compare_reports(sample_report(), skipping).regressions[0].message == (
+        f"outcome passed -> skipped ({reason}): it validated nothing in the new run; accept that with "
+        "--fail-on outcome,recompiles,recompile-limit,cache-miss,graphs,pool,numerics"
+    )

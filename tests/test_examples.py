@@ -100,3 +100,25 @@ def test_broken_reduce_overhead_cases_name_the_argument_and_line_on_gpu(pytester
     assert re.search(r"cpu device \(arg\d+_1\), argument '(?:factors|arg\d+_1)', in scale_by", out)
     assert "host = y.cpu()" in out and "in the compiled code" in out
     assert "torchinductor" not in out
+
+
+def test_broken_engine_runner_cases_skip_without_gpu_flag(pytester):
+    result, out = run_example(pytester, "test_engine_runner_broken.py")
+    result.assert_outcomes(skipped=2)
+    assert "2 GPU tests skipped: needs --cudagraph" in out
+
+
+@pytest.mark.cudagraph
+def test_broken_engine_runner_cases_fail_saying_why_on_gpu(pytester):
+    """observe=True on an engine's own runner: a pool per size, and two sizes of the config never captured."""
+    result, out = run_example(pytester, "test_engine_runner_broken.py", "--cudagraph")
+    result.assert_outcomes(failed=2)
+    assert "@pytest.mark.cudagraph(observe=True): observed graphs (separate pools): the 7 graphs captured at" in out
+    assert (
+        "`with torch.cuda.graph(graph, stream=self.stream):  # no pool=: a private pool per graph` use 7 pools" in out
+    )
+    assert (
+        "observed graphs (missing sizes): sizes [32, 64] were never captured: the graphs captured sizes "
+        "[1, 2, 4, 8, 16] (5 graphs, at " in out
+    )
+    assert "Traceback" not in out

@@ -18,6 +18,7 @@ from sample_reports import ENV_2_13
 
 from pytest_cudagraph.errors import ReportError
 from pytest_cudagraph.records.report import write_report
+from pytest_cudagraph.records.startup import NodeStartup, RunSample, StartupResult
 from pytest_cudagraph.tools.compare import compare_reports
 from pytest_cudagraph.tools.instructions import (
     INSTRUCTIONS_NOTE,
@@ -28,7 +29,6 @@ from pytest_cudagraph.tools.instructions import (
     expected_text,
     read_expected,
 )
-from pytest_cudagraph.tools.startup_cost import NodeStartup, RunSample, StartupResult
 
 NODE = "tests/test_model.py::test_compile"
 
@@ -116,6 +116,8 @@ def test_the_expected_values_file_fails_on_regressions_and_on_wins_and_prints_th
         ("nodeid,pass,compile_instructions,noise_margin\nt,cold,many,0.025\n", "line 2: give nodeid,pass"),
         ("nodeid,pass,compile_instructions,noise_margin\nt,lukewarm,5,0.025\n", "line 2: the pass is cold or warm"),
         ("nodeid,pass,compile_instructions,noise_margin\nt,cold,5,2.5\n", "a fraction below 1"),
+        ("nodeid,pass,compile_instructions,noise_margin\n", "holds its header and no row"),
+        ("nodeid,pass,compile_instructions,noise_margin\n\n\n", "holds its header and no row"),
     ],
 )
 def test_a_bad_expected_values_file_is_one_sentence(tmp_path, text, words):
@@ -163,6 +165,14 @@ def test_compare_reads_an_expected_values_file_as_its_base(tmp_path):
     assert grown.stdout.splitlines()[0].startswith(f"REGRESSION {NODE} (cold)")
     bad = _cli("compare", str(tmp_path / "same.json").replace(".json", ".csv"), str(tmp_path / "same.json"))
     assert bad.returncode == 2 and bad.stderr.startswith("pytest-cudagraph: cannot read the expected")
+    # a file of no rows checks nothing: refused, never "no regression"
+    (tmp_path / "empty.csv").write_text(expected_text([]))
+    empty = _cli("compare", str(tmp_path / "empty.csv"), str(tmp_path / "same.json"))
+    assert empty.returncode == 2 and empty.stdout == "", empty.stdout
+    assert empty.stderr == (
+        f"pytest-cudagraph: {tmp_path / 'empty.csv'} holds its header and no row, so there is no expected instruction "
+        "count to check; write the counts with pytest-cudagraph startup --instructions --write-expected\n"
+    )
 
 
 TINY = textwrap.dedent(

@@ -301,8 +301,8 @@ def test_absent_unrecorded_and_opaque_values_show_what_is_known():
     assert component_change_text(
         key_diff.ComponentChange("example_inputs[0]", ["aaaa", clipped], ["bbbb", clipped])
     ) == (
-        "example_inputs[0]: TensorMetadata(dtype=torch.float32, shape=tor... [aaaa] -> "
-        "TensorMetadata(dtype=torch.float32, shape=tor... [bbbb]"
+        "example_inputs[0]: prints the same in both runs as far as the report keeps it (TensorMetadata(dtype=torch."
+        "float32, shape=tor...), but torch's hash of it differs (aaaa -> bbbb)"
     )
 
 
@@ -429,3 +429,43 @@ def test_a_layer_one_run_never_looked_up_differs_in_nothing_run_wide(layer):
             section["lookups"] = [x for x in section["lookups"] if x["layer"] != layer]
     new.get("cache_components", {}).pop(layer, None)
     assert all(layer not in c.layers for c in diff_reports(base, new).run_wide)
+
+
+@pytest.mark.parametrize("shown", ["clipped", "whole"])
+def test_a_component_that_prints_the_same_on_both_sides_is_said_so_not_shown_as_a_change(tmp_path, shown):
+    """Same build, ``--import-mode=importlib``: torch pickles ``torch.contiguous_format`` through another module,
+    so ``example_inputs[0]``'s hash differs while its value prints the same."""
+    import io
+
+    from cache_key_samples import WARM, key_report
+
+    from pytest_cudagraph.records.report import write_report
+    from pytest_cudagraph.tools.cli import main
+
+    base, new = key_report("2.13.0+cu128"), key_report("2.13.0+cu128")
+    value = "TensorMetadata(dtype=torch.float32, shape=torch.Size([16, 16]))"
+    for report, digest in ((base, "uzyh23rgth4m"), (new, "k2p7w3qx5dna")):
+        for lookup in report["tests"][WARM]["cache_keys"]["lookups"]:
+            if lookup["layer"] == "fxgraph" and lookup["pass"] == "warm":
+                if shown == "whole":
+                    lookup["components"]["example_inputs[0]"] = [digest, value]
+                else:
+                    lookup["components"]["example_inputs[0]"][0] = digest
+                lookup["key"] = "f" + digest
+                if report is new:  # a warm miss: the key moved though nothing it prints did
+                    lookup["outcome"], lookup["detail"] = "miss", "full_miss"
+    paths = [str(write_report(tmp_path / name, report)) for name, report in (("a.json", base), ("b.json", new))]
+    out = io.StringIO()
+    assert main(["explain", *paths, WARM], stdout=out, stderr=io.StringIO()) == 0
+    lines = out.getvalue().splitlines()
+    kept = " as far as the report keeps it" if shown == "clipped" else ""
+    said = next(line for line in lines if "example_inputs[0]" in line)
+    assert said.strip().startswith(f"example_inputs[0]: prints the same in both runs{kept} (TensorMetadata(")
+    assert said.endswith("), but torch's hash of it differs (uzyh23rgth4m -> k2p7w3qx5dna)"), said
+    assert " -> TensorMetadata(" not in said
+    hint = lines[lines.index(said) + 1].strip()
+    assert hint.startswith("torch hashed something its printed value does not show: under --import-mode=importlib")
+    # compare's few lines for the test whose warm lookup now misses say the same
+    out = io.StringIO()
+    main(["compare", *paths], stdout=out, stderr=io.StringIO())
+    assert "example_inputs[0]: prints the same in both runs" in out.getvalue()

@@ -16,8 +16,6 @@ Bottom to top:
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -36,7 +34,7 @@ FOLDER_LAYERS = {
     "ranks": "library",
     "plugin": "plugin",
 }
-# the top-level modules that define anything; every other top-level module is a documented import path
+# the top-level modules; everything else is in the folder of its layer
 TOP_LEVEL = {
     "__init__": "entry",
     "__main__": "entry",
@@ -44,16 +42,6 @@ TOP_LEVEL = {
     "envvars": "base",
     "text": "base",
     "strategies": "library",
-}
-# documented import paths kept as the module they name (the module replaces itself in sys.modules)
-IMPORT_PATHS = {
-    "capture": "graphs.capture",
-    "memory": "graphs.memory",
-    "numerics": "graphs.numerics",
-    "recompiles": "compile.recompiles",
-    "compile_time": "compile.compile_time",
-    "report": "records.report",
-    "markers": "plugin.markers",
 }
 # what each layer may import (besides itself)
 MAY_IMPORT = {
@@ -124,8 +112,6 @@ def _layer(module: str) -> str:
         return FOLDER_LAYERS[top]
     if top in TOP_LEVEL:
         return TOP_LEVEL[top]
-    if top in IMPORT_PATHS:
-        return "import path"
     if not (PACKAGE / f"{top}.py").exists() and not (PACKAGE / top).is_dir():
         return "entry"  # a name the package's __init__ defines (``__version__``, the plain API)
     raise AssertionError(f"pytest_cudagraph/{top}.py is in no layer: put it in the folder of its layer")
@@ -154,8 +140,6 @@ def test_only_the_plugin_layer_imports_pytest(module: str, path: Path) -> None:
 @pytest.mark.parametrize(("module", "path"), MODULES, ids=[m for m, _ in MODULES])
 def test_dependencies_point_down(module: str, path: Path) -> None:
     layer = _layer(module)
-    if layer == "import path":
-        return  # test_documented_import_paths_are_the_modules
     imported = [
         (line, name.removeprefix("pytest_cudagraph."))
         for line, name in _imports(path, module)
@@ -175,24 +159,6 @@ def test_dependencies_point_down(module: str, path: Path) -> None:
 def test_every_top_level_module_is_in_a_layer() -> None:
     top = {path.stem for path in PACKAGE.glob("*.py")}
     folders = {path.name for path in PACKAGE.iterdir() if (path / "__init__.py").exists()}
-    assert top <= set(TOP_LEVEL) | set(IMPORT_PATHS), (
-        f"put {sorted(top - set(TOP_LEVEL) - set(IMPORT_PATHS))} in the folder of its layer"
-    )
+    assert top <= set(TOP_LEVEL), f"put {sorted(top - set(TOP_LEVEL))} in the folder of its layer"
     assert folders == set(FOLDER_LAYERS), f"folders without a layer: {sorted(folders ^ set(FOLDER_LAYERS))}"
     assert len(TOP_LEVEL) <= 8
-
-
-@pytest.mark.parametrize(("name", "target"), sorted(IMPORT_PATHS.items()))
-def test_documented_import_paths_are_the_modules(name: str, target: str) -> None:
-    """``pytest_cudagraph.capture`` is ``pytest_cudagraph.graphs.capture`` itself, and the path module defines nothing."""
-    tree = ast.parse((PACKAGE / f"{name}.py").read_text(encoding="utf-8"))
-    defines = [node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))]
-    assert not defines, f"{name}.py defines {[node.name for node in defines]}: define it in {target}"
-    # in a fresh interpreter: in-process pytester runs of other tests put back sys.modules as they found it
-    check = (
-        "import importlib, sys; "
-        f"a = importlib.import_module('pytest_cudagraph.{name}'); b = importlib.import_module('pytest_cudagraph.{target}'); "
-        "sys.exit(0 if a is b else 1)"
-    )
-    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, f"pytest_cudagraph.{name} is not pytest_cudagraph.{target}: {done.stderr}"

@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 from sample_reports import sample_report
 
-from pytest_cudagraph import report as report_module
 from pytest_cudagraph.errors import ReportError
 from pytest_cudagraph.records import files as files_module
+from pytest_cudagraph.records import report as report_module
 from pytest_cudagraph.records.report import dumps_report, load_report, write_report
 
 IS_ROOT = hasattr(os, "getuid") and os.getuid() == 0

@@ -29,7 +29,8 @@ def test_markers_are_registered_and_documented(pytester):
     result.stdout.fnmatch_lines(
         [
             "@pytest.mark.cudagraph(capture_sizes=None, rtol=None, atol=None, *, trees=None, world_size=None, timeout=None, "
-            "break_at=None, max_rerecords=None, align_collectives=True)*",
+            "break_at=None, max_rerecords=None, align_collectives=True, observe=False, expect_sizes=None, "
+            "check_sizes=True, one_pool=True, pool_check=True, require_replay=False, allow_capture_failures=False)*",
             "@pytest.mark.max_recompiles(n=0)*",
             "@pytest.mark.compile_cache(mode=*",
         ]

@@ -163,6 +163,28 @@ def test_xdist_workers_send_every_record_once(pytester):
     assert [p.name for p in pytester.path.iterdir() if p.name.startswith(".run.json")] == []
 
 
+@pytest.mark.slow
+def test_a_figure_below_minus_two_gib_travels_from_an_xdist_worker(pytester):
+    """execnet packs an int below -2**31 as a signed 4-byte int and fails: the record travels as JSON.
+
+    A device reading's change is such a figure when another worker on the same GPU frees 3 GiB meanwhile.
+    """
+    pytester.makepyfile(
+        test_big="""
+        from pytest_cudagraph.records.record import current_record
+
+        def test_a_pool_of_three_gib(recompiles):
+            current_record().note("device_change", -3 * 2**30)
+        """
+    )
+    report_path = pytester.path / "run.json"
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", f"--cudagraph-report={report_path}")
+    result.assert_outcomes(passed=1)
+    assert "INTERNALERROR" not in result.stdout.str()
+    record = read_report(report_path)["tests"]["test_big.py::test_a_pool_of_three_gib"]
+    assert record["extra"]["device_change"] == -3 * 2**30
+
+
 def _baseline(pytester, recompile_count: int):
     """A baseline as an older torch would have written it: same tests, ``recompile_count`` recompiles."""
     env = {name: None for name in ("triton", "cuda", "gpu", "git_commit")}

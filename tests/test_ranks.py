@@ -50,6 +50,14 @@ def rank_one_raises(rank):
     dist.all_reduce(t)
 
 
+def sum_then_clean_up(rank):
+    """Ends with the tutorials' ``cleanup()``: the body destroys the process group itself."""
+    t = torch.full((2,), float(rank.rank + 1))
+    dist.all_reduce(t)
+    dist.destroy_process_group()
+    return t.tolist()
+
+
 def rank_zero_alone_in_a_collective(rank):
     if rank.rank == 0:
         t = torch.ones(3)
@@ -253,6 +261,22 @@ def test_two_gloo_ranks_all_reduce_and_agree(capfd):
     entry = json.loads(json.dumps(result.to_json()))
     assert entry["world_size"] == 2 and entry["backend"] == "gloo" and len(entry["per_rank"]) == 2
     validate_report({"schema": SCHEMA, "tests": {"t": {"outcome": "passed", "ranks": entry}}})
+
+
+def test_a_body_that_destroys_the_process_group_itself_passes_with_its_values():
+    result = run_ranks(sum_then_clean_up, world_size=2, backend="gloo", timeout=60)
+    assert result.passed and result.values == [[3.0, 3.0], [3.0, 3.0]]
+    assert all(r.exitcode == 0 and r.stage == "done" and r.error is None for r in result.per_rank)
+
+
+def test_an_error_of_the_harness_after_the_body_names_where_it_happened():
+    from pytest_cudagraph.ranks.child import _error_of
+
+    try:
+        dist.destroy_process_group()  # no group here: torch's own assertion, raised in torch
+    except (AssertionError, ValueError, RuntimeError) as exc:
+        error = _error_of(exc, [str(Path(__file__).parent), *default_library_dirs()], "destroying the process group")
+    assert error.where == "the rank harness while destroying the process group"
 
 
 def test_a_raising_rank_fails_fast_with_its_own_message():

@@ -120,3 +120,41 @@ def test_a_plain_function_hits_after_relocation_and_a_cwd_in_a_uuid_misses_named
     result = pytester.runpytest_subprocess("-s", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
     assert "post_grad_custom_post_pass: cwd-pass " in result.stdout.str()
+
+
+PACKAGE_INIT = """
+import torch
+
+from . import shapes
+
+
+def step(x):
+    from .scales import FACTOR  # a submodule imported at call time too
+
+    return torch.compile(lambda a: (a.sin() * FACTOR + shapes.OFFSET).sum())(x)
+"""
+
+
+@pytest.mark.slow  # the warm pass compiles again in a child interpreter (about 20 s on two cores)
+def test_a_function_in_a_packages_init_keeps_its_submodules_after_relocation(tmp_path, monkeypatch):
+    import importlib
+    import sys
+
+    import torch
+
+    package = tmp_path / "relocated_package"
+    package.mkdir()
+    (package / "__init__.py").write_text(PACKAGE_INIT)
+    (package / "shapes.py").write_text("OFFSET = 1.0\n")
+    (package / "scales.py").write_text("FACTOR = 3.0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        step = importlib.import_module("relocated_package").step
+        with cache_probe() as probe:
+            pair = probe.relocate(step, torch.ones(4))
+    finally:
+        for name in [name for name in sys.modules if name.partition(".")[0] == "relocated_package"]:
+            del sys.modules[name]
+    pair.check()
+    assert pair.warm.stats.fxgraph["hit"] >= 1
+    assert {move.what: move.new for move in pair.moves}["the function's module"].endswith("code")

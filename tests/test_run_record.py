@@ -231,3 +231,43 @@ def test_an_interrupted_run_has_the_durations_of_the_tests_that_finished(suite):
     assert result.returncode == pytest.ExitCode.INTERRUPTED, result.stdout
     # test_c_breaks was interrupted in its call: the time of its setup alone would call it quick
     assert sorted(report_of(suite)["durations"]) == ALL[:2]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("flag", "words"), [("--sw", "first"), ("--sw-skip", "second (--sw-skip)")])
+def test_a_stepwise_stop_is_named_as_such_not_as_an_interrupt(pytester, flag, words):
+    pytester.makepyfile(
+        test_steps="""
+        import pytest
+
+        @pytest.mark.max_recompiles(0)
+        @pytest.mark.parametrize("n", range(4))
+        def test_step(n):
+            assert n not in (1, 2)
+        """
+    )
+    # stepwise keeps its place in pytest's cache: the cache provider stays on
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:randomly", flag, "--cudagraph-report=new.json"],
+        cwd=pytester.path,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert result.returncode == pytest.ExitCode.INTERRUPTED, result.stdout
+    summary = report_of(pytester)["summary"]
+    assert summary["complete"] is False
+    assert summary["incomplete_reasons"] == [f"stepwise (--sw) stopped the run at its {words} failure"]
+    assert "KeyboardInterrupt" not in result.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flag", ["--setup-plan", "--setup-only", "--fixtures", "--fixtures-per-test"])
+def test_a_run_of_no_test_body_leaves_the_last_report_as_it_was(suite, flag):
+    """Like --collect-only: a report of such a run would hold no test ran and say it was complete."""
+    assert run(suite, "--cudagraph-report=new.json").returncode == 0
+    before = (suite.path / "new.json").read_bytes()
+    result = run(suite, flag, "--cudagraph-report=new.json")
+    assert result.returncode == 0, result.stdout
+    assert (suite.path / "new.json").read_bytes() == before
+    assert f"{flag} ran no test: the report at " in result.stdout and "was left as it was" in result.stdout

@@ -21,9 +21,10 @@ import pytest
 
 from pytest_cudagraph.caches.cache_root import CacheRoot
 from pytest_cudagraph.records.report import load_report
+from pytest_cudagraph.records.startup import RunSample, Stats
 from pytest_cudagraph.tools.cli import main
 from pytest_cudagraph.tools.compare import compare_reports
-from pytest_cudagraph.tools.startup_cost import RunSample, Stats, child_command, child_environment
+from pytest_cudagraph.tools.startup_child import child_command, child_environment
 
 COMPILED_TEST = """
     import pytest
@@ -107,7 +108,15 @@ def test_the_statistic_is_the_median_and_the_spread_max_minus_min():
     stats = Stats.of([9.0, 7.5, 8.1, None, float("nan")])
     assert (stats.median, stats.min, stats.max, stats.n) == (8.1, 7.5, 9.0, 3)
     assert stats.spread == pytest.approx(1.5)
-    assert stats.to_json() == {"median": 8.1, "min": 7.5, "max": 9.0, "spread": 1.5, "trimmed_spread": 0.6, "n": 3}
+    assert stats.to_json() == {
+        "median": 8.1,
+        "min": 7.5,
+        "max": 9.0,
+        "spread": 1.5,
+        "trimmed_spread": 0.6,
+        "mad": 0.6,
+        "n": 3,
+    }
     assert Stats.of([None]) is None
 
 
@@ -117,6 +126,14 @@ def test_one_slow_run_widens_the_range_but_not_the_trimmed_spread():
     assert stats.spread == pytest.approx(14.8)
     assert stats.trimmed_spread == pytest.approx(0.2)
     assert Stats.of([7.5, 22.2]).trimmed_spread == pytest.approx(14.7)  # two runs: no outlier to tell
+
+
+def test_two_slow_runs_of_five_widen_the_trimmed_spread_but_not_the_median_absolute_deviation():
+    stats = Stats.of([10.0, 10.0, 10.0, 40.0, 40.0])
+    assert stats.trimmed_spread == pytest.approx(30.0)
+    assert stats.mad == 0.0
+    jittered = Stats.of([10.4, 9.7, 41.0, 10.1, 38.5])
+    assert jittered.median == 10.4 and jittered.mad == pytest.approx(0.7)
 
 
 def test_the_child_uses_the_cache_root_layout_the_plugin_sets(tmp_path):
@@ -264,7 +281,7 @@ def test_cold_and_warm_runs_of_a_compiled_test(tmp_path, monkeypatch):
 
 
 def test_a_runs_figures_come_from_its_record_phases_and_captures_added_up():
-    from pytest_cudagraph.tools.startup_cost import figures_from_report
+    from pytest_cudagraph.tools.startup_child import figures_from_report
 
     record = {
         "outcome": "passed",

@@ -9,6 +9,7 @@ no false hit.
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
@@ -347,3 +348,61 @@ def test_the_default_sweep_in_this_process_finds_misses_that_name_their_componen
     size_asserts = next(f for f in result.factors if f.name == "size_asserts=False")
     assert "fxgraph: inductor_config[size_asserts]: True -> False" in size_asserts.changed
     assert any(lookup.layer == "fxgraph" for lookup in size_asserts.lookups)
+
+
+# ----------------------------------------------------------------------------
+# what a function records, and a function that hands back nothing
+# ----------------------------------------------------------------------------
+
+
+def test_a_function_that_returns_and_records_nothing_is_refused_saying_so():
+    with cache_probe() as probe:
+        with pytest.raises(MisuseError) as info:
+            probe.sweep(lambda x: None, 1, factors={"nothing": contextlib.nullcontext})
+    message = str(info.value)
+    assert message.startswith("compile_cache.sweep(") and "\n" not in message
+    assert "returned nothing and recorded nothing, so a cache hit cannot be told from a false hit" in message
+    assert "compile_cache.record(name, value)" in message
+
+
+@pytest.mark.slow  # a cold compile for the base and another for the reference (about 10 s on two cores)
+@pytest.mark.skipif(compat.custom_graph_pass_missing() is not None, reason=str(compat.custom_graph_pass_missing()))
+def test_a_false_hit_in_what_the_function_records_is_a_false_hit():
+    import torch
+
+    setting = {"scale": 1.0}
+
+    @contextlib.contextmanager
+    def scale(value):
+        old, setting["scale"] = setting["scale"], value
+        try:
+            yield
+        finally:
+            setting["scale"] = old
+
+    class ConstantUuid(compat.custom_graph_pass_class()):
+        """Scales the graph's first output by the setting; its uuid() leaves the setting out."""
+
+        def __call__(self, graph):
+            out = next(node for node in graph.nodes if node.op == "output")
+            first = out.args[0][0]
+            with graph.inserting_before(out):
+                scaled = graph.call_function(torch.ops.aten.mul.Tensor, (first, setting["scale"]))
+            out.args = ((scaled, *out.args[0][1:]),)
+
+        def uuid(self):
+            return "constant"
+
+    with cache_probe() as probe:
+
+        def step(x):
+            probe.record("y", torch.compile(lambda a: (a.sin() * 2).sum())(x))
+
+        with compat.inductor_config_patch({"post_grad_custom_post_pass": ConstantUuid()}):
+            result = probe.sweep(step, torch.ones(4), factors={"scale=2": lambda: scale(2.0)})
+    assert result.verdicts == {"scale=2": "false-hit"}, result.text()
+    (differences,) = [factor.differences for factor in result.false_hits]
+    assert differences[0].startswith("recorded 'y': not bitwise equal"), differences
+    assert "(reference " in differences[0] and "from the cache " in differences[0]
+    with pytest.raises(InvariantViolation, match="1 false hit"):
+        result.check()

@@ -21,7 +21,7 @@ FAILING_COMPILES = """
 import pytest
 import torch
 from pytest_cudagraph import _compat
-from pytest_cudagraph.recompiles import watch_recompiles
+from pytest_cudagraph.compile.recompiles import watch_recompiles
 
 
 @pytest.mark.compile_cache
@@ -70,3 +70,44 @@ def test_a_log_level_keeps_torchs_records_in_the_captured_log(pytester: pytest.P
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(["*Captured log call*", f"WARNING  torch._dynamo.*{LIMIT}*"])
     assert "torch.__trace" not in result.stdout.str()
+
+
+RECOMPILES_THEN_FAILS = """
+import logging
+
+import torch
+
+
+def double(tokens):
+    return tokens * 2
+
+
+def test_recompiles_then_fails(recompiles):
+    fixed = torch.compile(double, backend="eager", dynamic=False)
+    for size in range(2, 5):
+        fixed(torch.ones(size))
+    raise AssertionError("the test's own failure")
+
+
+def test_caplog_sees_no_recompile_record(recompiles, caplog):
+    caplog.set_level(logging.DEBUG)
+    fixed = torch.compile(double, backend="eager", dynamic=False)
+    for size in range(2, 5):
+        fixed(torch.ones(size))
+    assert recompiles.count == 2
+    assert [r.getMessage() for r in caplog.records if "Recompiling function" in r.getMessage()] == []
+"""
+
+
+@pytest.mark.slow  # a subprocess-heavy run: the README's test command stays under 5 minutes
+def test_the_recompile_records_the_plugin_turned_on_stay_out_of_a_debug_log_and_caplog(
+    pytester: pytest.Pytester, monkeypatch
+):
+    monkeypatch.delenv("TORCH_LOGS", raising=False)
+    pytester.makepyfile(test_recompiles=RECOMPILES_THEN_FAILS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", "--log-level=DEBUG")
+    result.assert_outcomes(failed=1, passed=1)
+    text = result.stdout.str()
+    assert "the test's own failure" in text
+    assert "__recompiles" not in text and "Recompiling function" not in text, text
+    result.stdout.fnmatch_lines(["*test_recompiles.py::test_recompiles_then_fails *failed*2*"])

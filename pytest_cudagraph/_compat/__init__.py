@@ -35,13 +35,17 @@ every run, and a run that uses no plugin feature imports none of them.
 - ``cuda``: device presence and count, allocator snapshots and pools, cuBLAS
   workspaces, non-owning aliases of pool memory;
 - ``fx``: op overload names, custom ops, the dispatch-mode base class, pytree;
+- ``graph_observer``: every CUDA graph any code captures, as events (torch's graph hooks in 2.14+,
+  a wrapper of ``CUDAGraph``'s methods installed only while observing before that);
 - ``graph_segments``: breakable CUDA graphs, a chain of graphs captured into one pool
   with eager ops between;
 - ``dtypes``: default comparison tolerances, dtypes this torch has;
+- ``resets``: ``torch._dynamo.reset()`` and ``torch._logging.set_logs()`` inside a watched block,
+  seen and answered (callbacks registered again, logger taps applied again);
 - ``state``: the global torch state a test must leave as it found it (configs,
   compile stance, default device, Dynamo's per-code caches), and a tensor's version
   counter (what an in-place write bumps);
-- ``pytest_xdist``: pytest's base temp directory, the arguments pytest passes a
+- ``pytest_xdist``: pytest's base temp directory, its command-line options, the arguments pytest passes a
   test function, xdist's scope scheduling.
 """
 
@@ -106,7 +110,9 @@ if TYPE_CHECKING:  # the names as they are defined, for type checkers; at run ti
     from .cuda import (
         abandon_capture_pool,
         allocation_stacks,
+        allocator_counters,
         clear_cublas_workspaces,
+        cublas_workspace_sizes,
         cuda_available,
         cuda_device_count,
         device_memory_reading,
@@ -136,6 +142,7 @@ if TYPE_CHECKING:  # the names as they are defined, for type checkers; at run ti
         RECOMPILE_LOG_ARTIFACTS,
         TORCH_TRACE_LOGGER,
         backend_compiler_failed_type,
+        compile_refusal_state,
         counter_value,
         counter_values,
         error_on_recompile,
@@ -174,6 +181,12 @@ if TYPE_CHECKING:  # the names as they are defined, for type checkers; at run ti
         tree_map,
         tree_unflatten,
     )
+    from .graph_observer import (
+        graph_capture_source,
+        graph_observer_kind,
+        graph_observer_state,
+        observing_graphs,
+    )
     from .graph_segments import (
         begin_graph_segment,
         end_graph_segment,
@@ -183,6 +196,7 @@ if TYPE_CHECKING:  # the names as they are defined, for type checkers; at run ti
         failing_guards_of_recompile,
     )
     from .inductor import (
+        CudagraphRecordingCallback,
         compiled_graph_of_frame,
         cudagraph_skip_logger_names,
         cudagraph_tree_manager,
@@ -201,9 +215,17 @@ if TYPE_CHECKING:  # the names as they are defined, for type checkers; at run ti
     from .pytest_xdist import (
         pyfunc_argnames,
         pytest_log_handlers,
+        pytest_option_arities,
         run_basetemp,
         torch_non_propagating_loggers,
         xdist_scope_scheduling,
+    )
+    from .resets import (
+        LoggerTap,
+        ResetSubscription,
+        on_dynamo_reset,
+        on_set_logs,
+        set_logs_emptied_artifacts,
     )
     from .state import (
         compile_config_snapshot,
@@ -265,8 +287,10 @@ _CAPABILITIES = {
     "compile_metric_columns_missing": "compile_metrics",
     # cuda
     "abandon_capture_pool": "cuda",
+    "allocator_counters": "cuda",
     "allocation_stacks": "cuda",
     "clear_cublas_workspaces": "cuda",
+    "cublas_workspace_sizes": "cuda",
     "cuda_available": "cuda",
     "cuda_device_count": "cuda",
     "device_memory_reading": "cuda",
@@ -292,6 +316,7 @@ _CAPABILITIES = {
     "RECOMPILE_LOG_ARTIFACTS": "dynamo",
     "TORCH_TRACE_LOGGER": "dynamo",
     "backend_compiler_failed_type": "dynamo",
+    "compile_refusal_state": "dynamo",
     "counter_value": "dynamo",
     "counter_values": "dynamo",
     "error_on_recompile": "dynamo",
@@ -328,6 +353,11 @@ _CAPABILITIES = {
     "tree_leaves": "fx",
     "tree_map": "fx",
     "tree_unflatten": "fx",
+    # graph_observer
+    "graph_capture_source": "graph_observer",
+    "graph_observer_kind": "graph_observer",
+    "graph_observer_state": "graph_observer",
+    "observing_graphs": "graph_observer",
     # graph_segments
     "begin_graph_segment": "graph_segments",
     "end_graph_segment": "graph_segments",
@@ -348,11 +378,19 @@ _CAPABILITIES = {
     "load_cudagraph_trees": "inductor",
     "start_compiler": "inductor",
     "watch_cudagraph_recordings": "inductor",
+    "CudagraphRecordingCallback": "inductor",
+    # resets
+    "LoggerTap": "resets",
+    "ResetSubscription": "resets",
+    "on_dynamo_reset": "resets",
+    "on_set_logs": "resets",
+    "set_logs_emptied_artifacts": "resets",
     # instructions
     "count_compile_instructions": "instructions",
     # pytest_xdist
     "pyfunc_argnames": "pytest_xdist",
     "pytest_log_handlers": "pytest_xdist",
+    "pytest_option_arities": "pytest_xdist",
     "run_basetemp": "pytest_xdist",
     "torch_non_propagating_loggers": "pytest_xdist",
     "xdist_scope_scheduling": "pytest_xdist",
@@ -400,6 +438,7 @@ __all__ = [
     "clear_in_memory_compile_caches",
     "compile_config_snapshot",
     "compile_stance",
+    "compile_refusal_state",
     "counter_value",
     "counter_values",
     "counting_fx_graph_cache_writes",
@@ -452,6 +491,7 @@ __all__ = [
     "op_qualified_name",
     "portable_cache_artifacts_missing",
     "pyfunc_argnames",
+    "pytest_option_arities",
     "recompile_limit",
     "recompile_limit_logger_names",
     "MARK_DYNAMIC_CALL",
@@ -478,6 +518,12 @@ __all__ = [
     "triton_kernel_dirs",
     "unsupported_type",
     "watch_cudagraph_recordings",
+    "CudagraphRecordingCallback",
+    "LoggerTap",
+    "ResetSubscription",
+    "on_dynamo_reset",
+    "on_set_logs",
+    "set_logs_emptied_artifacts",
     "wrapped_target",
     "xdist_scope_scheduling",
     "backend_available",
@@ -489,6 +535,12 @@ __all__ = [
     "begin_graph_segment",
     "end_graph_segment",
     "stream_is_capturing",
+    "cublas_workspace_sizes",
+    "allocator_counters",
+    "graph_capture_source",
+    "graph_observer_kind",
+    "graph_observer_state",
+    "observing_graphs",
     "COLLECTIVE_KINDS",
     "collective_call",
     "collective_recorder_base",

@@ -195,6 +195,7 @@ def collective_call(func: Any, args: tuple, kwargs: dict) -> dict[str, Any] | No
 def collective_recorder_base() -> type:
     """The base class of a dispatch mode that records collectives and leaves Dynamo compiling where it can."""
 
+    # the base is imported inside the function (importing the gateway does not import torch); mypy cannot follow a call
     class CollectiveRecorderBase(dispatch_mode_base()):  # type: ignore[misc]
         @classmethod
         def ignore_compile_internals(cls) -> bool:  # read by Dynamo where it exists; unused before
@@ -225,6 +226,8 @@ def new_readable_cuda_graph() -> Any:
     """
     import torch
 
+    # Any: the graph carries a flag of this package's own, which torch's class does not declare
+    graph: Any
     try:
         graph = torch.cuda.CUDAGraph(keep_graph=True)
     except TypeError:

@@ -93,7 +93,8 @@ def abandon_capture_pool(device: int, pool_id: tuple[int, int], end_allocation: 
     import torch
 
     if end_allocation:
-        end = getattr(torch._C, "_cuda_endAllocateToPool", None) or torch._C._cuda_endAllocateCurrentStreamToPool
+        # the 2.6 binding is absent from the stubs of a torch that has the newer one (unused-ignore: a 2.6 torch)
+        end = getattr(torch._C, "_cuda_endAllocateToPool", None) or torch._C._cuda_endAllocateCurrentStreamToPool  # type: ignore[attr-defined, unused-ignore]
         try:
             end(device, tuple(pool_id))
         except RuntimeError:
@@ -149,3 +150,53 @@ def device_memory_reading(device: int) -> tuple[int, int]:
     # the nested statistics as the allocator gives them: memory_reserved() flattens them all first
     stats = torch.cuda.memory_stats_as_nested_dict(device)
     return int(free), int(stats.get("reserved_bytes", {}).get("all", {}).get("current", 0))
+
+
+def cublas_workspace_sizes(device: int) -> frozenset[int]:
+    """The byte sizes of the workspaces cuBLAS and cuBLASLt take per handle and stream on ``device``.
+
+    Each is one allocation through the caching allocator, on the first matmul of a
+    stream, of exactly this size: made during a capture, it lands in the graph's
+    pool and stays allocated until the workspaces are cleared.  Read from
+    ``torch._C._cuda_getCublasWorkspaceSize`` / ``_cuda_getCublasLtWorkspaceSize``
+    where this torch has them (2.13 read); otherwise computed as torch 2.6's
+    ``parseChosenWorkspaceSize`` does: ``CUBLAS_WORKSPACE_CONFIG`` (``:KiB:count``
+    pairs), else 32 MiB on sm_90 and 8 MiB + 128 KiB on other devices.
+    """
+    import os
+    import re
+
+    import torch
+
+    sizes = set()
+    for name in ("_cuda_getCublasWorkspaceSize", "_cuda_getCublasLtWorkspaceSize"):
+        read = getattr(torch._C, name, None)
+        if read is not None:
+            with contextlib.suppress(RuntimeError):
+                sizes.add(int(read()))
+    if sizes:
+        return frozenset(s for s in sizes if s > 0)
+    pairs = re.findall(r":([0-9]+):([0-9]+)", os.environ.get("CUBLAS_WORKSPACE_CONFIG", ""))
+    if pairs:
+        return frozenset({sum(int(kib) * 1024 * int(count) for kib, count in pairs)})
+    major, minor = torch.cuda.get_device_capability(device)
+    return frozenset({4096 * 8 * 1024 if (major, minor) == (9, 0) else 4096 * 1024 * 2 + 16 * 1024 * 8})
+
+
+def allocator_counters(device: int, device_free: bool = True) -> tuple[int | None, int, int, int]:
+    """``(free, reserved, allocated, allocations)``: the driver's free bytes (None when not asked), and the caching
+    allocator's reserved bytes, allocated bytes and live allocations.
+
+    The allocator's part is host-side bookkeeping (``memory_stats_as_nested_dict``,
+    one C call), so it may be read while a capture is live; ``cudaMemGetInfo`` is a
+    driver call, read only outside a capture (``device_free=False`` inside one).
+    """
+    import torch
+
+    free = int(torch.cuda.mem_get_info(device)[0]) if device_free else None
+    stats = torch.cuda.memory_stats_as_nested_dict(device)
+
+    def current(name: str) -> int:
+        return int(stats.get(name, {}).get("all", {}).get("current", 0))
+
+    return free, current("reserved_bytes"), current("allocated_bytes"), current("allocation")

@@ -15,7 +15,12 @@ code.  Verified in the source of 2.6, 2.11, 2.13 and 2.14 and on an H200 with 2.
   recording's function and input shape (``record_function``'s inputs).  It wraps
   ``_run`` and its three outcomes and ``CompiledFxGraph.__call__`` at class level
   (``add_function`` binds ``self.run`` into a partial, so an instance patch would
-  miss calls); meters share one patch, removed when the last one ends.
+  miss calls); meters share one patch, removed when the last one ends.  Class
+  attributes survive ``torch._dynamo.reset()``, which shuts the trees down: the
+  next manager numbers its functions from 0 again, so a region is keyed by its
+  manager too.  Where something patched a method again over the meter's, the
+  meter's stays in that chain, passing calls straight through once no meter
+  listens, and ``TreeCallMeter.intact()`` says the meter may have missed calls.
 * :func:`cudagraph_skip_context` is called from a handler of the
   "skipping cudagraphs due to ..." record and reads, from the frames still on the
   stack, the tensors a mutation skip concerns (the manager's
@@ -29,9 +34,12 @@ differ gives empty figures (None) instead.
 
 from __future__ import annotations
 
+import itertools
 import sys
 import threading
+import weakref
 from collections import Counter
+from types import FrameType
 from typing import Any
 
 __all__ = ["TreeCallMeter", "cudagraph_skip_context"]
@@ -50,8 +58,11 @@ class _Patch:
 
     lock = threading.Lock()
     meters: list[TreeCallMeter] = []
-    undo: list[tuple[Any, str, Any]] = []
+    # (owner, name, what was there before, the wrapper put there), in the order patched
+    undo: list[tuple[Any, str, Any, Any]] = []
     state = threading.local()
+    # one number per install: a wrapper of an earlier install, left in someone else's chain, stays silent
+    generation = 0
 
     @classmethod
     def add(cls, meter: TreeCallMeter) -> bool:
@@ -67,9 +78,22 @@ class _Patch:
             if meter in cls.meters:
                 cls.meters.remove(meter)
             if not cls.meters:
-                for owner, name, original in reversed(cls.undo):
-                    setattr(owner, name, original)
-                cls.undo.clear()
+                cls._unpatch()
+
+    @classmethod
+    def _unpatch(cls) -> None:
+        # only where the attribute is still the meter's: a wrapper someone put over it stays theirs
+        for owner, name, original, wrapper in reversed(cls.undo):
+            if owner.__dict__.get(name) is wrapper:
+                setattr(owner, name, original)
+        cls.undo.clear()
+
+    @classmethod
+    def intact(cls) -> bool:
+        """Whether every patched method is still the meter's own wrapper."""
+        with cls.lock:
+            last = {(id(owner), name): (owner, name, wrapper) for owner, name, _, wrapper in cls.undo}
+            return bool(last) and all(owner.__dict__.get(name) is wrapper for owner, name, wrapper in last.values())
 
     @classmethod
     def _install(cls) -> bool:
@@ -86,14 +110,22 @@ class _Patch:
         except Exception:
             return False
         state = cls.state
+        cls.generation += 1
+        generation = cls.generation
+
+        def live() -> bool:
+            return cls.generation == generation and bool(cls.meters)
 
         def patch(owner: Any, name: str, make: Any) -> None:
             original = owner.__dict__[name]
-            setattr(owner, name, make(original))
-            cls.undo.append((owner, name, original))
+            wrapper = make(original)
+            setattr(owner, name, wrapper)
+            cls.undo.append((owner, name, original, wrapper))
 
         def run_wrapper(original: Any) -> Any:
             def _run(self: Any, new_inputs: Any, function_id: Any) -> Any:
+                if not live():  # left in someone else's chain after the last meter ended
+                    return original(self, new_inputs, function_id)
                 outer = getattr(state, "call", None) is None
                 if outer:
                     state.call = {"outcome": None}
@@ -105,8 +137,10 @@ class _Patch:
                         graph_call = getattr(state, "graph_call", None)
                         if graph_call is not None:
                             graph_call["managed"] = True
-                        cls._publish("on_region_call", ("tree", _function_key(function_id)), _name(self, function_id),
-                                     call["outcome"] or "without_graph")  # fmt: skip
+                        key = ("tree", _manager_serial(self), _function_key(function_id))
+                        cls._publish(
+                            "on_region_call", key, _name(self, function_id), call["outcome"] or "without_graph"
+                        )
 
             return _run
 
@@ -124,6 +158,8 @@ class _Patch:
 
         def graph_call_wrapper(original: Any) -> Any:
             def __call__(self: Any, inputs: Any) -> Any:
+                if not live():
+                    return original(self, inputs)
                 outer = getattr(state, "graph_call", None) is None
                 if outer:
                     state.graph_call = {"managed": False}
@@ -143,12 +179,10 @@ class _Patch:
             patch(manager, "execute_node", outcome_wrapper("replayed"))
             patch(manager, "record_function", outcome_wrapper("recorded"))
             patch(manager, "run_eager", outcome_wrapper("warmup"))
-            patch(manager, "record_function", _recording_wrapper(cls._publish))
+            patch(manager, "record_function", _recording_wrapper(cls._publish, live))
             patch(CompiledFxGraph, "__call__", graph_call_wrapper)
         except Exception:
-            for owner, name, original in reversed(cls.undo):
-                setattr(owner, name, original)
-            cls.undo.clear()
+            cls._unpatch()
             return False
         return True
 
@@ -161,11 +195,15 @@ class _Patch:
                 pass
 
 
-def _recording_wrapper(publish: Any) -> Any:
-    """The patch of ``record_function`` that publishes each recording's ``(function, shape)``."""
+def _recording_wrapper(publish: Any, live: Any) -> Any:
+    """The patch of ``record_function`` that publishes each recording, then its ``(function, shape)``."""
 
     def make(original: Any) -> Any:
         def record_function(self: Any, new_inputs: Any, function_id: Any) -> Any:
+            if not live():
+                return original(self, new_inputs, function_id)
+            # before torch's own recording callbacks run (inside the original)
+            publish("before_recording")
             # read before recording: the new node frees the inputs list it is given
             event = _recording_event(self, function_id, new_inputs)
             out = original(self, new_inputs, function_id)
@@ -180,6 +218,22 @@ def _recording_wrapper(publish: Any) -> Any:
 
 def _function_key(function_id: Any) -> Any:
     return getattr(function_id, "id", function_id)
+
+
+# tree manager -> a number of its own: ids of dead managers are reused, and a new manager
+# (after torch._dynamo.reset()) numbers its functions from 0 again
+_MANAGER_SERIALS: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+_NEXT_SERIAL = itertools.count()
+
+
+def _manager_serial(manager: Any) -> int:
+    try:
+        serial = _MANAGER_SERIALS.get(manager)
+        if serial is None:
+            serial = _MANAGER_SERIALS[manager] = next(_NEXT_SERIAL)
+        return serial
+    except TypeError:  # a manager that takes no weak reference
+        return id(manager)
 
 
 def _name(manager: Any, function_id: Any) -> str:
@@ -206,7 +260,7 @@ def _recording_event(manager: Any, function_id: Any, inputs: Any) -> tuple[str, 
         wrapped = manager.ids_to_funcs[function_id]
         static = set(getattr(wrapped, "static_input_idxs", ()) or ())
         inputs = list(inputs)
-        shapes = tuple(
+        shapes: tuple[tuple[int, ...] | int, ...] = tuple(
             tuple(int(d) for d in t.shape)
             for i, t in enumerate(inputs)
             if isinstance(t, torch.Tensor) and i not in static
@@ -265,6 +319,10 @@ class TreeCallMeter:
         self.regions: dict[Any, dict[str, Any]] = {}
         # every recording as (function, shape), in order (graphs/rerecords.py counts them)
         self.recordings: list[tuple[str, tuple]] = []
+        # every call of record_function, its function and shape read or not
+        self.recorded_graphs = 0
+        # called before each recording, before torch runs its own recording callbacks
+        self.on_before_recording: Any = None
         self.available = False
 
     def __enter__(self) -> TreeCallMeter:
@@ -279,8 +337,17 @@ class TreeCallMeter:
         region = self.regions.setdefault(key, {"name": name, "calls": Counter()})
         region["calls"][outcome] += 1
 
+    def before_recording(self) -> None:
+        self.recorded_graphs += 1
+        if self.on_before_recording is not None:
+            self.on_before_recording()
+
     def on_recording(self, function: str, shape: tuple) -> None:
         self.recordings.append((function, shape))
+
+    def intact(self) -> bool:
+        """Whether the meter still sees every call: nothing patched the tree manager's methods over its own."""
+        return self.available and _Patch.intact()
 
     def calls(self) -> Counter:
         total: Counter = Counter()
@@ -314,7 +381,7 @@ def cudagraph_skip_context() -> dict[str, Any] | None:
     missing where it could not be read.
     """
     try:
-        frame = sys._getframe(1)
+        frame: FrameType | None = sys._getframe(1)
         while frame is not None:
             name = frame.f_code.co_name
             owner = frame.f_locals.get("self")

@@ -275,6 +275,21 @@ def fail_on_any_compile() -> contextlib.AbstractContextManager:
     return error_on_recompile()
 
 
+def compile_refusal_state() -> tuple[Any, bool]:
+    """What decides now whether Dynamo refuses a compile: the compile stance and ``config.error_on_recompile``.
+
+    The stance is ``torch._dynamo.eval_frame._stance`` (2.6-2.14.1; None where torch has
+    none), a dataclass replaced on every ``set_stance``; ``torch._dynamo.reset()`` keeps
+    both.  A block that refuses compiles compares this on leaving with what it was
+    once the block had set its own: a body that set a stance or the flag inside and
+    left it changed was not refused after that.
+    """
+    import torch._dynamo.config as dynamo_config
+    from torch._dynamo import eval_frame
+
+    return (getattr(eval_frame, "_stance", None), bool(dynamo_config.error_on_recompile))
+
+
 def is_recompile_refusal(exc: BaseException) -> bool:
     """Whether ``exc`` is Dynamo refusing a (re)compile under error_on_recompile or the stance."""
     from torch._dynamo.exc import RecompileError

@@ -86,7 +86,7 @@ def _is_guards_py(code) -> bool:
 
 
 def _entries_from_linked_list(head) -> list:
-    out = []
+    out: list[Any] = []
     while head is not None and len(out) < 10_000:
         out.append(head)
         head = getattr(head, "next", None)
@@ -217,7 +217,7 @@ def _type_by_id(tid: int):
         if id(t) == tid:
             return t
         try:
-            subs = type.__subclasses__(t) if t is type else t.__subclasses__()
+            subs: list[Any] = type.__subclasses__(t) if t is type else t.__subclasses__()
         except Exception:
             continue
         stack.extend(subs)
@@ -443,7 +443,8 @@ def _global_state_detail(part: str, gm) -> list[dict]:
         except Exception:
             expected = None
     try:
-        st = cg.GlobalStateGuard().__getstate__()
+        # the pickling method (2.7+) that torch's stub for the C class leaves out
+        st = cg.GlobalStateGuard().__getstate__()  # type: ignore[attr-defined, unused-ignore]
         actual = json.loads(st) if isinstance(st, str) else None
     except Exception:
         actual = None
@@ -483,6 +484,8 @@ def _aliasing(scope: _Scope, kind: str, code: str) -> dict | None:
     """check_no_aliasing(L['x'], L['y']) and friends: the sources that now share an object."""
     try:
         call = ast.parse(code, mode="eval").body
+        if not isinstance(call, ast.Call):
+            return None
         srcs = [ast.unparse(a) for a in call.args]
     except Exception:
         return None
@@ -506,7 +509,7 @@ def _failures_for_entry(entry, f_locals, backend, deadline: float) -> list[dict]
     scope = _Scope(gm, f_locals)
     code_parts = list(getattr(gm, "code_parts", None) or [])
     out: list[dict] = []
-    seen: set[tuple[str, str]] = set()
+    seen: set[tuple[str, str, str]] = set()
 
     def record(kind, source, code, expected, actual, message=None, **extra):
         key = (kind, code, str(extra.get("property")))

@@ -70,7 +70,8 @@ def inductor_partition_at_ops(op_names: list[str], wrapper: Any) -> Iterator[Non
         with inductor_config.patch(graph_partition=True, custom_should_partition_ops=list(op_names)):
             yield
     finally:
-        inductor_utils.set_customized_partition_wrappers(previous)
+        # set_customized_partition_wrappers only assigns this attribute; its annotation leaves out the None it starts at
+        inductor_utils._unstable_customized_partition_wrapper.wrapper = previous
 
 
 # --------------------------------------------------------------------------
@@ -95,11 +96,72 @@ def cudagraph_skip_logger_names() -> tuple[str, ...]:
     )
 
 
-def watch_cudagraph_recordings(callback: Any) -> Any | None:
-    """Call ``callback()`` each time cudagraph trees record a graph; returns an undo function.
+class CudagraphRecordingCallback:
+    """``callback()`` at each recording of the cudagraph trees, kept registered with Dynamo until :meth:`close`.
 
-    Uses Dynamo's start callbacks with ``CallbackTrigger.CUDAGRAPH_RECORDING`` (2.8+);
-    returns None where that trigger does not exist (callers then count tree nodes).
+    Registered as one of Dynamo's start callbacks, called with
+    ``CallbackTrigger.CUDAGRAPH_RECORDING`` (2.8+).  ``torch._dynamo.reset()`` empties
+    those lists (``callback_handler.clear()``): :meth:`ensure` registers it again,
+    and says whether it had to.  :meth:`close` takes it off wherever it still is,
+    and never fails for one that a reset already took off.
+    """
+
+    def __init__(self, trigger: Any, callback: Any):
+        self._trigger = trigger
+        self._callback = callback
+
+        def on_start(args: Any) -> None:
+            if getattr(args, "callback_trigger", None) == trigger:
+                callback()
+
+        self._on_start = on_start
+        self._handlers: list[Any] = []
+        handler = _callback_handler()
+        if handler is not None:
+            handler.register_start_callback(on_start)
+            self._handlers.append(handler)
+
+    def registered(self) -> bool:
+        """Whether Dynamo's current callback handler will call it at the next recording."""
+        handler = _callback_handler()
+        return handler is not None and any(cb is self._on_start for cb in _start_callbacks(handler))
+
+    def ensure(self) -> bool:
+        """Register again where something (a reset) took it off; True when it had to."""
+        if self.registered():
+            return False
+        handler = _callback_handler()
+        if handler is None:
+            return True
+        handler.register_start_callback(self._on_start)
+        if not any(h is handler for h in self._handlers):
+            self._handlers.append(handler)
+        return True
+
+    def close(self) -> None:
+        for handler in self._handlers:
+            callbacks = _start_callbacks(handler)
+            while any(cb is self._on_start for cb in callbacks):
+                handler.remove_start_callback(self._on_start)
+        self._handlers.clear()
+
+
+def _callback_handler() -> Any | None:
+    dynamo = sys.modules.get("torch._dynamo")
+    return getattr(dynamo, "callback_handler", None) if dynamo is not None else None
+
+
+def _start_callbacks(handler: Any) -> list[Any]:
+    callbacks = getattr(handler, "start_callbacks", None)
+    return callbacks if isinstance(callbacks, list) else []
+
+
+def watch_cudagraph_recordings(callback: Any) -> CudagraphRecordingCallback | None:
+    """Call ``callback()`` each time cudagraph trees record a graph, until the returned object's ``close()``.
+
+    Uses Dynamo's start callbacks with ``CallbackTrigger.CUDAGRAPH_RECORDING`` (2.8+;
+    their ``start_callbacks`` list read in 2.13 and 2.14.1); returns None where that
+    trigger or that list does not exist (callers then count otherwise).
     """
     import torch._dynamo
 
@@ -109,15 +171,9 @@ def watch_cudagraph_recordings(callback: Any) -> Any | None:
         return None
     trigger = getattr(CallbackTrigger, "CUDAGRAPH_RECORDING", None)
     handler = getattr(torch._dynamo, "callback_handler", None)
-    if trigger is None or handler is None:
+    if trigger is None or handler is None or not isinstance(getattr(handler, "start_callbacks", None), list):
         return None
-
-    def on_start(args: Any) -> None:
-        if getattr(args, "callback_trigger", None) == trigger:
-            callback()
-
-    handler.register_start_callback(on_start)
-    return lambda: handler.remove_start_callback(on_start)
+    return CudagraphRecordingCallback(trigger, callback)
 
 
 def cudagraph_tree_manager(device_index: int) -> Any | None:
@@ -149,7 +205,8 @@ def _inductor_cache_root() -> str | None:
         from torch._inductor.runtime.cache_dir_utils import cache_dir  # 2.8+
     except ImportError:
         try:
-            from torch._inductor.utils import cache_dir  # 2.6
+            # torch 2.6's location: the installed torch has it only at the 2.8+ one above
+            from torch._inductor.utils import cache_dir  # type: ignore[attr-defined, no-redef, unused-ignore]
         except ImportError:
             return None
     try:

@@ -1,5 +1,5 @@
-"""pytest's and pytest-xdist's internals: the run's base temp directory, a test's arguments, scope scheduling,
-pytest's log-capture handlers, and torch's loggers they would be attached to.
+"""pytest's and pytest-xdist's internals: the run's base temp directory, its options, a test's arguments,
+scope scheduling, pytest's log-capture handlers, and torch's loggers they would be attached to.
 
 Read in pytest 8.0-9.2 and pytest-xdist 3.5-3.8.  Imports neither pytest nor xdist
 at import time (xdist is optional), nor torch.
@@ -58,6 +58,21 @@ def torch_non_propagating_loggers() -> list[logging.Logger]:
         and (name == "torch" or name.startswith("torch."))
         and not logger.propagate
     ]
+
+
+def pytest_option_arities(config: Any) -> dict[str, tuple[str, Any]]:
+    """Every option string this run's pytest knows (its own, each plugin's, each conftest's): ``(dest, nargs)``.
+
+    ``nargs`` is argparse's: ``0`` for a flag, ``None`` for one value, ``"?"``,
+    ``"*"``, ``"+"`` or a count.  The argparse parser is ``config._parser``'s: pytest
+    8.x builds it anew from the registered options with ``_getparser()``, 9.x keeps
+    one, ``optparser``, that every ``addoption`` adds to.  Its actions by option
+    string are argparse's ``_option_string_actions`` (unchanged since Python 3.2).
+    """
+    parser = config._parser
+    build = getattr(parser, "_getparser", None)
+    optparser = build() if build is not None else parser.optparser
+    return {string: (action.dest, action.nargs) for string, action in optparser._option_string_actions.items()}
 
 
 def pyfunc_argnames(item: Any) -> tuple[str, ...]:

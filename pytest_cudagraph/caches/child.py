@@ -37,8 +37,12 @@ def callable_label(fn: Any) -> str:
     return fn if isinstance(fn, str) else getattr(fn, "__qualname__", repr(fn))
 
 
-def resolve_importable(name: str) -> Any:
-    """The object named ``"package.module:qualname"`` (or ``"package.module.qualname"``)."""
+def resolve_importable(name: str, call: str = "compile_cache.cold_warm()") -> Any:
+    """The object named ``"package.module:qualname"`` (or ``"package.module.qualname"``).
+
+    ``call``: the call that was given the name, as its refusal names it
+    (``"compile_cache.relocate()"``).
+    """
     module_name, _, qualname = name.partition(":")
     if not qualname:
         module_name, _, qualname = name.rpartition(".")
@@ -48,28 +52,31 @@ def resolve_importable(name: str) -> Any:
             obj = getattr(obj, part)
     except (ImportError, AttributeError, ValueError) as exc:
         raise MisuseError(
-            f"cold_warm: {name!r} cannot be imported ({type(exc).__name__}: {exc}); "
+            f"{call}: {name!r} cannot be imported ({type(exc).__name__}: {exc}); "
             f"give 'package.module:function' of a module-level function"
         ) from None
     return obj
 
 
-def importable_name(fn: Any) -> str:
-    """``"module:qualname"`` for a function a fresh interpreter can import and call."""
+def importable_name(fn: Any, call: str = "compile_cache.cold_warm(mode='subprocess')") -> str:
+    """``"module:qualname"`` for a function a fresh interpreter can import and call.
+
+    ``call``: the call that needs it, as its refusal names it (``"compile_cache.relocate()"``).
+    """
     if isinstance(fn, str):
-        resolve_importable(fn)
+        resolve_importable(fn, call)
         return fn if ":" in fn else ":".join(fn.rsplit(".", 1))
     module = getattr(fn, "__module__", None)
     qualname = getattr(fn, "__qualname__", None)
     if not module or not qualname or "<" in qualname or module == "__main__":
         raise MisuseError(
-            f"cold_warm(mode='subprocess'): {callable_label(fn)} (module {module}) cannot be imported by a fresh "
+            f"{call}: {callable_label(fn)} (module {module}) cannot be imported by a fresh "
             f"interpreter; define it at module level of an importable module, or pass 'package.module:function'"
         )
     name = f"{module}:{qualname}"
-    if resolve_importable(name) is not fn:
+    if resolve_importable(name, call) is not fn:
         raise MisuseError(
-            f"cold_warm(mode='subprocess'): {name} imports as another object than the function given (rebound or "
+            f"{call}: {name} imports as another object than the function given (rebound or "
             f"wrapped under the same name); pass the module-level name of the function to run"
         )
     return name
@@ -86,10 +93,13 @@ def child_environment(directory: Path) -> dict[str, str]:
     return env
 
 
-def child_pass_command(target: str, args: tuple, seed: int, directory: Path) -> tuple[list[str], Path, dict[str, str]]:
+def child_pass_command(
+    target: str, args: tuple, seed: int, directory: Path, call: str = "compile_cache.cold_warm(mode='subprocess')"
+) -> tuple[list[str], Path, dict[str, str]]:
     """Save the spec of a warm pass of ``target(*args)`` in ``directory``: the command, its out path and env.
 
-    Raises MisuseError when the arguments cannot be saved for the child interpreter.
+    The spec holds ``args`` as they are now.  Raises MisuseError, naming ``call``,
+    when the arguments cannot be saved for the child interpreter.
     """
     import torch
 
@@ -109,7 +119,7 @@ def child_pass_command(target: str, args: tuple, seed: int, directory: Path) -> 
         )
     except Exception as exc:
         raise MisuseError(
-            f"cold_warm(mode='subprocess'): the arguments of {target} cannot be saved for the child interpreter "
+            f"{call}: the arguments of {target} cannot be saved for the child interpreter "
             f"({type(exc).__name__}: {exc}); pass tensors and plain Python values"
         ) from None
     env = child_environment(directory)
@@ -211,11 +221,17 @@ def write_pass_output(path: str | Path, result: PassResult | None, error: str | 
     os.replace(str(path) + ".tmp", path)
 
 
-def _import_from_file(module_name: str, path: str) -> None:
-    """Import ``module_name`` from the file ``path`` (relocate(): the function's module copied elsewhere)."""
+def _import_from_file(module_name: str, path: str, package_path: str | None = None) -> None:
+    """Import ``module_name`` from the file ``path`` (relocate(): the function's module copied elsewhere).
+
+    ``package_path``: ``path`` is a package's ``__init__.py``, whose submodules are
+    imported from ``package_path`` (where they are): imported as a plain module, the
+    package would have none.
+    """
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(module_name, path)
+    locations = [package_path] if package_path is not None else None
+    spec = importlib.util.spec_from_file_location(module_name, path, submodule_search_locations=locations)
     if spec is None or spec.loader is None:
         raise ImportError(f"{path} cannot be imported as {module_name}")
     module = importlib.util.module_from_spec(spec)
@@ -224,10 +240,11 @@ def _import_from_file(module_name: str, path: str) -> None:
 
 
 def _child_main(argv: list[str]) -> int:
-    """``python -m pytest_cudagraph.caches SPEC [--module NAME FILE] [--load-artifacts FILE]``: one warm pass.
+    """``python -m pytest_cudagraph.caches SPEC [--module NAME FILE [--package-path DIR]] [--load-artifacts FILE]``.
 
-    ``--module``: the function's module is imported from FILE (before the spec,
-    whose arguments may refer to its classes); ``--load-artifacts``: the Mega-Cache
+    One warm pass.  ``--module``: the function's module is imported from FILE
+    (before the spec, whose arguments may refer to its classes), a package's
+    submodules from DIR (``--package-path``); ``--load-artifacts``: the Mega-Cache
     artifacts in FILE are loaded into the cache directory before the pass
     (``portable(mode="subprocess")``).  The pass's results go to SPEC's out.
     """
@@ -241,7 +258,7 @@ def _child_main(argv: list[str]) -> int:
         count = 2 if rest[0] == "--module" else 1
         options[rest[0]], rest = rest[1 : 1 + count], rest[1 + count :]
     if "--module" in options:
-        _import_from_file(*options["--module"])
+        _import_from_file(*options["--module"], *options.get("--package-path", ()))
     spec = torch.load(argv[0], weights_only=False)  # our own file, in the probe's private directory
     try:
         fn = resolve_importable(spec["target"])
@@ -250,7 +267,7 @@ def _child_main(argv: list[str]) -> int:
                 if "--load-artifacts" in options:
                     compat.clear_in_memory_compile_caches()
                     compat.load_cache_artifacts(Path(options["--load-artifacts"][0]).read_bytes())
-                result = probe.run_pass("warm", lambda: fn(*spec["args"]), spec["seed"], probe.cache_dir)
+                result = probe.run_pass("warm", lambda: fn(*spec["args"]), spec["seed"], Path(spec["cache_dir"]))
     except BaseException:
         write_pass_output(spec["out"], None, error=traceback.format_exc(limit=-8))
         return 1

@@ -119,7 +119,7 @@ class KeyIndex:
             return IndexContents(
                 refused=f"cache-key index directory {self.directory} cannot be read ({exc.strerror or exc})"
             )
-        notes = ()
+        notes: tuple[str, ...] = ()
         if ignored:
             shown = "; ".join(ignored[:_IGNORED_SHOWN])
             more = f"; and {len(ignored) - _IGNORED_SHOWN} more" if len(ignored) > _IGNORED_SHOWN else ""

@@ -32,7 +32,9 @@ from typing import TYPE_CHECKING, Any
 from .. import _compat as compat
 from ..errors import InvariantViolation, MisuseError
 from . import keys as cache_keys
-from .child import callable_label, child_pass_command, importable_name
+from .arguments import PassArguments
+from .child import callable_label, child_pass_command, importable_name, resolve_importable
+from .keys import MissExplanation
 from .results import PassResult
 from .warm_start import ColdWarm, refuse_if_caches_disabled
 
@@ -77,10 +79,14 @@ class PortablePair(ColdWarm):
         return problems
 
     def check(
-        self, rtol: float | None = None, atol: float | None = None, context: str | None = None, **kw: Any
+        self,
+        rtol: float | None = None,
+        atol: float | None = None,
+        context: str | None = None,
+        across_runs: tuple[MissExplanation, ...] = (),
     ) -> None:
         __tracebackhide__ = True
-        super().check(rtol=rtol, atol=atol, context=context or "compile_cache.portable()", **kw)
+        super().check(rtol=rtol, atol=atol, context=context or "compile_cache.portable()", across_runs=across_runs)
 
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "triton": self.triton_note}
@@ -117,9 +123,11 @@ def load_artifacts(blob: bytes) -> None:
     compat.load_cache_artifacts(blob)
 
 
-def portable_pair(source: PassResult, moved: PassResult, moved_dir: Path) -> PortablePair:
+def portable_pair(source: PassResult, moved: PassResult, moved_dir: Path, arguments_problem: str = "") -> PortablePair:
     """The pair ``(source, moved)``, the moved pass's misses explained against the source pass in the active logs."""
-    pair = PortablePair(cold=source, warm=moved, mode="portable", cache_dir=str(moved_dir))
+    pair = PortablePair(
+        cold=source, warm=moved, mode="portable", cache_dir=str(moved_dir), arguments_problem=arguments_problem
+    )
     cache_keys.annotate_active(
         cache_keys.explain_misses(source.lookups, moved.lookups, compared_with="the source pass")
     )
@@ -134,26 +142,25 @@ def run_portable(
     if mode not in PORTABLE_MODES:
         raise MisuseError(f"portable(mode={mode!r}) is not a known mode; use mode='inprocess' or mode='subprocess'")
     refuse_unless_portable()
-    target = importable_name(fn) if mode == "subprocess" else None
-    call_fn = fn if callable(fn) else None
-    if call_fn is None:
-        from .child import resolve_importable
-
-        call_fn = resolve_importable(str(fn))
+    call = f"compile_cache.portable(mode={mode!r})"
+    target = importable_name(fn, call) if mode == "subprocess" else None
+    call_fn = fn if callable(fn) else resolve_importable(str(fn), call)
+    # each pass runs on a copy of the arguments as given, so the child's spec, saved later, holds them so too
+    arguments = PassArguments(args)
     source, blob = source_pass_and_artifacts(
-        lambda: probe.run_pass("source", lambda: call_fn(*args), seed, source_dir), fn
+        lambda: probe.run_pass_on_copy("source", call_fn, arguments, seed, source_dir), fn
     )
     moved_dir = probe.new_pass_directory("portable")
     if mode == "inprocess":
         with probe._use_directory(moved_dir):
             load_artifacts(blob)
-        moved = probe.run_pass("moved", lambda: call_fn(*args), seed, moved_dir)
+        moved = probe.run_pass_on_copy("moved", call_fn, arguments, seed, moved_dir)
     else:
         artifacts = moved_dir / "artifacts.bin"
         artifacts.write_bytes(blob)
-        cmd, out_path, env = child_pass_command(str(target), args, seed, moved_dir)
+        cmd, out_path, env = child_pass_command(str(target), args, seed, moved_dir, call)
         cmd += [LOAD_ARTIFACTS_OPTION, str(artifacts)]
         moved = probe.run_child_pass(
             cmd, out_path=out_path, what=f"{target}(...)", env=env, cwd=str(Path.cwd()), name="moved"
         )
-    return portable_pair(source, moved, moved_dir)
+    return portable_pair(source, moved, moved_dir, arguments.changed_problem("compile_cache.portable()") or "")

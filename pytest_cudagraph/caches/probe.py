@@ -87,6 +87,7 @@ from ..compile.expect import ExpectBlock, checked_deltas
 from ..envvars import CHILD_PASS_ENV, environment_set
 from ..errors import MisuseError, UsageProblem
 from . import keys as cache_keys
+from .arguments import PassArguments
 from .cache_root import CacheRoot, ensure_private_dir
 from .child import (
     child_environment,
@@ -276,6 +277,7 @@ class CacheProbe:
             if final is not None:
                 return final
             self._require_active("stats")
+        assert self._start is not None  # __enter__ read it before the block began
         return self._meter.stats_since(self._start)
 
     @property
@@ -312,6 +314,7 @@ class CacheProbe:
         """A fresh, empty, private subdirectory of the probe's directory, for one pair of passes to share."""
         self._require_active("new_pass_directory")
         self._subdirs += 1
+        assert self.cache_dir is not None  # __enter__ set it before the block began
         path = self.cache_dir / f"{label}-{self._subdirs}"
         path.mkdir(mode=0o700)
         self._meter.dirs.append(path)
@@ -374,6 +377,13 @@ class CacheProbe:
         self._passes.append(result)
         return result
 
+    def run_pass_on_copy(
+        self, name: str, fn: Callable[..., Any], arguments: PassArguments, seed: int, directory: Path
+    ) -> PassResult:
+        """``run_pass`` of ``fn`` on a fresh copy of its arguments, made before the pass starts (``arguments``)."""
+        args = arguments.fresh()
+        return self.run_pass(name, lambda: fn(*args), seed, directory)
+
     def _next_label(self, name: str) -> str:
         count = self._pass_names.get(name, 0) + 1
         self._pass_names[name] = count
@@ -388,7 +398,10 @@ class CacheProbe:
         the passes; ``mode="subprocess"`` runs the warm pass in a fresh interpreter
         sharing the cache directory, so ``fn`` must be importable: a module-level
         function (or ``"package.module:qualname"``) and picklable ``args``.  Each pass
-        starts from the same seeds.  Nothing is asserted here: call ``.check()``.
+        starts from the same seeds and gets a copy of ``args`` as they were given
+        (``caches.arguments``: a step that calls ``backward()`` or advances a state
+        in place leaves the next pass's inputs alone; the child's spec holds them as
+        given).  Nothing is asserted here: call ``.check()``.
         """
         self._require_active("cold_warm")
         if mode not in ("inprocess", "subprocess"):
@@ -396,17 +409,22 @@ class CacheProbe:
                 f"cold_warm(mode={mode!r}) is not a known mode; use mode='inprocess' or mode='subprocess'"
             )
         refuse_if_caches_disabled("cold_warm()")
-        target = importable_name(fn) if mode == "subprocess" else None
-        call_fn = resolve_importable(fn) if isinstance(fn, str) else fn
+        call = f"compile_cache.cold_warm(mode={mode!r})"
+        target = importable_name(fn, call) if mode == "subprocess" else None
+        call_fn = resolve_importable(fn, call) if isinstance(fn, str) else fn
+        arguments = PassArguments(args)
         pair_dir = self.new_pass_directory("cold_warm")
         self._last_pair_dir = pair_dir
-        cold = self.run_pass("cold", lambda: call_fn(*args), seed, pair_dir)
-        if mode == "inprocess":
-            warm = self.run_pass("warm", lambda: call_fn(*args), seed, pair_dir)
+        if target is not None:
+            # the child's spec holds the arguments as they were given, before any pass ran on them
+            cmd, out_path, env = child_pass_command(target, args, seed, pair_dir, call)
+        cold = self.run_pass_on_copy("cold", call_fn, arguments, seed, pair_dir)
+        if target is None:
+            warm = self.run_pass_on_copy("warm", call_fn, arguments, seed, pair_dir)
         else:
-            cmd, out_path, env = child_pass_command(target, args, seed, pair_dir)
             warm = self.run_child_pass(cmd, out_path=out_path, what=f"{target}(...)", env=env, cwd=os.getcwd())
-        pair = ColdWarm(cold=cold, warm=warm, mode=mode, cache_dir=str(pair_dir))
+        changed = arguments.changed_problem("compile_cache.cold_warm()") if target is None else None
+        pair = ColdWarm(cold=cold, warm=warm, mode=mode, cache_dir=str(pair_dir), arguments_problem=changed or "")
         cache_keys.annotate_active(pair.explanations())
         self._pairs.append(pair)
         return pair
@@ -425,6 +443,7 @@ class CacheProbe:
         says how many Triton kernels the moved pass loaded and compiled.  Needs torch 2.7+.
         """
         self._require_active("portable")
+        assert self.cache_dir is not None  # __enter__ set it before the block began
         pair = run_portable(self, fn, args, seed, mode, self._last_pair_dir or self.cache_dir)
         self._pairs.append(pair)
         return pair

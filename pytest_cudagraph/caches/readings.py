@@ -50,46 +50,58 @@ class Reading:
 class _BypassLog(logging.Filter):
     """Collects torch's bypass reasons from its INFO records without printing more than before.
 
-    The loggers are lowered to INFO only while the probe runs, and this filter passes on
-    only the records the user's own logging level would have let through.
+    The loggers are lowered to INFO only while the probe runs (again after a
+    ``torch._logging.set_logs()`` in the body, which puts their levels back), and this
+    filter passes on only the records the user's own logging level would have let through.
     """
 
-    def __init__(self, layer: str, prefix: str, threshold: int, sink: list[tuple[str, str]]):
+    def __init__(self, layer: str, prefix: str, sink: list[tuple[str, str]]):
         super().__init__()
-        self.layer, self.prefix, self.threshold, self.sink = layer, prefix, threshold, sink
+        self.layer, self.prefix, self.sink = layer, prefix, sink
+        self.threshold: Any = lambda: logging.WARNING
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.msg, str) and record.msg.startswith(self.prefix):
-            reason = str(record.args[0]) if record.args else record.getMessage()
+            reason = str(record.args[0]) if isinstance(record.args, tuple) and record.args else record.getMessage()
             self.sink.append((self.layer, reason))
-        return record.levelno >= self.threshold
+        return record.levelno >= self.threshold()
 
 
 @contextlib.contextmanager
 def _capture_bypass_reasons(sink: list[tuple[str, str]]) -> Iterator[None]:
-    installed = []
+    taps: list[Any] = []
+    sight = None
     try:
         for name, (layer, prefix) in compat.cache_bypass_loggers().items():
-            logger = logging.getLogger(name)
-            old_level = logger.level
-            catcher = _BypassLog(layer, prefix, logger.getEffectiveLevel(), sink)
-            installed.append((logger, old_level, catcher))
-            logger.addFilter(catcher)
-            if logger.getEffectiveLevel() > logging.INFO:
-                logger.setLevel(logging.INFO)
+            catcher = _BypassLog(layer, prefix, sink)
+            tap = compat.LoggerTap(logging.getLogger(name), None, logging.INFO, log_filter=catcher)
+            catcher.threshold = tap.untapped_level
+            taps.append(tap)
+            tap.apply()
+
+        def apply_again(frame: Any) -> None:
+            for tap in taps:
+                tap.apply()
+
+        sight = compat.on_set_logs(after=apply_again)
         yield
     finally:
-        for logger, old_level, catcher in installed:
-            logger.removeFilter(catcher)
-            logger.setLevel(old_level)
+        if sight is not None:
+            sight.close()
+        for tap in reversed(taps):
+            tap.restore()
 
 
 @contextlib.contextmanager
-def _count_triton_compiles(counts: dict[str, int]) -> Iterator[bool]:
-    """Chain a counter into ``triton.knobs.compilation.listener``; yields whether one exists."""
+def _count_triton_compiles(counts: dict[str, int]) -> Iterator[Any]:
+    """Chain a counter into ``triton.knobs.compilation.listener``; yields whether it still listens, or None.
+
+    A listener the body sets over it stays the body's: the counter then says it no longer
+    listens (the probe falls back to counting kernel directories), and is not put back over it.
+    """
     knobs = compat.triton_compilation_knobs()
     if knobs is None:
-        yield False
+        yield None
         return
     previous = knobs.listener
 
@@ -101,9 +113,10 @@ def _count_triton_compiles(counts: dict[str, int]) -> Iterator[bool]:
 
     knobs.listener = listener
     try:
-        yield True
+        yield lambda: knobs.listener is listener
     finally:
-        knobs.listener = previous
+        if knobs.listener is listener:
+            knobs.listener = previous
 
 
 @contextlib.contextmanager
@@ -127,7 +140,7 @@ def seeded_rngs(seed: int = DEFAULT_SEED) -> Iterator[None]:
         torch.set_rng_state(torch_state)
         if cuda_states is not None:
             torch.cuda.set_rng_state_all(cuda_states)
-        if np_state is not None:
+        if numpy is not None and np_state is not None:
             numpy.random.set_state(np_state)
 
 
@@ -148,13 +161,18 @@ class CacheMeter:
         self.reasons: list[tuple[str, str]] = []
         self.listener_counts = {"compiled": 0, "loaded": 0}
         self.write_counts: dict[str, int] = {}
-        self.has_listener = False
+        self._listening: Any = None
 
     def install(self, stack: contextlib.ExitStack) -> None:
         """Count FX-graph cache writes, collect bypass reasons and Triton's compiles until ``stack`` closes."""
         stack.enter_context(compat.counting_fx_graph_cache_writes(self.write_counts))
         stack.enter_context(_capture_bypass_reasons(self.reasons))
-        self.has_listener = stack.enter_context(_count_triton_compiles(self.listener_counts))
+        self._listening = stack.enter_context(_count_triton_compiles(self.listener_counts))
+
+    @property
+    def has_listener(self) -> bool:
+        """Whether Triton's listener counted every compile so far (none replaced it)."""
+        return self._listening is not None and bool(self._listening())
 
     def read(self) -> Reading:
         return Reading(

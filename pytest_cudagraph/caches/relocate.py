@@ -20,7 +20,9 @@ working directory)``).  The cache is renamed, not copied, so that nothing can st
 reach the old place: an entry that refers to it fails here instead of passing.
 
 Only the function's module moves: the packages it imports come from where they
-are (this process's ``sys.path``, the working directory's entry made absolute).
+are (this process's ``sys.path``, the working directory's entry made absolute).  A
+function defined in a package's ``__init__.py`` moves with that file, and the
+package's submodules are imported from where they are.
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import MisuseError
 from . import keys as cache_keys
-from .child import child_pass_command, importable_name
-from .keys import KEYED_LAYERS, CacheLookup, same_graph
+from .arguments import PassArguments
+from .child import child_pass_command, importable_name, resolve_importable
+from .keys import KEYED_LAYERS, CacheLookup, MissExplanation, same_graph
 from .warm_start import ColdWarm, refuse_if_caches_disabled
 
 if TYPE_CHECKING:
@@ -45,6 +48,9 @@ if TYPE_CHECKING:
 
 # the child's option: import NAME from FILE before anything else
 MODULE_OPTION = "--module"
+# the child's option after MODULE_OPTION, for a package's __init__.py: where its submodules are
+PACKAGE_OPTION = "--package-path"
+RELOCATE_CALL = "compile_cache.relocate()"
 
 
 @dataclass(frozen=True)
@@ -67,10 +73,14 @@ class RelocatedPair(ColdWarm):
         return path_components(self.cold.lookups, self.warm.lookups, self.moves) + super().problems(rtol, atol)
 
     def check(
-        self, rtol: float | None = None, atol: float | None = None, context: str | None = None, **kw: Any
+        self,
+        rtol: float | None = None,
+        atol: float | None = None,
+        context: str | None = None,
+        across_runs: tuple[MissExplanation, ...] = (),
     ) -> None:
         __tracebackhide__ = True
-        super().check(rtol=rtol, atol=atol, context=context or "compile_cache.relocate()", **kw)
+        super().check(rtol=rtol, atol=atol, context=context or "compile_cache.relocate()", across_runs=across_runs)
 
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "moved": {move.what: [move.old, move.new] for move in self.moves}}
@@ -126,14 +136,13 @@ def run_relocate(probe: CacheProbe, fn: Callable[..., Any] | str, args: tuple, s
     """``CacheProbe.relocate()``: the cold pass here, everything moved, the warm pass in a fresh interpreter there."""
     __tracebackhide__ = True
     refuse_if_caches_disabled("relocate()")
-    try:
-        target = importable_name(fn)
-    except MisuseError as exc:
-        raise MisuseError(str(exc).replace("cold_warm(mode='subprocess')", "compile_cache.relocate()")) from None
+    target = importable_name(fn, RELOCATE_CALL)
     module_name, module_file = _module_file(target)
-    call_fn = fn if callable(fn) else None
+    call_fn = fn if callable(fn) else resolve_importable(target, RELOCATE_CALL)
     cold_dir = probe.new_pass_directory("relocate")
-    cold = probe.run_pass("cold", lambda: (call_fn or _resolved(target))(*args), seed, cold_dir)
+    # the cold pass runs on a copy: the child's spec, saved after it, holds the arguments as given
+    arguments = PassArguments(args)
+    cold = probe.run_pass_on_copy("cold", call_fn, arguments, seed, cold_dir)
     place = probe.new_pass_directory("relocated")
     parts = {name: place / name for name in ("code", "home", "tmp", "work")}
     for path in parts.values():
@@ -143,6 +152,10 @@ def run_relocate(probe: CacheProbe, fn: Callable[..., Any] | str, args: tuple, s
     shutil.move(str(cold_dir), str(moved_cache))
     copied = parts["code"] / module_file.name
     shutil.copy2(module_file, copied)
+    module_option = [MODULE_OPTION, module_name, str(copied)]
+    if module_file.name == "__init__.py":
+        # a package: its submodules are imported from where they are, as the packages it imports are
+        module_option += [PACKAGE_OPTION, str(module_file.parent)]
     moves = (
         Move("the working directory", os.getcwd(), str(parts["work"])),
         Move("HOME", os.path.expanduser("~"), str(parts["home"])),
@@ -150,19 +163,20 @@ def run_relocate(probe: CacheProbe, fn: Callable[..., Any] | str, args: tuple, s
         Move("the cache directory", str(cold_dir), str(moved_cache)),
         Move("the function's module", str(module_file.parent), str(parts["code"])),
     )
-    cmd, out_path, env = child_pass_command(target, args, seed, moved_cache)
-    cmd += [MODULE_OPTION, module_name, str(copied)]
+    cmd, out_path, env = child_pass_command(target, args, seed, moved_cache, RELOCATE_CALL)
+    cmd += module_option
     env.update(HOME=str(parts["home"]), TMPDIR=str(parts["tmp"]), TMP=str(parts["tmp"]), TEMP=str(parts["tmp"]))
     env["PYTHONPATH"] = _python_path()
     warm = probe.run_child_pass(
         cmd, out_path=out_path, what=f"{target}(...)", env=env, cwd=str(parts["work"]), name="relocated"
     )
-    pair = RelocatedPair(cold=cold, warm=warm, mode="relocate", cache_dir=str(moved_cache), moves=moves)
+    pair = RelocatedPair(
+        cold=cold,
+        warm=warm,
+        mode="relocate",
+        cache_dir=str(moved_cache),
+        arguments_problem=arguments.changed_problem(RELOCATE_CALL) or "",
+        moves=moves,
+    )
     cache_keys.annotate_active(pair.explanations())
     return pair
-
-
-def _resolved(target: str) -> Callable[..., Any]:
-    from .child import resolve_importable
-
-    return resolve_importable(target)

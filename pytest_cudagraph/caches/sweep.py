@@ -18,7 +18,8 @@ it reads is the common case: compiled with the setting at 1, then run with it at
 
    - ``"miss"``: the key changed with the factor (sound); the lookups that missed
      name the key components that changed;
-   - ``"hit"``: same key, and outputs equal to the reference's: the factor does not
+   - ``"hit"``: same key, and outputs (what ``fn`` returned and what it gave
+     ``compile_cache.record()``) equal to the reference's: the factor does not
      matter to the compiled code;
    - ``"false-hit"``: a hit whose outputs differ from the reference's: the key
      leaves the factor out; the layer that hit and the key components that stayed
@@ -26,7 +27,9 @@ it reads is the common case: compiled with the setting at 1, then run with it at
    - ``"bypass"``: under the factor nothing was cached (no key to judge).
 
 A factor whose every lookup missed needs no reference: the code came from a fresh
-compile under the factor.  ``SweepResult.check()`` raises InvariantViolation naming
+compile under the factor.  Every pass gets a copy of the arguments as given
+(``caches.arguments``).  A function that returns and records nothing leaves no
+hit to judge: the sweep refuses it after the base compile, saying so.  ``SweepResult.check()`` raises InvariantViolation naming
 each false hit.  The result goes to the test's record (``cache_sweeps``), drawn by
 ``render.sweep_text`` and the HTML page.
 """
@@ -40,11 +43,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import _compat as compat
-from ..errors import InvariantViolation
+from ..errors import InvariantViolation, MisuseError
 from . import keys as cache_keys
+from .arguments import PassArguments
 from .child import callable_label
 from .keys import KEYED_LAYERS, CacheLookup, same_graph
-from .outputs import cold_warm_differences
+from .outputs import cold_warm_differences, compare_recorded
 from .results import PassResult
 from .sweep_factors import Factor, normalized_factors
 from .warm_start import ColdWarm, refuse_if_caches_disabled
@@ -165,13 +169,21 @@ def judge(
     if differences is None:
         raise ValueError("judge(): a factor with a hit needs the reference compile's differences")
     layers = tuple(layer for layer in KEYED_LAYERS if any(lookup.layer == layer for lookup in hits))
-    common = {"layers": layers, "reference": True, "changed": changed}
     if differences:
         equal = tuple(_stayed_equal(hits, base_lookups, factor_components))
         return FactorVerdict(
-            name, "false-hit", tuple(lookups), stayed_equal=equal, differences=tuple(differences), **common
+            name,
+            "false-hit",
+            tuple(lookups),
+            changed=changed,
+            layers=layers,
+            stayed_equal=equal,
+            differences=tuple(differences),
+            reference=True,
         )
-    return FactorVerdict(name, "miss" if misses else "hit", tuple(lookups), **common)
+    return FactorVerdict(
+        name, "miss" if misses else "hit", tuple(lookups), changed=changed, layers=layers, reference=True
+    )
 
 
 def _changed_lines(base_lookups: Sequence[CacheLookup], misses: Sequence[CacheLookup]) -> list[str]:
@@ -222,18 +234,45 @@ def _shown(pair: tuple[str, str | None]) -> str:
     return repr(pair[1]) if pair[1] is not None else f"[{pair[0][:12]}]"
 
 
-def output_differences(reference: Any, cached: Any, rtol: float | None, atol: float | None) -> list[str]:
-    """The outputs from the cache against the reference compile's, in the words of a sweep."""
+def output_differences(reference: PassResult, cached: PassResult, rtol: float | None, atol: float | None) -> list[str]:
+    """What the pass from the cache returned and recorded against the reference compile's, in a sweep's words.
+
+    A function may hand its results back through ``compile_cache.record()``
+    instead of returning them: a recorded value that differs is a false hit as much
+    as a returned one.
+    """
     words = {
+        "recorded on the cold pass only": "recorded by the reference compile only",
+        "recorded on the warm pass only": "recorded by the pass from the cache only",
         "on the cold pass": "in the reference compile",
         "on the warm pass": "from the cache",
         "(cold ": "(reference ",
         ", warm ": ", from the cache ",
     }
-    lines = cold_warm_differences("returned", reference, cached, rtol=rtol, atol=atol)
+    lines = cold_warm_differences("returned", reference.outputs, cached.outputs, rtol=rtol, atol=atol)
+    lines += compare_recorded(reference.recorded, cached.recorded, rtol=rtol, atol=atol)
     for old, new in words.items():
         lines = [line.replace(old, new) for line in lines]
     return lines
+
+
+def holds_nothing(value: Any) -> bool:
+    """Whether a returned value carries nothing to compare: None, or containers holding only that."""
+    if isinstance(value, (tuple, list)):
+        return all(holds_nothing(item) for item in value)
+    if isinstance(value, dict):
+        return all(holds_nothing(item) for item in value.values())
+    return value is None
+
+
+def _refuse_unless_something_to_compare(fn: Any, base: PassResult) -> None:
+    """A hit is told from a false hit by its outputs: a function that returns and records nothing cannot be judged."""
+    if holds_nothing(base.outputs) and not base.recorded:
+        raise MisuseError(
+            f"compile_cache.sweep({callable_label(fn)}): the function returned nothing and recorded nothing, so a "
+            f"cache hit cannot be told from a false hit; return its outputs, or record them with "
+            f"compile_cache.record(name, value)"
+        )
 
 
 # ----------------------------------------------------------------------------
@@ -256,19 +295,27 @@ def run_sweep(
     refuse_if_caches_disabled("sweep()")
     chosen = normalized_factors(factors, args)
     started = time.perf_counter()
+    # every pass starts from the arguments as given: a body that calls backward() or advances a state
+    # in place would otherwise hand the next pass other inputs, and its outputs would differ
+    arguments = PassArguments(args)
     base_dir = probe.new_pass_directory("sweep")
-    base = probe.run_pass("base", lambda: fn(*args), seed, base_dir)
-    control = probe.run_pass("control", lambda: fn(*args), seed, base_dir)
-    _refuse_unless_control_hits(fn, base, control, rtol, atol)
+    base = probe.run_pass_on_copy("base", fn, arguments, seed, base_dir)
+    _refuse_unless_something_to_compare(fn, base)
+    control = probe.run_pass_on_copy("control", fn, arguments, seed, base_dir)
+    _refuse_unless_control_hits(fn, base, control, rtol, atol, arguments)
     verdicts = []
     for factor in chosen:
-        verdicts.append(_one_factor(probe, fn, args, factor, base, rtol=rtol, atol=atol, seed=seed))
+        verdicts.append(_one_factor(probe, fn, arguments, factor, base, rtol=rtol, atol=atol, seed=seed))
     return SweepResult(callable_label(fn), base, tuple(verdicts), duration_s=time.perf_counter() - started)
 
 
-def _refuse_unless_control_hits(fn: Any, base: PassResult, control: PassResult, rtol: Any, atol: Any) -> None:
+def _refuse_unless_control_hits(
+    fn: Any, base: PassResult, control: PassResult, rtol: Any, atol: Any, arguments: PassArguments
+) -> None:
     __tracebackhide__ = True
-    problems = ColdWarm(cold=base, warm=control, mode="inprocess", cache_dir=base.cache_dir).problems(rtol, atol)
+    changed = arguments.changed_problem("compile_cache.sweep()") or ""
+    pair = ColdWarm(cold=base, warm=control, mode="inprocess", cache_dir=base.cache_dir, arguments_problem=changed)
+    problems = pair.problems(rtol, atol)
     if problems:
         raise InvariantViolation(
             f"compile_cache.sweep({callable_label(fn)}): the warm pass with no factor was not a pure cache hit, so no "
@@ -279,7 +326,7 @@ def _refuse_unless_control_hits(fn: Any, base: PassResult, control: PassResult, 
 def _one_factor(
     probe: CacheProbe,
     fn: Callable[..., Any],
-    args: tuple,
+    arguments: PassArguments,
     factor: Factor,
     base: PassResult,
     *,
@@ -288,27 +335,40 @@ def _one_factor(
     seed: int,
 ) -> FactorVerdict:
     """Look the factor up against a copy of the base cache; compile it cold for reference when anything hit."""
-    factor_args = factor.arguments(args)
     lookup_dir = probe.new_pass_directory("sweep-factor")
     # a copy, so that what one factor's misses save is never another factor's hit
     shutil.copytree(base.cache_dir, lookup_dir, dirs_exist_ok=True)
     before = compat.compile_config_values()
     with factor.entered():
         inside = compat.compile_config_values()
-        cached = probe.run_pass(f"factor[{factor.name}]", lambda: fn(*factor_args), seed, lookup_dir)
+        cached = _factor_pass(probe, f"factor[{factor.name}]", fn, arguments, factor, seed, lookup_dir)
     components = compat.config_changes_as_key_components(before, inside)
-    if factor_args is not args:
+    if factor.transform is not None:
         components += _changed_inputs(cached.lookups)
     hit = any(lookup.outcome == "hit" for lookup in cached.lookups if lookup.layer in KEYED_LAYERS)
     differences = None
     if hit:
         reference_dir = probe.new_pass_directory("sweep-reference")
         with factor.entered():
-            reference = probe.run_pass(f"reference[{factor.name}]", lambda: fn(*factor_args), seed, reference_dir)
-        differences = output_differences(reference.outputs, cached.outputs, rtol, atol)
+            reference = _factor_pass(probe, f"reference[{factor.name}]", fn, arguments, factor, seed, reference_dir)
+        differences = output_differences(reference, cached, rtol, atol)
     verdict = judge(factor.name, base.lookups, cached.lookups, differences, components)
     cache_keys.annotate_active(cache_keys.explain_misses(base.lookups, cached.lookups, "the base compile"))
     return verdict
+
+
+def _factor_pass(
+    probe: CacheProbe,
+    name: str,
+    fn: Callable[..., Any],
+    arguments: PassArguments,
+    factor: Factor,
+    seed: int,
+    directory: Any,
+) -> PassResult:
+    """One pass under the factor, on the factor's arguments made from a fresh copy of the originals."""
+    factor_args = factor.arguments(arguments.fresh())
+    return probe.run_pass(name, lambda: fn(*factor_args), seed, directory)
 
 
 def _changed_inputs(lookups: Sequence[CacheLookup]) -> list[str]:

@@ -39,12 +39,19 @@ class ColdWarm:
     warm: PassResult
     mode: str
     cache_dir: str
+    # the passes shared arguments that could not be copied, and one changed them: the line that says so
+    # (``arguments.PassArguments.changed_problem``); the outputs are then not compared
+    arguments_problem: str = ""
 
     def __iter__(self) -> Iterator[PassResult]:
         return iter((self.cold, self.warm))
 
     def problems(self, rtol: float | None = None, atol: float | None = None) -> list[str]:
         """Every way the warm pass falls short of a pure cache hit (empty: none)."""
+        if self.arguments_problem:
+            return [self.arguments_problem] + warm_pass_problems(
+                self.cold, self.warm, rtol=rtol, atol=atol, compare_outputs=False
+            )
         return warm_pass_problems(self.cold, self.warm, rtol=rtol, atol=atol)
 
     def explanations(self) -> list[MissExplanation]:
@@ -81,7 +88,9 @@ class ColdWarm:
         return warm_cold_ratio(self.cold.compile_time.total_s, self.warm.compile_time.total_s)
 
     def to_json(self) -> dict[str, Any]:
-        out = {"mode": self.mode, "cold": self.cold.to_json(), "warm": self.warm.to_json()}
+        out: dict[str, Any] = {"mode": self.mode, "cold": self.cold.to_json(), "warm": self.warm.to_json()}
+        if self.arguments_problem:
+            out["arguments_changed"] = self.arguments_problem
         if self.compile_time_ratio is not None:
             out["compile_time_ratio"] = self.compile_time_ratio
         return out
@@ -136,9 +145,16 @@ def refuse_if_caches_disabled(what: str) -> None:
 
 
 def warm_pass_problems(
-    cold: PassResult, warm: PassResult, rtol: float | None = None, atol: float | None = None
+    cold: PassResult,
+    warm: PassResult,
+    rtol: float | None = None,
+    atol: float | None = None,
+    compare_outputs: bool = True,
 ) -> list[str]:
     """The violated parts of the warm-start invariant, one short line each.
+
+    ``compare_outputs=False``: the passes ran on other inputs (their arguments
+    changed), so what they returned and recorded is not compared.
 
     A layer the user turned off during a pass (before it, or inside the body, as
     torch's compile records show) cannot hit on the warm pass whatever the cache
@@ -178,8 +194,9 @@ def warm_pass_problems(
                 problems.append(f"{layer}: {key} {getattr(w, layer)[key]} on the warm pass")
     if w.triton.get("compiled", 0):
         problems.append(f"triton: {count_noun(w.triton['compiled'], 'kernel')} compiled on the warm pass")
-    problems += cold_warm_differences("returned", cold.outputs, warm.outputs, rtol=rtol, atol=atol)
-    problems += compare_recorded(cold.recorded, warm.recorded, rtol=rtol, atol=atol)
+    if compare_outputs:
+        problems += cold_warm_differences("returned", cold.outputs, warm.outputs, rtol=rtol, atol=atol)
+        problems += compare_recorded(cold.recorded, warm.recorded, rtol=rtol, atol=atol)
     return problems
 
 

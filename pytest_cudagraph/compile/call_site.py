@@ -133,7 +133,7 @@ def user_call_site(
     ``skip(frame)`` leaves out more frames (the compiled function's own).  Walks
     from ``start`` (default: the caller of this function) outward.
     """
-    frame = start if start is not None else sys._getframe(1)
+    frame: FrameType | None = start if start is not None else sys._getframe(1)
     while frame is not None:
         code = frame.f_code
         if not is_library_file(code.co_filename) and not (skip is not None and skip(frame)):

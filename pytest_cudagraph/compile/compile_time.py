@@ -40,6 +40,7 @@ own figure (``PassResult.compile_time``).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -224,6 +225,9 @@ class CompileTimeWatch:
     def __init__(self, report: bool | TestRecord = True):
         self._report = report
         self._tap: Any = None
+        # while it reads, a reset in the body keeps Dynamo's compiled codes known, so that
+        # a frame compiled before it is still named after the function a decorator wraps
+        self._reset_sight: Any = None
         self._result: CompileTime | None = None
         # cache layer -> the setting that had it off while a frame of the block compiled
         self.caches_off: dict[str, str] = {}
@@ -231,11 +235,16 @@ class CompileTimeWatch:
     def start(self) -> CompileTimeWatch:
         """Start reading (what ``with`` does); for a watch that spans hooks, as the plugin's per-test one."""
         self._tap = compat.CompilationMetricsTap().start()
+        if "torch._dynamo" in sys.modules:  # a block that starts before torch is loaded compiled nothing yet
+            self._reset_sight = compat.on_dynamo_reset()
         return self
 
     def stop(self) -> CompileTime:
         """Stop reading and return the result (what leaving ``with`` does)."""
         tap, self._tap = self._tap, None
+        sight, self._reset_sight = self._reset_sight, None
+        if sight is not None:
+            sight.close()
         if tap is None:
             return self.result
         records, notes = tap.stop()

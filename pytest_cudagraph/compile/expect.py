@@ -72,12 +72,11 @@ class ExpectBlock:
         self._state = self._start()
         return self._enters_as if self._enters_as is not None else self
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         __tracebackhide__ = True
         if exc is not None:
-            return False  # the body's own error says more than figures it did not finish
+            return  # the body's own error says more than figures it did not finish
         after = self._read()
         if any(after[name] - self._before[name] != delta for name, delta in self.deltas.items()):
             lines = expected_changes(self.what, self.deltas, self._before, after, self.order)
             raise InvariantViolation("\n".join(lines + self._explain(self._state)))
-        return False

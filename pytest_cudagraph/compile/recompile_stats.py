@@ -139,9 +139,11 @@ class RecompileStats:
     by_function: Mapping[str, FunctionRecompiles] = field(default_factory=dict)
     graph_breaks: GraphBreaks = field(default_factory=GraphBreaks)
     events: tuple[RecompileEvent, ...] = ()
+    # what the watch could not count, and after what; None where it saw everything
+    lost_sight: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "count": self.count,
             "reasons": list(self.reasons),
             "limit_hits": list(self.limit_hits),
@@ -149,6 +151,9 @@ class RecompileStats:
             "graph_breaks": self.graph_breaks.to_json(),
             "events": [event.to_json() for event in self.events],
         }
+        if self.lost_sight is not None:
+            out["lost_sight"] = self.lost_sight
+        return out
 
     def merged(self, other: RecompileStats) -> RecompileStats:
         """Both watches' figures added up (several plain watches in one test, e.g. hypothesis examples)."""
@@ -171,7 +176,17 @@ class RecompileStats:
                 _merge_sites(self.graph_breaks.sites + other.graph_breaks.sites),
             ),
             events=self.events + other.events,
+            lost_sight=self.lost_sight or other.lost_sight,
         )
+
+
+def first_call_site(events: Sequence[RecompileEvent]) -> tuple[str, int] | None:
+    """The user's line a failed recompile check points at: the first limit hit's call site, else the first recompile's."""
+    for wanted in (lambda event: event.limit_hit is not None, lambda event: True):
+        for event in events:
+            if event.call_site is not None and wanted(event):
+                return event.call_site.file, event.call_site.line
+    return None
 
 
 @dataclass

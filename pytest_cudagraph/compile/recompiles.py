@@ -18,6 +18,10 @@ How it listens (and why it survives a Dynamo reset in the test body):
   the recompile attempt it follows is booked as a limit hit, not as a recompile
   (nothing was compiled: Dynamo ran the function eagerly).
 * Graph breaks are a separate figure: the delta of ``counters["graph_break"]``.
+* A ``torch._logging.set_logs()`` in the block turns the artifact off and puts
+  the loggers back to torch's defaults: the tap applies itself again right after
+  (``_compat.on_set_logs``).  Where it still finds itself cut off when the block
+  ends, ``lost_sight`` says so and :meth:`RecompileWatch.assert_at_most` fails.
 
 Everything the watch changes (artifact set, logger levels, propagation, handlers,
 ``error_on_recompile``, the compile stance) is restored when it exits.
@@ -52,6 +56,7 @@ from .recompile_stats import (
     _by_function,
     _Event,
     _graph_breaks_since,
+    first_call_site,
 )
 
 __all__ = [
@@ -63,6 +68,9 @@ __all__ = [
     "GraphBreaks",
     "GraphBreakSite",
 ]
+
+# the setting error_on_recompile refuses with, as a user sets it
+REFUSAL_FLAG = "torch._dynamo.config.error_on_recompile"
 
 # ----------------------------------------------------------------------------
 # the watch
@@ -125,6 +133,8 @@ class RecompileWatch:
         self._breaks_after: dict[str, int] | None = None
         self._break_sites: list[GraphBreakSite] = []
         self._tap = DynamoLogTap(self._on_recompile, self._on_limit_hit, self._on_graph_break)
+        # what refused recompiles once raise_on_recompile had set it (None: not asked)
+        self._refusing: Any = None
 
     # -- context manager --------------------------------------------------
     def __enter__(self) -> RecompileWatch:
@@ -139,6 +149,7 @@ class RecompileWatch:
         self._breaks_after = None
         self._seen = _guard_failure_positions()
         self._breaks_before = dict(compat.graph_break_counter())
+        self._refusing = None
         self._tap.attach()
         if self.raise_on_recompile:
             try:
@@ -148,16 +159,18 @@ class RecompileWatch:
                 self._tap.detach()
                 raise
             self._tap.add_undo(lambda: patch.__exit__(None, None, None))
+            self._refusing = compat.compile_refusal_state()
         self._active = True
         RecompileWatch._open_watches += 1
         return self
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         __tracebackhide__ = True
         if not self._active:
-            return False
+            return
         self._active = False
         RecompileWatch._open_watches -= 1
+        replaced = self._refusing is not None and compat.compile_refusal_state() != self._refusing
         try:
             self._breaks_after = dict(compat.graph_break_counter())
         finally:
@@ -167,7 +180,12 @@ class RecompileWatch:
             self._report_to_current_test()
         if exc is not None and self.raise_on_recompile and compat.is_recompile_refusal(exc):
             raise InvariantViolation(self._refusal_message(exc, "after its warm-up compile")) from None
-        return False
+        if exc is None and replaced:
+            raise InvariantViolation(
+                f"watch_recompiles(raise_on_recompile=True): the body set its own compile stance or {REFUSAL_FLAG} "
+                f"inside the watch, so recompiles after that were not refused ({self.count} counted); set them "
+                "outside the watch"
+            )
 
     def _report_to_current_test(self) -> None:
         record = current_record()
@@ -318,6 +336,11 @@ class RecompileWatch:
         after = self._breaks_after if self._breaks_after is not None else dict(compat.graph_break_counter())
         return _graph_breaks_since(self._breaks_before, after, self._break_sites)
 
+    @property
+    def lost_sight(self) -> str | None:
+        """What the watch could not count, in one sentence, read when the block ends; None where it saw everything."""
+        return self._tap.lost_sight
+
     def result(self) -> RecompileStats:
         return RecompileStats(
             count=self.count,
@@ -326,6 +349,7 @@ class RecompileWatch:
             by_function=self.by_function,
             graph_breaks=self.graph_breaks,
             events=tuple(self.events),
+            lost_sight=self.lost_sight,
         )
 
     # -- the check ----------------------------------------------------------
@@ -344,9 +368,16 @@ class RecompileWatch:
         """
         __tracebackhide__ = True
         count, hits = self.count, self.limit_hits
+        if self.lost_sight is not None:
+            where = f"{context}: " if context else ""
+            raise InvariantViolation(
+                f"{where}{self.lost_sight}, so at most {n} recompiles is not vouched for ({count} counted before)."
+            )
         if count <= n and not hits:
             return
-        raise InvariantViolation(self.failure_report(n, context))
+        error = InvariantViolation(self.failure_report(n, context))
+        error.site = first_call_site(self.events)
+        raise error
 
     def failure_report(self, n: int, context: str | None = None) -> str:
         """The text :meth:`assert_at_most` raises (also when the check passes: a summary of what happened)."""
@@ -377,6 +408,7 @@ class _NoCompileBlock:
     def __init__(self, watch: RecompileWatch):
         self.watch = watch
         self._stance: Any = None
+        self._refusing: Any = None
 
     def __enter__(self) -> RecompileWatch:
         if not self.watch._active:
@@ -385,16 +417,22 @@ class _NoCompileBlock:
             )
         self._stance = compat.fail_on_any_compile()
         self._stance.__enter__()
+        self._refusing = compat.compile_refusal_state()
         return self.watch
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         __tracebackhide__ = True
+        replaced = compat.compile_refusal_state() != self._refusing
         self._stance.__exit__(None, None, None)
         if exc is not None and compat.is_recompile_refusal(exc):
             raise InvariantViolation(
                 self.watch._refusal_message(exc, "inside `with w.no_compiles():`, after the warm-up")
             ) from None
-        return False
+        if exc is None and replaced:
+            raise InvariantViolation(
+                "inside `with w.no_compiles():` the body set its own compile stance or "
+                f"{REFUSAL_FLAG}, so compiles after that were not refused; set them outside the block"
+            )
 
 
 # the figures RecompileWatch.expect() checks, in the order its failure lists them

@@ -10,5 +10,7 @@
 - ``numerics``: dtype-aware comparison of tensor trees, worst element;
 - ``sizes``: capture-size lists (vLLM's default and its padding);
 - ``reduce_overhead``: ``watch_trees``, torch.compile's ``mode="reduce-overhead"`` graphs;
+- ``observe``, ``observe_verdict``: ``observe_graphs``, the graphs the code under test captures itself,
+  recorded per capture, and the verdict on them;
 - ``open_objects``: graph sets a test opened and did not close.
 """

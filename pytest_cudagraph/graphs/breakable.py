@@ -196,6 +196,7 @@ class _ChainRecorder:
             yield
 
 
+# the base comes from the gateway at import time (torch internals stay there), which mypy cannot follow
 class _BreakMode(_compat.dispatch_mode_base()):  # type: ignore[misc]
     """Sees every op dispatched while the chain is captured: a break op ends the graph and runs eagerly."""
 
@@ -292,6 +293,7 @@ def _chain_capture_error(exc: Exception, label: str, fn_name: str, recorder: _Ch
     hinted.cause = error.cause  # type: ignore[attr-defined]
     hinted.op = error.op  # type: ignore[attr-defined]
     hinted.failing_op = failing_op  # type: ignore[attr-defined]
+    hinted.site = error.site
     return hinted
 
 

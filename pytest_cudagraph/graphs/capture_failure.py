@@ -160,6 +160,17 @@ def _generated_code_site(exc: BaseException) -> tuple[traceback.FrameSummary, st
 
 def describe_capture_failure(exc: BaseException, label: str, fn_name: str) -> tuple[str, str | None]:
     """``(message, op)`` for a failed capture: the kind, the real cause, the op and the fix."""
+    message, op, _ = describe_capture_failure_at(exc, label, fn_name)
+    return message, op
+
+
+def describe_capture_failure_at(
+    exc: BaseException, label: str, fn_name: str
+) -> tuple[str, str | None, tuple[str, int] | None]:
+    """``(message, op, site)``: ``describe_capture_failure``'s, and the user's line of the op as ``(file, line)``.
+
+    ``site`` is None where no line of the captured function failed (the capture failed when it ended).
+    """
     cause = real_cause(exc)
     text = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
     text = text.replace("CUDA error: ", "")
@@ -184,7 +195,7 @@ def describe_capture_failure(exc: BaseException, label: str, fn_name: str) -> tu
         f"function (do them before capture, or keep the values on the GPU as tensors). "
         f"The current stream, the CUDA RNG and the graph pool were restored, so the session can go on."
     )
-    return message, op
+    return message, op, (frame.filename, frame.lineno) if frame is not None and frame.lineno else None
 
 
 def _clear_traceback_frames(exc: BaseException) -> None:

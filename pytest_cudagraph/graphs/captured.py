@@ -45,9 +45,9 @@ def parameter_fingerprint(module: torch.nn.Module) -> dict[str, int]:
     fingerprint = {}
     for name, tensor in module.named_parameters(remove_duplicate=False):
         fingerprint[name] = tensor.data_ptr()
-    for name, tensor in module.named_buffers(remove_duplicate=False):
-        if tensor is not None:
-            fingerprint[name] = tensor.data_ptr()
+    for name, buffer in module.named_buffers(remove_duplicate=False):
+        if buffer is not None:
+            fingerprint[name] = buffer.data_ptr()
     return fingerprint
 
 

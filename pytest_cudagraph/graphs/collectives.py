@@ -53,7 +53,7 @@ class Collective:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Collective:
-        return cls(**{k: data.get(k) for k in ("kind", "dtype", "count", "group", "reduce", "op", "where")})
+        return cls(data["kind"], **{k: data.get(k) for k in ("dtype", "count", "group", "reduce", "op", "where")})
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import torch
 
 from .. import _compat
 from ..errors import CaptureError
-from .capture_failure import _clear_traceback_frames, describe_capture_failure, real_cause
+from .capture_failure import _clear_traceback_frames, describe_capture_failure_at, real_cause
 from .memory import PoolId
 
 
@@ -54,7 +54,8 @@ def _end_generator_capture(device: int) -> None:
     graph = torch.cuda.CUDAGraph()
     torch.cuda.set_stream(side)
     try:
-        graph.capture_begin(new_pool(), capture_error_mode="thread_local")
+        # capture_begin takes torch's private NewType over this same (int, int) tuple, which has no public name
+        graph.capture_begin(new_pool(), capture_error_mode="thread_local")  # type: ignore[arg-type]
         try:
             target.add_(1)
         finally:
@@ -109,7 +110,8 @@ def guarded_capture(
     torch.cuda.set_stream(stream)
     try:
         try:
-            graph.capture_begin(pool, capture_error_mode=capture_error_mode)
+            # capture_begin takes torch's private NewType over this same (int, int) tuple, which has no public name
+            graph.capture_begin(pool, capture_error_mode=capture_error_mode)  # type: ignore[arg-type]
             begun = True
         except Exception as exc:
             errors.append(exc)
@@ -160,8 +162,8 @@ def _restore_process(
 
 
 def _capture_error(exc: BaseException, label: str, fn_name: str) -> CaptureError:
-    """The ``CaptureError`` of a failed capture, with ``.cause`` and ``.op``; clears the failed frames."""
-    message, op = describe_capture_failure(exc, label, fn_name)
+    """The ``CaptureError`` of a failed capture, with ``.cause``, ``.op`` and ``.site``; clears the failed frames."""
+    message, op, site = describe_capture_failure_at(exc, label, fn_name)
     cause = real_cause(exc)
     # The failed frames' locals are tensors allocated in the abandoned pool; a
     # traceback kept by pytest would keep that pool's segments alive forever.
@@ -169,4 +171,5 @@ def _capture_error(exc: BaseException, label: str, fn_name: str) -> CaptureError
     error = CaptureError(message)
     error.cause = cause  # type: ignore[attr-defined]
     error.op = op  # type: ignore[attr-defined]
+    error.site = site
     return error

@@ -153,7 +153,7 @@ def pool_usage(pool_ids: PoolId | Iterable[PoolId], device: int | None = None) -
     if isinstance(pool_ids, tuple) and len(pool_ids) == 2 and all(isinstance(v, int) for v in pool_ids):
         ids: list[PoolId] = [_pool_key(pool_ids)]
     else:
-        ids = [_pool_key(p) for p in pool_ids]  # type: ignore[union-attr]
+        ids = [_pool_key(p) for p in pool_ids]
     # one pool: let torch filter (2.8+); several: one full snapshot covers them all
     segments = memory_snapshot_segments(ids[0] if len(ids) == 1 else None)
     return pool_usage_from_segments(segments, ids, device)

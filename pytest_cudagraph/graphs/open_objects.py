@@ -22,7 +22,8 @@ from ..records import running
 
 
 class Closable(Protocol):
-    closed: bool
+    @property
+    def closed(self) -> bool: ...
 
     def close(self) -> None: ...
 

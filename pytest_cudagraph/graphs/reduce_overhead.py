@@ -24,6 +24,15 @@ over a block:
 
 ``assert_fully_cudagraphed()`` fails when any region ran without a graph, naming
 each skip; ``@pytest.mark.cudagraph(trees="all")`` applies it to a whole test.
+
+A ``torch._dynamo.reset()`` in the block (``torch.compiler.reset()`` too) takes the
+recording callback off Dynamo and shuts the trees down; a ``torch._logging.set_logs()``
+puts the skip loggers' levels back.  The watch answers each (``_compat.resets``):
+it registers its callback again, counts the trees it had before the reset, and
+lowers the levels again.  Where it cannot know what it missed, its result carries
+``lost_sight``, one sentence naming what could not be counted after which line;
+``recordings`` then raises instead of giving a short count, and both of the
+marker's verdicts fail with that sentence.
 """
 
 from __future__ import annotations
@@ -37,12 +46,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import _compat
-from ..compile.call_site import in_function, is_library_file, relative_path, resumed_function, same_statement
+from ..compile.call_site import (
+    in_function,
+    is_library_file,
+    relative_path,
+    resumed_function,
+    same_statement,
+)
 from ..compile.guard_failures import local_names
 from ..errors import InvariantViolation
 from ..records.record import TestRecord, current_record
 from ..text import count_noun
 from .rerecords import FunctionRerecords, count_rerecords
+from .tree_recordings import RecordingCount
 
 __all__ = ["CudagraphSkip", "ReduceOverheadResult", "TreeWatch", "watch_trees"]
 
@@ -143,6 +159,8 @@ class ReduceOverheadResult:
     regions: Mapping[str, Mapping[str, int]] | None = None
     # function -> its recordings and re-recordings at new shapes (rerecords.py); None where not metered
     rerecords: Mapping[str, FunctionRerecords] | None = None
+    # what the watch could not count, and from which line on; None where it saw everything
+    lost_sight: str | None = None
 
     @property
     def calls(self) -> dict[str, int] | None:
@@ -191,6 +209,8 @@ class ReduceOverheadResult:
             out["fraction_of_calls"] = self.fraction_of_calls
         if self.rerecords is not None:
             out["rerecords"] = {name: counts.to_json() for name, counts in self.rerecords.items()}
+        if self.lost_sight is not None:
+            out["lost_sight"] = self.lost_sight
         return out
 
 
@@ -321,7 +341,9 @@ class TreeWatch:
 
     Invariant it lets a test state: ``watch.recordings == n`` and ``watch.skips == 0``
     (or ``"mutated inputs" in watch.skip_reasons[0]`` for an expected skip).
-    Everything it touches (log handlers, logger levels, callbacks) is undone on exit.
+    Everything it touches (log handlers, logger levels, callbacks) is undone on exit,
+    and kept in place across a ``torch._dynamo.reset()`` or ``torch._logging.set_logs()``
+    in the block.
 
     Example::
 
@@ -336,11 +358,10 @@ class TreeWatch:
         self.skip_reasons: list[str] = []
         self.skipped: list[CudagraphSkip] = []
         self._meter: Any = None
-        self._callback_recordings = 0
-        self._undo_callback: Any = None
-        self._handlers: list[tuple[logging.Logger, logging.Handler, int]] = []
+        self._count: RecordingCount | None = None
+        self._log_taps: list[Any] = []
+        self._logs_sight: Any = None
         self._counters_before: dict[str, int] = {}
-        self._nodes_before = 0
         self._result: ReduceOverheadResult | None = None
         self.active = False
 
@@ -359,23 +380,25 @@ class TreeWatch:
         _compat.load_cudagraph_trees()  # creates the loggers and the manager registry
 
         self._counters_before = {key: self._counter(name) for key, name in _COUNTERS.items()}
-        self._nodes_before = self._nodes()
-
-        def on_recording() -> None:
-            self._callback_recordings += 1
-
-        self._undo_callback = _compat.watch_cudagraph_recordings(on_recording)
-        self._meter = _compat.TreeCallMeter().__enter__()
-        for name in _compat.cudagraph_skip_logger_names():
-            logger = logging.getLogger(name)
-            handler = _ReasonHandler(self.skip_reasons, self.skipped)
-            previous_level = logger.level
-            if not logger.isEnabledFor(logging.WARNING):
-                logger.setLevel(logging.WARNING)
-            logger.addHandler(handler)
-            self._handlers.append((logger, handler, previous_level))
+        try:
+            self._meter = _compat.TreeCallMeter().__enter__()
+            self._count = RecordingCount(self._nodes, self._meter).start()
+            for name in _compat.cudagraph_skip_logger_names():
+                handler = _ReasonHandler(self.skip_reasons, self.skipped)
+                tap = _compat.LoggerTap(logging.getLogger(name), handler, logging.WARNING)
+                tap.apply()
+                self._log_taps.append(tap)
+            # set_logs() puts the loggers' levels back to torch's: lower them again
+            self._logs_sight = _compat.on_set_logs(after=self._tap_again)
+        except BaseException:
+            self._release()
+            raise
         self.active = True
         return self
+
+    def _tap_again(self, frame: Any) -> None:
+        for tap in self._log_taps:
+            tap.apply()
 
     def __exit__(self, *exc: Any) -> None:
         if not self.active:
@@ -384,26 +407,40 @@ class TreeWatch:
             self._result = self._snapshot()
         finally:
             self.active = False
-            if self._meter is not None:
-                self._meter.__exit__(None, None, None)
-            if self._undo_callback is not None:
-                self._undo_callback()
-            for logger, handler, level in self._handlers:
-                logger.removeHandler(handler)
-                logger.setLevel(level)
-            self._handlers.clear()
+            self._release()
         record = self.record if self.record is not None else current_record()
         if record is not None:
             record.set("reduce_overhead", self._result)
+
+    def _release(self) -> None:
+        if self._logs_sight is not None:
+            self._logs_sight.close()
+            self._logs_sight = None
+        for tap in self._log_taps:
+            tap.restore()
+        self._log_taps.clear()
+        if self._count is not None:
+            self._count.stop()
+        if self._meter is not None:
+            self._meter.__exit__(None, None, None)
+
+    def _lost_sight(self) -> str | None:
+        """What the watch could not see, in one sentence, or None."""
+        lost = self._count.lost_sight() if self._count is not None else None
+        if lost is None and self._meter is not None and self._meter.available and not self._meter.intact():
+            lost = (
+                "calls and recordings after a method of torch's cudagraph tree manager was patched over the "
+                "plugin's could not be counted"
+            )
+        if lost is None and self._logs_sight is not None and self._logs_sight.errors:
+            lost = f"skips after a torch._logging.set_logs() could not be read ({self._logs_sight.errors[0]})"
+        return lost
 
     def _snapshot(self) -> ReduceOverheadResult:
         deltas = {key: self._counter(name) - self._counters_before.get(key, 0) for key, name in _COUNTERS.items()}
         manager = _compat.cudagraph_tree_manager(self._device())
         nodes = _compat.cudagraph_tree_node_count(manager)
-        if self._undo_callback is not None:
-            recordings = self._callback_recordings
-        else:  # no recording callback in this torch: new tree nodes are the recordings
-            recordings = max(0, nodes - self._nodes_before)
+        recordings = self._count.value() if self._count is not None else 0
         pool = _compat.cudagraph_tree_pool(manager) if manager is not None else None
         pool_bytes = None
         if pool is not None:
@@ -421,6 +458,7 @@ class TreeWatch:
             skipped=tuple(self.skipped),
             regions=self._regions(),
             rerecords=self._rerecords(),
+            lost_sight=self._lost_sight(),
         )
 
     def _rerecords(self) -> dict[str, FunctionRerecords] | None:
@@ -447,7 +485,12 @@ class TreeWatch:
 
     @property
     def recordings(self) -> int:
-        return self.result().recordings
+        """CUDA graphs recorded in the block; raises InvariantViolation where the watch lost sight of some."""
+        __tracebackhide__ = True
+        result = self.result()
+        if result.lost_sight is not None:
+            raise InvariantViolation(f"watch_trees(): {result.lost_sight}, so its count of recordings is not given")
+        return result.recordings
 
     @property
     def skips(self) -> int:
@@ -504,7 +547,10 @@ SKIP_HINTS = (
 
 
 def not_fully_cudagraphed(result: ReduceOverheadResult, context: str | None = None) -> str | None:
-    """The failure of ``assert_fully_cudagraphed``, or None when every region ran as a graph."""
+    """The failure of ``assert_fully_cudagraphed``, or None when every region ran as a graph.
+
+    A watch that lost sight (``result.lost_sight``) fails too, in one sentence first.
+    """
     regions = result.regions or {}
     no_graph = {name: calls for name, calls in regions.items() if calls.get("without_graph")}
     warm_only = {
@@ -513,10 +559,11 @@ def not_fully_cudagraphed(result: ReduceOverheadResult, context: str | None = No
         if not calls.get("replayed") and not calls.get("recorded") and not calls.get("without_graph")
     }
     silent_skips = max(0, result.skips - len(result.skipped))
-    if not result.skipped and not no_graph and not warm_only and not silent_skips:
-        return None
     where = f"{context}: " if context else ""
-    lines = []
+    lost = f"{where}{result.lost_sight}, so this check vouches for nothing after it." if result.lost_sight else None
+    if not result.skipped and not no_graph and not warm_only and not silent_skips:
+        return lost
+    lines = [lost, ""] if lost else []
     if result.regions is not None:
         total, graphs = len(regions), result.regions_cudagraphed or 0
         fraction = result.fraction_of_calls

@@ -102,14 +102,24 @@ def count_rerecords(events: Iterable[tuple[str, Any]]) -> dict[str, FunctionRere
 
 
 def rerecord_failure(
-    counts: Mapping[str, FunctionRerecords] | None, max_rerecords: int, context: str | None = None
+    counts: Mapping[str, FunctionRerecords] | None,
+    max_rerecords: int,
+    context: str | None = None,
+    lost_sight: str | None = None,
 ) -> str | None:
     """The failure of ``max_rerecords``: every function that re-recorded more often, its shapes in order; else None.
 
     ``counts`` None means the re-recordings could not be counted (this torch's trees
     could not be metered), which is a failure too: a limit nobody counted is no check.
+    ``lost_sight`` (``ReduceOverheadResult.lost_sight``) is what the watch could not
+    see after a line of the block: the limit is not vouched for then either, and
+    the failure says so first.
     """
     where = f"{context}: " if context else ""
+    if lost_sight is not None:
+        lost = f"{where}{lost_sight}, so max_rerecords={max_rerecords} is not vouched for after it."
+        rest = rerecord_failure(counts, max_rerecords, context)
+        return lost if rest is None else f"{lost}\n{rest}"
     if counts is None:
         return (
             f"{where}the re-recordings of reduce-overhead could not be counted with this torch (its cudagraph "

@@ -122,7 +122,7 @@ class PiecewiseModule:
         return self._split.captured_graphs()
 
     @property
-    def pool_bytes_after(self) -> Mapping[int, int]:
+    def pool_bytes_after(self) -> Mapping[int, int | None]:
         """Pool bytes right after each size was captured (largest size first)."""
         meter = self._runtime.meter
         return meter.pool_bytes_after() if meter is not None else {}

@@ -57,7 +57,7 @@ class BatchPadding:
         return [self._describe(a) if isinstance(a, torch.Tensor) else ("value", a) for a in args]
 
     def _describe(self, t: torch.Tensor) -> tuple[Any, ...]:
-        shape = list(t.shape)
+        shape: list[int | None] = list(t.shape)
         shape[self.batch_dim] = None
         return ("tensor", t.dtype, t.device, tuple(shape))
 

@@ -93,12 +93,14 @@ class CapturablePiece:
         )
         state.workspace_in_pool = False
         must_match = frozenset(j for j, i in enumerate(positions) if id(inputs[i]) in state.static_ids)
+        assert state.size is not None  # a capture pass runs at one batch size
         self.graphs[state.size] = PieceGraph(captured, positions, must_match)
         state.captured_in_pass.append(self)
         return captured.outputs
 
     def _replay(self, inputs: list[Any]) -> Any:
         __tracebackhide__ = True
+        assert self.state.size is not None  # a replay pass runs at one batch size
         piece = self.graphs[self.state.size]
         tensors = [inputs[i] for i in piece.tensor_positions]
         for j in piece.must_match:

@@ -110,6 +110,7 @@ class PiecewiseRuntime:
         """Warm the chain up at ``size``, then capture every piece: (warm-up seconds, capture seconds)."""
         __tracebackhide__ = True
         state, runner = self.state, self.trace.runner
+        assert runner is not None  # build() traced the module before any capture
         started = time.perf_counter()
         graph_args = self.trace.graph_args(self.padding.stage(self.padding.zeros_like(args, size), size), size)
         # Warm the whole chain up on the capture stream: cuBLAS handles and
@@ -152,12 +153,14 @@ class PiecewiseRuntime:
             inputs = padding.stage(args, padded)
             size = padded
         graph_args = self.trace.graph_args(inputs, size)
+        runner = self.trace.runner
+        assert runner is not None  # build() traced the module before the first call
         counter = SplittingOpCounter(self.splitting_ops)
         try:
             if padded is not None and self.captured:
                 state.mode, state.size = "replay", padded
             with counter:
-                raw = self.trace.runner(*graph_args)
+                raw = runner(*graph_args)
         finally:
             state.mode, state.size = "run", None
         self.last_calls = counter.counts
@@ -178,11 +181,13 @@ class PiecewiseRuntime:
         order = sorted(self.padding.capture_sizes, reverse=True)
         largest = order[0]
         workspace = meter.cublas_workspace_bytes or 0
+        largest_after = meter.rows[largest].pool_bytes_after
+        assert largest_after is not None  # the meter read the pool right after each size was captured
         outside_bytes = None if outside is None else outside_limit(outside)
         first_use_bytes = None if first_use is None else outside_limit(first_use, "first_use")
         check = meter.check(
             largest_size=largest,
-            largest_graph_bytes=max(0, meter.rows[largest].pool_bytes_after - workspace),
+            largest_graph_bytes=max(0, largest_after - workspace),
             slack=slack,
             capture_order=order,
         )

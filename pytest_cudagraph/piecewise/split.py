@@ -128,7 +128,7 @@ class GraphSplit:
                 piece_of[node] = current
         # keep_original_order: a mutating op (attention writing ``out``) must stay
         # between the reads and writes around it
-        split = split_module(gm, None, lambda node: piece_of[node], keep_original_order=True)
+        split = split_module(gm, gm, lambda node: piece_of[node], keep_original_order=True)
         backend_fn = self._piece_backend()
         submodules = sorted(
             ((int(name.rsplit("_", 1)[1]), name) for name, _ in split.named_children() if name.startswith("submod_")),

@@ -63,7 +63,7 @@ class GraphTrace:
         for t in staged:
             if isinstance(t, torch.Tensor):
                 compat.mark_dynamic(t, self.batch_dim)
-        named = dict(self.module.named_parameters(remove_duplicate=False))
+        named: dict[str, torch.Tensor] = dict(self.module.named_parameters(remove_duplicate=False))
         named.update(self.module.named_buffers(remove_duplicate=False))
         self.static_names = {id(t): name for name, t in named.items()}
         self._entry = self._make_entry()
@@ -121,7 +121,7 @@ class GraphTrace:
         # one class would share ``forward``'s: a fresh code object per instance keeps
         # each trace its own, with no recompile and no stale cache hit.
         name = f"piecewise_entry_{next(_entry_ids)}"
-        replace = {"co_name": name}
+        replace: dict[str, Any] = {"co_name": name}
         if hasattr(entry.__code__, "co_qualname"):
             replace["co_qualname"] = name
         code = entry.__code__.replace(**replace)
@@ -133,7 +133,9 @@ class GraphTrace:
         The inputs of later calls are checked against the traced signature instead of
         Dynamo's guards (see the module docstring).
         """
-        args = self._trace_call["args"]
+        call = self._trace_call
+        assert call is not None  # trace() binds only after the graph was called
+        args = call["args"]
         inputs = {id(t): j for j, t in enumerate(staged) if isinstance(t, torch.Tensor)}
         for a in args:
             if isinstance(a, torch.Tensor) and id(a) in inputs:
@@ -144,7 +146,7 @@ class GraphTrace:
                 self._bindings.append(("batch", None))
             else:
                 self._bindings.append(("const", a))
-        raw = self._trace_call["out"]
+        raw = call["out"]
         raw_ids = {id(t): i for i, t in enumerate(raw)} if isinstance(raw, (tuple, list)) else {}
         leaves, self._out_spec = compat.tree_flatten(user_out)
         for leaf in leaves:

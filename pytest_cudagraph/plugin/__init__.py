@@ -23,6 +23,9 @@ pytest.  Its modules:
   test (imported by ``fixtures``; no hooks);
 - ``state_isolation``: global torch state put back after each plugin test;
 - ``xdist``: the controller's and the workers' sides under ``-n``;
+- ``junit``, ``failure_site``, ``failure_annotations``, ``job_summary``: each test's
+  figures in the JUnit XML, which check failed a test and the user's line it points
+  at, the GitHub annotations, the job summary in Markdown;
 - ``torch_trace``: torch's structured-trace records kept out of pytest's log capture.
 """
 
@@ -42,6 +45,9 @@ if TYPE_CHECKING:
 GROUP_CHOICES = ("none", "module")
 # the ini option of torch_trace (torch_trace.INI_OPTION)
 TORCH_TRACE_INI = "cudagraph_capture_torch_trace"
+# --cudagraph-summary's and --cudagraph-annotations's values (job_summary, failure_annotations)
+SUMMARY_CHOICES = ("auto", "github", "off")
+ANNOTATION_CHOICES = ("auto", "github", "off")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -93,6 +99,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default="none",
         help="module: under pytest-xdist, run all GPU tests of a module on one worker (the plugin's own "
         "scheduling), so that they share its GPU and its module-scoped fixtures; default: none.",
+    )
+    group.addoption(
+        "--cudagraph-summary",
+        choices=SUMMARY_CHOICES,
+        default="auto",
+        help="github: append the run's summary in Markdown to $GITHUB_STEP_SUMMARY (GitHub's job summary); "
+        "auto (default): do so where that variable is set and --cudagraph-report is given; off: never.",
+    )
+    group.addoption(
+        "--cudagraph-annotations",
+        choices=ANNOTATION_CHOICES,
+        default="auto",
+        help="auto (default): under GitHub Actions (GITHUB_ACTIONS=true) print each failure of the plugin's checks "
+        "as an ::error annotation at the user's line; github: print them anywhere; off: never.",
     )
     parser.addini(
         "cudagraph_capture_sizes",

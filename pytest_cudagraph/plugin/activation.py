@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import Any
 
 import pytest
@@ -119,6 +119,8 @@ def wanted_from_start(config: pytest.Config) -> bool:
     option = config.option
     if option.cudagraph or option.cudagraph_require_gpu or option.cudagraph_group != "none":
         return True
+    if option.cudagraph_summary == "github":
+        return True  # the summary is written, and its option checked, whether or not a test uses the plugin
     paths = (option.cudagraph_report, option.cudagraph_baseline, option.cudagraph_cache_dir, option.cudagraph_devices)
     if any(value is not None for value in paths):
         return True  # an empty path too: it is refused, with its sentence
@@ -184,7 +186,9 @@ def _uses_a_feature(collector: pytest.Collector, items: list[pytest.Item]) -> bo
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[None]:
+def pytest_make_collect_report(
+    collector: pytest.Collector,
+) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
     """When a module or class has been collected: look for the plugin's markers and fixtures in its tests.
 
     Once the plugin is on, its checks of the marks (a bad argument fails the
@@ -249,7 +253,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """After each phase of a test: track its outcome; after teardown, put its finished record on the report."""
     report = yield
     short_crash_line(call, report)
@@ -257,6 +263,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     config = item.config
     if not is_active(config) and "torch" in sys.modules:
         activate(config, item.session, collected=True)  # this test imported torch
+    if report.failed and call.excinfo is not None and is_active(config):
+        from .failure_site import locate_failure  # only for a failed phase: which check, and the user's line
+
+        locate_failure(item, call.excinfo)
     if call.when == "teardown":
         running.end()
         if is_active(config):

@@ -92,9 +92,10 @@ def gate_collected_items(session: pytest.Session, config: pytest.Config, items: 
     """After collection: skip GPU tests without --cudagraph or a GPU; tell the scheduler the module groups."""
     state = config.stash[STATE_KEY]
     gpu_items = [item for item in items if marked_cudagraph_or_using(item, GATED_FIXTURES)]
-    groups_dir = (getattr(config, "workerinput", None) or {}).get(WORKER_GROUPS)
+    worker_input = getattr(config, "workerinput", None) or {}  # set by xdist on a worker only
+    groups_dir = worker_input.get(WORKER_GROUPS)
     if groups_dir:
-        _write_module_groups(Path(groups_dir), config.workerinput["workerid"], items)
+        _write_module_groups(Path(groups_dir), worker_input["workerid"], items)
     if any(uses_plugin(item) for item in items):
         state.uses_plugin = True
     if not gpu_items:

@@ -3,7 +3,8 @@
 Both passes get the same fixture values and the same seeds.  In ``inprocess``
 mode the warm pass runs in this interpreter after every in-memory compile cache is
 dropped; in ``subprocess`` mode it is ``python -m pytest <nodeid>`` in a fresh
-interpreter that joins the cold pass's cache directory (told by the
+interpreter, given this run's command-line options less the selection, reports
+and xdist (``parent_options``), that joins the cold pass's cache directory (told by the
 ``CHILD_PASS_ENV`` variable) and sends back its counters, recorded tensors and
 cache lookups.  A warm miss names the key components that differ from the cold
 pass's same graph; under a persistent ``--cudagraph-cache-dir`` the failure also
@@ -42,6 +43,7 @@ from ..caches.probe import (
 )
 from ..errors import MisuseError
 from .items import report_nodeid
+from .parent_options import parent_options
 from .recording import active_lookup_log, cross_run_explanations
 
 
@@ -155,17 +157,27 @@ def _test_pass_in_child(item: pytest.Function, probe: CacheProbe, directory: Pat
     # the node id as collected: xdist's --dist loadgroup suffixes item.nodeid with "@group",
     # which no fresh pytest can select
     nodeid = report_nodeid(item)
-    cmd = _child_pytest_command(item.config, nodeid, rootdir, basetemp=directory / "child-basetemp")
-    return probe.run_child_pass(cmd, out_path=out_path, what=nodeid, env=env, cwd=str(rootdir))
+    # from where this run was started, so that a relative path among its options means what it meant
+    # here; the node id (relative to the rootdir) is given from the rootdir
+    path, separator, rest = nodeid.partition("::")
+    selected = f"{rootdir / path}{separator}{rest}"
+    cmd = _child_pytest_command(item.config, selected, rootdir, basetemp=directory / "child-basetemp")
+    cwd = str(item.config.invocation_params.dir)
+    return probe.run_child_pass(cmd, out_path=out_path, what=nodeid, env=env, cwd=cwd)
 
 
 def _child_pytest_command(config: pytest.Config, nodeid: str, rootdir: Path, basetemp: Path) -> list[str]:
-    """The command line of a child pytest that runs ``nodeid`` alone, as one interpreter, with this run's ini."""
+    """The command line of a child pytest that runs ``nodeid`` alone, as one interpreter, with this run's ini.
+
+    It is given this run's own command-line options (a suite's ``--dtype``, say),
+    less the selection, reports and xdist (``parent_options``).
+    """
     cmd = [
         sys.executable,
         "-m",
         "pytest",
         nodeid,
+        *parent_options(config),
         "-p",
         "no:cacheprovider",
         "-q",

@@ -78,15 +78,14 @@ def parse_device_spec(raw: str) -> str | tuple[int, ...]:
     return tuple(indices)
 
 
-def visible_device_ids(count: int, environ: dict[str, str] | None = None) -> list[str]:
+def visible_device_ids(count: int, environ: Mapping[str, str] | None = None) -> list[str]:
     """The ``CUDA_VISIBLE_DEVICES`` entries naming the ``count`` devices this process sees.
 
     Without ``CUDA_VISIBLE_DEVICES`` they are ``"0" .. str(count - 1)``; with it, its
     first ``count`` entries (physical indices, ``GPU-<uuid>`` or ``MIG-<uuid>``), so
     that a worker pinned to "the run's device 1" gets the right physical GPU.
     """
-    environ = os.environ if environ is None else environ
-    listed = environ.get(VISIBLE_DEVICES_ENV)
+    listed = (os.environ if environ is None else environ).get(VISIBLE_DEVICES_ENV)
     if listed is None:
         return [str(index) for index in range(count)]
     return [entry.strip() for entry in listed.split(",") if entry.strip()][:count]
@@ -99,7 +98,7 @@ def resolve_devices(spec: str | tuple[int, ...], visible: Sequence[str], raw: st
     CUDA device at all there is nothing to pin, and GPU tests skip (or
     ``--cudagraph-require-gpu`` stops the run) as without the option.
     """
-    if spec == AUTO or not visible:
+    if isinstance(spec, str) or not visible:  # the one string spec is AUTO (parse_devices)
         return list(visible)
     for index in spec:
         if index >= len(visible):

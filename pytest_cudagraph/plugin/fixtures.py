@@ -16,10 +16,26 @@ from .items import MARKERS_KEY, RECOMPILE_WATCH_KEY, STATE_KEY, record_of
 if TYPE_CHECKING:  # the handles are imported when a test asks for them: pytest registers this module in every run
     from .handles import CudagraphsFixture, PiecewiseFixture
     from .rank_fixture import RanksFixture
+    from .session import RunState
+
+
+def run_state(request: pytest.FixtureRequest) -> RunState:
+    """The run's state, the plugin switched on first where nothing did before the test asked for a fixture.
+
+    A test may ask for a fixture by name (``request.getfixturevalue("compile_cache")``)
+    in a run with no plugin option, from a module that imported no torch at
+    collection: nothing switched the plugin on before that call.
+    """
+    config = request.config
+    if STATE_KEY not in config.stash:
+        from .activation import activate
+
+        activate(config, request.session, collected=True)
+    return config.stash[STATE_KEY]
 
 
 def _capture_defaults(request: pytest.FixtureRequest) -> dict[str, Any]:
-    state = request.config.stash[STATE_KEY]
+    state = run_state(request)
     marker = request.node.stash.get(MARKERS_KEY, {}).get("cudagraph")
     sizes = (marker.capture_sizes if marker else None) or state.options.capture_sizes
     rtol = marker.rtol if marker and marker.rtol is not None else state.options.rtol
@@ -65,6 +81,7 @@ def recompiles(request: pytest.FixtureRequest) -> Iterator[Any]:
     """
     from ..compile.recompiles import start_from_empty_dynamo_cache, watch_recompiles
 
+    run_state(request)  # the watch reports into the test's record: the plugin must be on
     start_from_empty_dynamo_cache()
     with watch_recompiles() as watch:
         request.node.stash[RECOMPILE_WATCH_KEY] = watch
@@ -88,7 +105,7 @@ def compile_cache(request: pytest.FixtureRequest) -> Iterator[Any]:
     """
     from ..caches.probe import cache_probe
 
-    state = request.config.stash[STATE_KEY]
+    state = run_state(request)
     with cache_probe(root=state.cache_root(), name=request.node.name) as probe:
         yield probe
     record = record_of(request.node)

@@ -45,6 +45,12 @@ class _TestDefaults:
     def __post_init__(self) -> None:
         self.sizes = tuple(self.sizes) if self.sizes else None
 
+    def _sizes(self, given: Sequence[int] | None, caller: str) -> tuple[int, ...]:
+        """``given``, else the test's default sizes; the library's MisuseError where there are neither."""
+        from ..graphs.sizes import capture_sizes_in_order
+
+        return capture_sizes_in_order(given if given is not None else self.sizes, "sizes", caller=caller)
+
 
 @dataclass(eq=False)
 class CudagraphsFixture(_TestDefaults):
@@ -76,7 +82,7 @@ class CudagraphsFixture(_TestDefaults):
         options.setdefault("record", self.record)
         if self.break_at:
             options.setdefault("break_at", self.break_at)
-        graph_set = capture_graphs(fn, make_inputs, sizes if sizes is not None else self.sizes, **options)
+        graph_set = capture_graphs(fn, make_inputs, self._sizes(sizes, "capture_graphs"), **options)
         self.graph_sets.append(graph_set)
         return graph_set
 
@@ -107,7 +113,7 @@ class CudagraphsFixture(_TestDefaults):
         options.setdefault("rtol", self.rtol)
         options.setdefault("atol", self.atol)
         options.setdefault("record", self.record)
-        chosen = sizes if sizes is not None else self.sizes
+        chosen = self._sizes(sizes, "agree_modes")
         return agree_modes(fn, make_inputs, chosen, modes, break_at, trials, **options)
 
     def watch_trees(self, device: int | None = None) -> TreeWatch:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from ..errors import InvariantViolation
+from .failure_site import CHECK_FAILURE_KEY, note_check_failure, site_of_location
 from .items import MARKERS_KEY, RECOMPILE_WATCH_KEY, STATE_KEY, record_of
 
 
@@ -35,6 +36,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         watch.assert_at_most(marker.n, context=f"@pytest.mark.max_recompiles({marker.n})")
     except InvariantViolation as exc:
         failure = str(exc)
+        note_check_failure(item, "max_recompiles", exc.site)
     else:
         return result
     # Failed outside the except block: pytest would print the InvariantViolation
@@ -62,9 +64,15 @@ def pytest_runtest_call_fully_cudagraphed(item: pytest.Item) -> Iterator[None]:
     failures = []
     if marker.trees == "all":
         failures.append(not_fully_cudagraphed(trees.result(), context="@pytest.mark.cudagraph(trees='all')"))
+        if failures[-1] is not None:
+            skipped = trees.result().skipped
+            note_check_failure(item, "trees", site_of_location(skipped[0].location) if skipped else None)
     if marker.max_rerecords is not None:
         context = f"@pytest.mark.cudagraph(max_rerecords={marker.max_rerecords})"
-        failures.append(rerecord_failure(trees.result().rerecords, marker.max_rerecords, context))
+        watched = trees.result()
+        failures.append(rerecord_failure(watched.rerecords, marker.max_rerecords, context, watched.lost_sight))
+        if failures[-1] is not None and CHECK_FAILURE_KEY not in item.stash:
+            note_check_failure(item, "max_rerecords", None)
     failure = "\n\n".join(f for f in failures if f is not None)
     if failure:
         pytest.fail(failure, pytrace=False)
@@ -85,6 +93,7 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
         run_marked_test(pyfuncitem, marker, state.cache_root(), record_of(pyfuncitem))
     except InvariantViolation as exc:
         failure = str(exc)
+        note_check_failure(pyfuncitem, "compile_cache", exc.site)
     if failure is not None:
         # outside the except block, so that pytest does not print the message twice
         pytest.fail(failure, pytrace=False)

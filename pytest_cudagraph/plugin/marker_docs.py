@@ -14,7 +14,8 @@ DEFAULT_RANK_TIMEOUT_S = 120.0
 MARKER_DOCS = {
     "cudagraph": (
         "cudagraph(capture_sizes=None, rtol=None, atol=None, *, trees=None, world_size=None, timeout=None, "
-        "break_at=None, max_rerecords=None, align_collectives=True): "
+        "break_at=None, max_rerecords=None, align_collectives=True, observe=False, expect_sizes=None, "
+        "check_sizes=True, one_pool=True, pool_check=True, require_replay=False, allow_capture_failures=False): "
         "a CUDA graph test; runs only with --cudagraph, and its arguments become the defaults of the "
         "cudagraphs fixture. trees='all' fails the test when any region compiled with "
         "mode='reduce-overhead' ran without a CUDA graph. world_size=N runs the cudagraph_ranks "
@@ -23,7 +24,11 @@ MARKER_DOCS = {
         "collectives their graphs captured before the first replay (align_collectives=False turns that off). "
         "break_at=('ns::op', ...) makes cudagraphs.capture and cudagraphs.agree breakable: each graph ends at "
         "those ops, which run eagerly between graphs. max_rerecords=N fails the test when reduce-overhead "
-        "re-records a function at a new input shape more than N times."
+        "re-records a function at a new input shape more than N times. observe=True records every CUDA "
+        "graph the test body captures itself (an engine's own graphs) and fails on graphs of one call site in "
+        "several pools (one_pool=False), on blocks kept across captures (pool_check=False), on sizes of "
+        "expect_sizes or capture_sizes never captured (check_sizes=False), and on failed captures "
+        "(allow_capture_failures=True); require_replay=True also fails on a graph never replayed."
     ),
     "max_recompiles": (
         "max_recompiles(n=0): fail the test if torch.compile (Dynamo) recompiles "

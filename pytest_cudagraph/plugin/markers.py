@@ -47,6 +47,21 @@ class CudagraphMarker:
     max_rerecords: int | None = None
     # the cudagraph_ranks handle compares the ranks' captured collectives before the first replay
     align_collectives: bool = True
+    # record every CUDA graph the test body captures itself and judge them (plugin/observe.py)
+    observe: bool = False
+    expect_sizes: tuple[int, ...] | None = None
+    check_sizes: bool = True
+    one_pool: bool = True
+    pool_check: bool = True
+    require_replay: bool = False
+    allow_capture_failures: bool = False
+
+    @property
+    def observed_sizes(self) -> tuple[int, ...] | None:
+        """The sizes the observed graphs must cover: ``expect_sizes``, else ``capture_sizes``; None when unchecked."""
+        if not self.check_sizes:
+            return None
+        return self.expect_sizes if self.expect_sizes is not None else self.capture_sizes
 
     @property
     def watches_trees(self) -> bool:
@@ -88,7 +103,7 @@ def _is_int(value: Any) -> bool:
 def _tolerance(marker: str, arg: str, value: Any) -> float | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not float(value) >= 0:
         raise MarkerArgumentError(
             f"@pytest.mark.{marker}: {arg}={value!r} is not a non-negative number; "
             f"give a float such as {arg}=1e-5, or leave it out for the dtype's default"
@@ -109,9 +124,21 @@ def parse_capture_sizes(value: Any, where: str) -> tuple[int, ...]:
 
 def _cudagraph(
     capture_sizes=None, rtol=None, atol=None, *, trees=None, world_size=None, timeout=None, break_at=None,
-    max_rerecords=None, align_collectives=True,
+    max_rerecords=None, align_collectives=True, observe=False, expect_sizes=None, check_sizes=True, one_pool=True,
+    pool_check=True, require_replay=False, allow_capture_failures=False,
 ):  # pragma: no cover  # fmt: skip
     pass
+
+
+# observe=True's switches: what each turns on or off, for the sentence of a bad value
+OBSERVE_SWITCHES = {
+    "observe": "observe=True records every CUDA graph the test body captures and checks them",
+    "check_sizes": "check_sizes=False leaves the capture sizes unchecked",
+    "one_pool": "one_pool=False lets the graphs of one call site use several pools",
+    "pool_check": "pool_check=False leaves blocks kept across captures unchecked",
+    "require_replay": "require_replay=True fails on a graph captured and never replayed",
+    "allow_capture_failures": "allow_capture_failures=True lets a capture fail while the test goes on",
+}
 
 
 def _max_recompiles(n=0):  # pragma: no cover - signature only
@@ -139,7 +166,7 @@ def parse_cudagraph(args: tuple, kwargs: dict) -> CudagraphMarker:
         )
     timeout = bound["timeout"]
     if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not 0 < timeout < float("inf")
+        isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not 0 < float(timeout) < float("inf")
     ):
         raise MarkerArgumentError(
             f"@pytest.mark.cudagraph: timeout={timeout!r} is not a positive number of seconds; "
@@ -157,7 +184,9 @@ def parse_cudagraph(args: tuple, kwargs: dict) -> CudagraphMarker:
             f"@pytest.mark.cudagraph: align_collectives={align_collectives!r} is not True or False; give "
             "align_collectives=False to let the ranks replay without comparing their captured collectives first"
         )
+    observed = _observe_arguments(bound, kwargs)
     return CudagraphMarker(
+        **observed,
         align_collectives=align_collectives,
         break_at=_break_at(bound["break_at"]),
         max_rerecords=None if max_rerecords is None else int(max_rerecords),
@@ -168,6 +197,26 @@ def parse_cudagraph(args: tuple, kwargs: dict) -> CudagraphMarker:
         world_size=None if world_size is None else int(world_size),
         timeout=None if timeout is None else float(timeout),
     )
+
+
+def _observe_arguments(bound: dict, given: dict) -> dict[str, Any]:
+    """``observe=True`` and its switches, checked: each a bool, and none of them without ``observe=True``."""
+    for name, meaning in OBSERVE_SWITCHES.items():
+        if not isinstance(bound[name], bool):
+            raise MarkerArgumentError(f"@pytest.mark.cudagraph: {name}={bound[name]!r} is not True or False; {meaning}")
+    if not bound["observe"]:
+        stray = [name for name in (*OBSERVE_SWITCHES, "expect_sizes") if name != "observe" and name in given]
+        if stray:
+            raise MarkerArgumentError(
+                f"@pytest.mark.cudagraph: {stray[0]}={given[stray[0]]!r} applies only to observed graphs; "
+                "add observe=True, or leave it out"
+            )
+    sizes = bound["expect_sizes"]
+    return {
+        "observe": bound["observe"],
+        "expect_sizes": None if sizes is None else parse_capture_sizes(sizes, "@pytest.mark.cudagraph: expect_sizes"),
+        **{name: bound[name] for name in OBSERVE_SWITCHES if name != "observe"},
+    }
 
 
 def _break_at(value: Any) -> tuple[str, ...] | None:

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .fixtures import _capture_defaults
-from .items import MARKERS_KEY, STATE_KEY, record_of
+from .fixtures import _capture_defaults, run_state
+from .items import MARKERS_KEY, record_of
 from .markers import DEFAULT_RANK_TIMEOUT_S
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ class RanksFixture:
 
 def ranks_handle(request: pytest.FixtureRequest) -> RanksFixture:
     """The ``cudagraph_ranks`` fixture's handle for the requesting test (``fixtures.cudagraph_ranks``)."""
-    state = request.config.stash[STATE_KEY]
+    state = run_state(request)
     marker = request.node.stash.get(MARKERS_KEY, {}).get("cudagraph")
     handle = RanksFixture(
         record=record_of(request.node),

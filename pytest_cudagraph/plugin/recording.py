@@ -14,6 +14,7 @@ next run (``cache_keys.KeyIndex``), and a miss is explained by what changed sinc
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from typing import Any
@@ -21,10 +22,12 @@ from typing import Any
 import pytest
 
 from ..graphs import open_objects
+from ..records.json_values import json_safe
 from ..records.progress import RunProgress
-from ..records.record import TestRecord, set_current_record
+from ..records.record import CACHE_START_EMPTY, CACHE_START_SHARED, StartedCaches, TestRecord, set_current_record
 from . import pytest_split as shards
 from .activation import FAILURE_KEY, SKIP_REASON_KEY, RunSoFar
+from .fixture_compiles import REPORT_SETUPS_ATTR, watch_of
 from .items import (
     CACHE_KEYS_KEY,
     CACHE_SNAPSHOT_KEY,
@@ -64,6 +67,9 @@ def start_test(item: pytest.Item) -> None:
     # a record that stays empty is not written (finish_record).
     set_current_record(record_of(item))
     open_objects.start_test()
+    watch = watch_of(item.config)
+    if watch is not None:
+        watch.item = item  # a wider-scoped fixture set up for it compiles apart from it
     if "torch" in sys.modules:
         # Cache counters are read only where torch is already loaded: a test that
         # compiled something gets its cache deltas reported, and nothing imports torch.
@@ -192,10 +198,29 @@ def _finish_cache_keys(item: pytest.Item, record: TestRecord | None) -> TestReco
 
 
 def attach_record(item: pytest.Item, report: pytest.TestReport) -> None:
-    """After a test's teardown (``activation``): its finished record onto the teardown report, if it has one."""
+    """After a test's teardown (``activation``): its finished record onto the teardown report, if it has one.
+
+    The compiles of wider-scoped fixtures set up for it go along, apart (``fixture_compiles``).
+    """
     finished = finish_record(item, item.stash.get(RECORD_KEY, None))
     if finished is not None:
-        setattr(report, REPORT_RECORD_ATTR, finished)
+        # One JSON string, not the dict: pytest-xdist sends a report's attributes through
+        # execnet, whose serializer fails on an int below -2**31 (a device reading's change
+        # of more than 2 GiB, when another worker on the GPU frees memory meanwhile), and
+        # that failure ends the worker's whole run.
+        setattr(report, REPORT_RECORD_ATTR, json.dumps(json_safe(finished), allow_nan=False))
+    watch = watch_of(item.config)
+    if watch is not None:
+        watch.item = None
+        setups = watch.take()
+        if setups:
+            setattr(report, REPORT_SETUPS_ATTR, json.dumps(json_safe(setups), allow_nan=False))
+
+
+def carried_record(report: pytest.TestReport) -> dict[str, Any] | None:
+    """The finished record ``attach_record`` put on a report (``{"nodeid", "record"}``), or None."""
+    carried = getattr(report, REPORT_RECORD_ATTR, None)
+    return json.loads(carried) if carried else None
 
 
 def finish_record(item: pytest.Item, record: TestRecord | None) -> dict[str, Any] | None:
@@ -220,7 +245,11 @@ def finish_record(item: pytest.Item, record: TestRecord | None) -> dict[str, Any
         if delta is not None:
             record = record or record_of(item)
             if record.get("caches") is None:
-                record.set("caches", delta)
+                record.set("caches", StartedCaches(delta, CACHE_START_SHARED))
+    counts = record.get("caches") if record is not None else None
+    if record is not None and counts is not None and not isinstance(counts, StartedCaches):
+        # set by the compile_cache marker or fixture: passes in directories the plugin made empty
+        record.set("caches", StartedCaches(counts, CACHE_START_EMPTY))
     if record is None:
         return None
     record.outcome, record.duration_s = item.stash.get(OUTCOME_KEY, (None, 0.0))
@@ -233,8 +262,9 @@ def finish_record(item: pytest.Item, record: TestRecord | None) -> dict[str, Any
             "cuda_visible_devices": state.pinned_device,
         }
     entry = record.to_json()
-    if not uses_plugin(item) and not set(entry) - {"outcome", "duration_s", "failure", "skip_reason"}:
-        return None  # a test that used nothing of the plugin and measured nothing
+    measured = set(entry) - {"outcome", "duration_s", "failure", "skip_reason"}
+    if not uses_plugin(item) and not measured and "rule" not in (record.failure or {}):
+        return None  # a test that used nothing of the plugin, measured nothing and failed no check of it
     from ..records.report import json_safe
 
     return {"nodeid": record.nodeid, "record": json_safe(entry)}
@@ -301,9 +331,11 @@ class RunRecorder:
         """After each phase of each test, here or on a worker: keep the record, count what finished."""
         if report.failed and not hasattr(report, "wasxfail"):
             self.progress.failures += 1
-        carried = getattr(report, REPORT_RECORD_ATTR, None)
-        if carried:
-            self._keep(carried["nodeid"], carried["record"], getattr(report, "node", None))
+        finished = carried_record(report)
+        if finished is not None:
+            self._keep(finished["nodeid"], finished["record"], getattr(report, "node", None))
+        for setup in json.loads(getattr(report, REPORT_SETUPS_ATTR, None) or "[]"):
+            self.state.fixture_setups.append({**setup, "worker": _worker_of(report)})
         # every test's time, plugin or not: pytest-split needs them all (``pytest-cudagraph durations``)
         self.progress.add_duration(report.nodeid, report.duration, _worker_of(report))
         if report.when == "teardown":
@@ -352,8 +384,8 @@ def write_report_and_compare(session: pytest.Session, state: RunState, progress:
     options = state.options
     if options.report_path is None and state.baseline is None:
         return
-    if session.config.getoption("collectonly"):
-        return  # a collection-only run measured nothing: the last report stays as it was
+    if no_test_body_mode(session.config) is not None:
+        return  # a run of no test body measured nothing: the last report stays as it was
     from ..records.report import build_report, write_report
     from .environment import collect_environment
 
@@ -365,6 +397,7 @@ def write_report_and_compare(session: pytest.Session, state: RunState, progress:
         exitstatus=exitstatus,
         run=progress.summary_fields(exitstatus),
         durations=progress.durations(),
+        fixture_setups=state.fixture_setups,
     )
     if options.report_path is not None:
         try:
@@ -387,6 +420,21 @@ def write_report_and_compare(session: pytest.Session, state: RunState, progress:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+# pytest's modes that run no test body, by option: a report of such a run would hold no test and be "complete"
+_NO_TEST_BODY = (
+    ("collectonly", "--collect-only"),
+    ("setupplan", "--setup-plan"),  # before --setup-only: pytest turns that on with it
+    ("setuponly", "--setup-only"),
+    ("showfixtures", "--fixtures"),
+    ("show_fixtures_per_test", "--fixtures-per-test"),
+)
+
+
+def no_test_body_mode(config: pytest.Config) -> str | None:
+    """The option of a run that runs no test body (``--collect-only``, ``--setup-plan``, ...); None for a real run."""
+    return next((flag for dest, flag in _NO_TEST_BODY if _option(config, dest)), None)
+
+
 def os_error_text(exc: OSError) -> str:
     """The OS's own words for a failed write, with the hint that fits it."""
     import errno
@@ -405,7 +453,7 @@ def summary_lines(config: pytest.Config, state: RunState, progress: RunProgress,
         return []
     from ..render.summary import terminal_summary_lines
 
-    collect_only = bool(config.getoption("collectonly"))
+    no_body = no_test_body_mode(config)
     # A run stopped by collection errors, or one that ran no test (--fixtures, --markers), holds only
     # the tests refused at collection: pytest's errors say it all.
     stopped_at_collection = progress.collection_errors > 0 and exitstatus == pytest.ExitCode.INTERRUPTED
@@ -415,17 +463,18 @@ def summary_lines(config: pytest.Config, state: RunState, progress: RunProgress,
     )
     lines = terminal_summary_lines(
         {} if stopped_at_collection or only_refused else state.records,
-        None if collect_only else state.options.report_path,
+        None if no_body is not None else state.options.report_path,
         max_rows=None if config.get_verbosity() > 0 else 40,
         report_error=state.report_error,
     )
-    if collect_only and state.options.report_path is not None:
-        lines.append(f"collection only: the report at {state.options.report_path} was left as it was")
-    if progress.shard is not None and not collect_only:
+    if no_body is not None and state.options.report_path is not None:
+        what = "collection only" if no_body == "--collect-only" else f"{no_body} ran no test"
+        lines.append(f"{what}: the report at {state.options.report_path} was left as it was")
+    if progress.shard is not None and no_body is None:
         from ..render.shard_text import describe_shard
 
         lines.append(describe_shard(progress.shard_fields()))
-    reasons = [] if collect_only else progress.incomplete_reasons(exitstatus)
+    reasons = [] if no_body is not None else progress.incomplete_reasons(exitstatus)
     if reasons:
         written = state.options.report_path is not None and state.report_error is None
         lines.append(f"INCOMPLETE run{', the report says so' if written else ''}: " + "; ".join(reasons))
@@ -452,7 +501,9 @@ def register(
         shards.register(config, None)
         return
     progress = config.stash[PROGRESS_KEY] = RunProgress(
-        selection=_selection(config), maxfail=int(config.getoption("maxfail", 0) or 0)
+        selection=_selection(config),
+        maxfail=int(config.getoption("maxfail", 0) or 0),
+        stepwise_stop=_stepwise_stop(config),
     )
     if so_far is not None:
         progress.collection_errors = so_far.collection_errors
@@ -476,6 +527,15 @@ def _option(config: pytest.Config, name: str) -> Any:
         return config.getoption(name)
     except ValueError:  # the plugin that adds it (xdist) is not installed
         return None
+
+
+def _stepwise_stop(config: pytest.Config) -> int | None:
+    """The failure at which pytest's stepwise plugin stops the run: the first (--sw), the second (--sw-skip)."""
+    if _option(config, "stepwise_skip"):
+        return 2
+    if _option(config, "stepwise") or _option(config, "stepwise_reset"):
+        return 1
+    return None
 
 
 def _selection(config: pytest.Config) -> dict[str, str]:

@@ -87,7 +87,7 @@ def _ini_rules(config: Any) -> tuple[str, ...] | None:
     raw = str(config.getini("cudagraph_baseline_fail_on") or "").strip()
     if not raw:
         return None
-    from ..tools.compare import parse_rules  # reads JSON only; imports no torch
+    from ..tools.compare_rules import parse_rules  # reads JSON only; imports no torch
 
     try:
         return parse_rules([raw])
@@ -146,6 +146,8 @@ class RunState:
     config: Any = None
     baseline: dict[str, Any] | None = None
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # what wider-scoped fixtures compiled, apart from the tests they were set up for (fixture_compiles)
+    fixture_setups: list[dict[str, Any]] = field(default_factory=list)
     uses_plugin: bool = False
     # the run's cache environment (--cudagraph-cache-dir), put back at the end of the run
     environment: EnvironmentPatch = field(default_factory=EnvironmentPatch)

@@ -40,7 +40,17 @@ def start_features(
     started (switched on at collection or later); ``collected``: collection had
     finished (switched on by a running test).
     """
-    from . import marker_checks, recording, torch_trace, xdist
+    from . import (
+        failure_annotations,
+        fixture_compiles,
+        job_summary,
+        junit,
+        marker_checks,
+        observe,
+        recording,
+        torch_trace,
+        xdist,
+    )
 
     try:
         options = read_options(config)
@@ -75,9 +85,14 @@ def start_features(
 
     manager = config.pluginmanager
     manager.register(marker_checks, "cudagraph-marker-checks")
+    manager.register(observe, "cudagraph-observe")
     manager.register(torch_trace, "cudagraph-torch-trace")
+    fixture_compiles.register(config)
     recording.register(config, state, so_far, session, collected)
     xdist.register(config, state, config.stash.get(PROGRESS_KEY, None))
+    junit.register(config)
+    job_summary.register(config, state)
+    failure_annotations.register(config, state)
     if "torch" in sys.modules:
         # switched on inside a test phase: take pytest's handlers off torch's loggers for this phase too
         torch_trace.detach_pytest_handlers(config)
@@ -115,6 +130,9 @@ def check_options(config: pytest.Config, state: RunState) -> None:
     if options.require_gpu:
         _check_a_gpu_is_visible()
     _check_device_options(config, state)
+    from .job_summary import check_summary_option
+
+    check_summary_option(config)
 
 
 def _check_a_gpu_is_visible() -> None:

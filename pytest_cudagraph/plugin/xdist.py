@@ -108,8 +108,10 @@ class XdistWorker:
         """At the worker's end: records of tests refused at collection (finished tests went on their reports)."""
         from ..records.report import encode_worker_records
 
-        session.config.workeroutput[WORKER_RECORDS] = encode_worker_records(self.state.records)
-        session.config.workeroutput[WORKER_DESELECTED] = self.deselected
+        # xdist sets workeroutput on a worker's config; pytest's Config declares no such attribute
+        worker_output: dict[str, Any] = session.config.workeroutput  # type: ignore[attr-defined]
+        worker_output[WORKER_RECORDS] = encode_worker_records(self.state.records)
+        worker_output[WORKER_DESELECTED] = self.deselected
 
 
 def register(config: pytest.Config, state: RunState, progress: RunProgress | None) -> None:

@@ -169,11 +169,15 @@ def _redirect_output(spec: RankSpec) -> Any:
     return log
 
 
-def _error_of(exc: BaseException, library_dirs: list[str]) -> R.RankError:
+def _error_of(exc: BaseException, library_dirs: list[str], stage: str) -> R.RankError:
+    """The rank's error; raised outside the body, in the harness or torch, its ``where`` names the harness's stage."""
+    where = where_raised(exc, library_dirs, HARNESS_FUNCTIONS)
+    if where is None and stage != R.STAGE_BODY:
+        where = f"the rank harness while {stage}"
     return R.RankError(
         type=type(exc).__name__,
         message=str(exc).strip(),
-        where=where_raised(exc, library_dirs, HARNESS_FUNCTIONS),
+        where=where,
         traceback="".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
     )
 
@@ -253,7 +257,7 @@ def rank_main(spec: RankSpec, args: tuple, launcher: Any = None) -> None:
     except BaseException as exc:
         reporter.result(
             "failed",
-            error=_error_of(exc, library_dirs),
+            error=_error_of(exc, library_dirs, reporter.stage),
             failed_at=time.time(),
             graph_sets=getattr(exc, "graph_sets", ()),
         )
@@ -330,7 +334,9 @@ def _run(spec: RankSpec, args: tuple, reporter: _Reporter) -> None:
     store.set(f"cudagraph_ranks/finished/{spec.rank}", "1")
     store.wait([f"cudagraph_ranks/finished/{r}" for r in range(spec.world_size)])
     reporter.at(R.STAGE_DESTROYING)
-    dist.destroy_process_group()
+    # a body may end with the tutorials' cleanup() (destroy_process_group()): there is nothing left to destroy
+    if _compat.process_group_initialized():
+        dist.destroy_process_group()
     reporter.at(R.STAGE_DONE)
 
 

@@ -159,7 +159,7 @@ def _devices(backend: str, world_size: int, devices: Sequence[int] | None) -> li
             "use backend='gloo' for CPU ranks, or run on a GPU machine"
         )
     visible = _compat.cuda_device_count()
-    chosen = list(range(world_size)) if devices is None else list(devices)
+    chosen: list[int | None] = list(range(world_size)) if devices is None else list(devices)
     if len(chosen) != world_size or len(set(chosen)) != world_size:
         raise MisuseError(f"devices={devices!r} must name {world_size} different GPUs, one per rank")
     if any(not isinstance(d, int) or isinstance(d, bool) or not 0 <= d < visible for d in chosen):

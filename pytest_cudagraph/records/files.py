@@ -20,7 +20,7 @@ from pathlib import Path
 from ..errors import ReportError
 
 
-def write_text_atomically(path: str | os.PathLike, text: str) -> Path:
+def write_text_atomically(path: str | os.PathLike[str], text: str) -> Path:
     """Write ``text`` to ``path`` so that no reader ever sees half of it; return ``path``.
 
     - A regular file, or a path that does not exist yet, is replaced atomically: a
@@ -189,7 +189,7 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
-def check_report_path_writable(path: str | os.PathLike) -> str | None:
+def check_report_path_writable(path: str | os.PathLike[str]) -> str | None:
     """Return a one-sentence problem with writing a report to ``path``, or None.
 
     Accepts what write_text_atomically writes into (``/dev/null``, ``/dev/stdout``, a
@@ -231,15 +231,18 @@ def _kind_of_file(mode: int) -> str:
     return next((words for test, words in _FILE_KINDS if test(mode)), "a special file")
 
 
-class FileRefused(Exception):
-    """A path ``read_regular_bytes`` would not read; ``str()`` says why in a few words, ``mode`` is its st_mode."""
+class FileRefused(ReportError):
+    """A path ``read_regular_bytes`` would not read; ``str()`` says why in a few words, ``mode`` is its st_mode.
+
+    A ``ReportError``, so that code catching the plugin's errors (``CudagraphError``) catches it too.
+    """
 
     def __init__(self, reason: str, mode: int | None = None):
         super().__init__(reason)
         self.mode = mode
 
 
-def read_regular_bytes(path: str | os.PathLike, *, limit: int | None = None, owner: int | None = None) -> bytes:
+def read_regular_bytes(path: str | os.PathLike[str], *, limit: int | None = None, owner: int | None = None) -> bytes:
     """The bytes of a regular file, read without waiting for a writer or reading for ever.
 
     A FIFO would block and /dev/zero never ends, so anything but a regular file is

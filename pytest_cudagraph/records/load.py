@@ -15,7 +15,7 @@ from .files import read_regular_text
 from .validate import short, validate_report
 
 
-def load_report(path: str | os.PathLike) -> dict[str, Any]:
+def load_report(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read and validate a report written by ``--cudagraph-report``.
 
     Raises ReportError, with one sentence naming the file, the problem and the fix,
@@ -31,7 +31,7 @@ def load_report(path: str | os.PathLike) -> dict[str, Any]:
         return validate_report(data, name, text=text)
 
 
-def read_report_data(path: str | os.PathLike) -> tuple[Any, str, str]:
+def read_report_data(path: str | os.PathLike[str]) -> tuple[Any, str, str]:
     """(the report's JSON, parsed strictly; its text; its name in errors), not yet checked against its types."""
     path = Path(path)
     text = read_regular_text(path)

@@ -131,7 +131,7 @@ def _may_hold_sections(value: Any) -> bool:
 _PLAIN = (str, int, float, type(None))
 
 
-def read_report(path: str | os.PathLike) -> LoadedReport:
+def read_report(path: str | os.PathLike[str]) -> LoadedReport:
     """Read and check a report written by ``--cudagraph-report``; its typed view beside every field it holds.
 
     The same checks and one-sentence ReportErrors as ``load_report``::

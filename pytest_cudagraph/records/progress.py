@@ -39,6 +39,8 @@ class RunProgress:
     # -x/--maxfail (0: no limit) and the failed reports so far, counted as pytest counts them
     maxfail: int = 0
     failures: int = 0
+    # --sw (stepwise) stops the run at its first failure, --sw-skip at its second (None: no stepwise)
+    stepwise_stop: int | None = None
     # collect reports that failed (a module that does not import, a bad marker argument)
     collection_errors: int = 0
     # one line per crashed xdist worker
@@ -91,13 +93,17 @@ class RunProgress:
         reasons = []
         missing = self.not_run()
         stopped_by_maxfail = bool(self.maxfail) and self.failures >= self.maxfail
+        stopped_by_stepwise = self.stepwise_stop is not None and self.failures >= self.stepwise_stop
         if self.collection_errors:
             errors = self.collection_errors
             reasons.append(f"{errors} error{'s' if errors != 1 else ''} during collection")
-        # pytest's "interrupted" status also follows collection errors, and xdist's stop
-        # after -x/--maxfail: alone it names an interrupt only where neither happened
+        # pytest's "interrupted" status also follows collection errors, -x/--maxfail's stop and
+        # --sw's: alone it names an interrupt only where none of them happened
         if self.interrupted or (
-            exitstatus == _EXIT_INTERRUPTED and not self.collection_errors and not stopped_by_maxfail
+            exitstatus == _EXIT_INTERRUPTED
+            and not self.collection_errors
+            and not stopped_by_maxfail
+            and not stopped_by_stepwise
         ):
             reasons.append(f"interrupted ({self.interrupted or 'KeyboardInterrupt'})")
         if exitstatus == _EXIT_INTERNAL_ERROR:
@@ -107,7 +113,10 @@ class RunProgress:
         reasons.extend(self.worker_crashes)
         for nodeid, message in self.crashed.items():
             reasons.append(message or f"crashed while running {nodeid}")
-        if stopped_by_maxfail and (missing or exitstatus == _EXIT_INTERRUPTED):
+        if stopped_by_stepwise and (missing or exitstatus == _EXIT_INTERRUPTED):
+            which = "first" if self.stepwise_stop == 1 else "second (--sw-skip)"
+            reasons.append(f"stepwise (--sw) stopped the run at its {which} failure")
+        elif stopped_by_maxfail and (missing or exitstatus == _EXIT_INTERRUPTED):
             reasons.append(
                 f"stopped early by -x/--maxfail after {self.failures} failure{'s' if self.failures != 1 else ''}"
             )

@@ -19,6 +19,34 @@ class JsonResult(Protocol):
     def to_json(self) -> dict[str, Any]: ...
 
 
+# how a test's compile caches started (its ``caches.start``): see StartedCaches
+CACHE_START_EMPTY = "empty"
+CACHE_START_SHARED = "shared"
+
+
+class StartedCaches:
+    """A test's cache counters and how its caches started (the report's ``caches.start``).
+
+    ``empty``: the compile_cache marker's or fixture's passes, each in a directory the
+    plugin made empty (a warm pass starts from its cold pass's entries); ``shared``:
+    the caches the run shares (torch's own location, or ``--cudagraph-cache-dir``),
+    holding whatever earlier runs and the tests before it left.  ``compare`` judges
+    misses on counters only between two ``empty`` starts.
+    """
+
+    def __init__(self, counts: Any, start: str):
+        self.counts, self.start = counts, start
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.counts.to_json(), "start": self.start}
+
+
+class JsonSection(Protocol):
+    """A section a test has once: a JSON object, or a list of them (``cache_sweeps``)."""
+
+    def to_json(self) -> dict[str, Any] | list[dict[str, Any]]: ...
+
+
 class TestRecord:
     """Accumulates one test's results; sections follow the report schema."""
 
@@ -28,7 +56,7 @@ class TestRecord:
         self.nodeid = nodeid
         self.outcome: str | None = None
         self.duration_s: float = 0.0
-        self._single: dict[str, JsonResult] = {}
+        self._single: dict[str, JsonSection] = {}
         self._graph_sets: list[JsonResult] = []
         self._piecewise: list[JsonResult] = []
         self._extra: dict[str, Any] = {}
@@ -40,11 +68,11 @@ class TestRecord:
         self.skip_reason: str | None = None
 
     # -- adding results -------------------------------------------------
-    def set(self, section: str, result: JsonResult) -> None:
+    def set(self, section: str, result: JsonSection) -> None:
         """Set a section that a test has once (``recompiles``, ``caches``, ``reduce_overhead``)."""
         self._single[section] = result
 
-    def get(self, section: str) -> JsonResult | None:
+    def get(self, section: str) -> JsonSection | None:
         return self._single.get(section)
 
     def add_graph_set(self, result: JsonResult) -> None:

@@ -64,7 +64,7 @@ import importlib.util
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +111,7 @@ def build_report(
     created: str | None = None,
     run: Mapping[str, Any] | None = None,
     durations: Mapping[str, float] | None = None,
+    fixture_setups: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The report dictionary for one run: schema, env, one record per test (sorted by node id), summary, durations.
 
@@ -125,13 +126,18 @@ def build_report(
     ``durations`` is seconds per node id of every test that finished, plugin or not
     (what pytest-split needs to split the next run); written sorted, to the
     millisecond, and left out when None.
+
+    ``fixture_setups``: what wider-scoped fixtures compiled, apart from the tests they
+    were set up for (``{"fixture", "scope", "set_up_for", "worker", "caches"?,
+    "lookups"?}`` each, ``plugin/fixture_compiles.py``); written sorted by fixture and
+    scope, left out when empty, and their counters added to ``summary.caches``.
     """
-    summary = summarize(tests, run=run)
+    summary = summarize(tests, run=run, fixture_setups=fixture_setups)
     if exitstatus is not None:
         summary["exitstatus"] = int(exitstatus)
     records = {nodeid: _with_passes_apart(tests[nodeid]) for nodeid in sorted(tests)}
     shared = factor_cache_components(records)
-    report = {
+    report: dict[str, Any] = {
         "schema": SCHEMA,
         "created": created or datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "env": dict(env),
@@ -139,6 +145,9 @@ def build_report(
     }
     if shared:
         report["cache_components"] = shared
+    if fixture_setups:
+        order = sorted(fixture_setups, key=lambda one: (str(one.get("fixture")), str(one.get("scope"))))
+        report["fixture_setups"] = [dict(one) for one in order]
     report["summary"] = summary
     if durations is not None:
         report["durations"] = _durations(durations)
@@ -301,12 +310,19 @@ def limit_hit_count(recompiles: Mapping[str, Any] | None) -> int:
     return as_int(hits)
 
 
-def summarize(tests: Mapping[str, Mapping[str, Any]], run: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def summarize(
+    tests: Mapping[str, Mapping[str, Any]],
+    run: Mapping[str, Any] | None = None,
+    fixture_setups: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
     """Run totals (outcomes, recompiles, limit hits, graphs captured, cache counters per layer), then ``run``'s facts.
 
-    See build_report for ``run``.
+    See build_report for ``run``; the cache counters of ``fixture_setups`` count too.
     """
     totals = _totals(tests)
+    for setup in fixture_setups:
+        _add_cache_counts(totals["caches"], setup.get("caches"))
+    totals["caches"] = {layer: totals["caches"][layer] for layer in sorted(totals["caches"])}
     if run:
         totals.update(_run_facts(run, totals))
     return totals
@@ -336,15 +352,10 @@ def _totals(tests: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         piecewise = record.get("piecewise")
         if isinstance(piecewise, Mapping):
             captured += as_int(piecewise.get("graphs_captured"))
-        caches = record.get("caches")
-        for layer, counts in caches.items() if isinstance(caches, Mapping) else ():
-            # only the counter layers add up; "disabled" and "bypass_reasons" are words, not counts
-            if not isinstance(counts, Mapping) or not any(_is_count(value) for value in counts.values()):
-                continue
-            total = cache_totals.setdefault(layer, {})
-            for key, value in counts.items():
-                if _is_count(value):
-                    total[key] = total.get(key, 0) + as_int(value)
+        observed = record.get("observed_graphs")  # the graphs the test body captured itself
+        if isinstance(observed, Mapping):
+            captured += as_int(observed.get("captured"))
+        _add_cache_counts(cache_totals, record.get("caches"))
     from .cold_warm import passes_apart  # cold_warm reads this module's as_int
 
     totals: dict[str, Any] = {
@@ -362,6 +373,18 @@ def _totals(tests: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     if passes is not None:
         totals["cache_passes"] = passes
     return totals
+
+
+def _add_cache_counts(totals: dict[str, dict[str, int]], caches: Any) -> None:
+    """Add a ``caches`` section's counters per layer to ``totals``."""
+    for layer, counts in caches.items() if isinstance(caches, Mapping) else ():
+        # only the counter layers add up; "disabled", "bypass_reasons" and "start" are words, not counts
+        if not isinstance(counts, Mapping) or not any(_is_count(value) for value in counts.values()):
+            continue
+        total = totals.setdefault(layer, {})
+        for key, value in counts.items():
+            if _is_count(value):
+                total[key] = total.get(key, 0) + as_int(value)
 
 
 def _run_facts(run: Mapping[str, Any], totals: Mapping[str, Any]) -> dict[str, Any]:
@@ -406,7 +429,7 @@ def dumps_report(report: Mapping[str, Any]) -> str:
     return json.dumps(json_safe(report), indent=2, allow_nan=False) + "\n"
 
 
-def write_report(path: str | os.PathLike, report: Mapping[str, Any]) -> Path:
+def write_report(path: str | os.PathLike[str], report: Mapping[str, Any]) -> Path:
     """Write ``report`` to ``path`` as write_text_atomically does.
 
     If anything fails (serialising, a full disk), an existing report at ``path`` is
@@ -423,7 +446,7 @@ def _run_facts_type() -> Any:
     return RunFacts
 
 
-# the names readers and writers import from here (the documented path ``pytest_cudagraph.report``)
+# the names readers and writers import from here
 __all__ = [
     "INCOMPLETE_EXIT_STATUSES",
     "MAX_DEPTH",

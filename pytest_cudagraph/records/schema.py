@@ -111,6 +111,8 @@ class Recompiles(Section):
     by_function: dict[str, Texts | FunctionRecompiles] | UnsetType = UNSET
     graph_breaks: GraphBreaks | UnsetType = UNSET
     events: list[RecompileEvent] | UnsetType = UNSET
+    # what the watch could not count after a line of the test (its log taken away); absent where it saw all
+    lost_sight: Text | UnsetType = UNSET
 
 
 # ----------------------------------------------------------------------------
@@ -136,6 +138,9 @@ class Caches(Section):
     aot_autograd: CacheLayer | UnsetType = UNSET
     triton: CacheLayer | UnsetType = UNSET
     bypass_reasons: dict[str, Texts] | UnsetType = UNSET
+    # how the caches started: "empty" (the compile_cache passes, in directories the plugin made empty) or
+    # "shared" (the caches the run shares, holding what earlier runs and tests left); absent in older reports
+    start: Text | UnsetType = UNSET
 
 
 class CachePasses(Section):
@@ -339,6 +344,86 @@ class ReduceOverhead(Section):
     fraction_of_calls: Measure | UnsetType = UNSET
     # per function: its recordings, re-recordings at new shapes, and the shapes in order
     rerecords: dict[str, FunctionRerecords] | UnsetType = UNSET
+    # what the watch could not count after a line of the test (a reset it could not answer); absent where it saw all
+    lost_sight: Text | UnsetType = UNSET
+
+
+# ----------------------------------------------------------------------------
+# observed graphs (graphs/observe.py): the graphs the code under test captured itself
+# ----------------------------------------------------------------------------
+
+
+class ObservedBlock(Section):
+    """A block still allocated in the pool after a capture."""
+
+    size: Count | UnsetType = UNSET
+    requested_size: Count | UnsetType = UNSET
+    allocated_at: Text | UnsetType = UNSET
+    possibly_cublas_workspace: Flag | UnsetType = UNSET
+
+
+class ObservedGraph(Section):
+    """One graph the code under test captured: its call site, pool, cost, inputs and replays."""
+
+    index: Count | UnsetType = UNSET
+    call_site: CallSite | Null | UnsetType = UNSET
+    source: Text | UnsetType = UNSET
+    pool: Sizes | UnsetType = UNSET
+    # whether an earlier observed graph used the same pool
+    shared_pool: Flag | UnsetType = UNSET
+    size: Count | Null | UnsetType = UNSET
+    input_shapes: list[Sizes] | UnsetType = UNSET
+    pool_bytes_before: Measure | UnsetType = UNSET
+    pool_bytes_after: Measure | UnsetType = UNSET
+    growth_bytes: Measure | UnsetType = UNSET
+    live_bytes: Measure | UnsetType = UNSET
+    live_blocks: list[ObservedBlock] | UnsetType = UNSET
+    behind_allocator_bytes: Measure | UnsetType = UNSET
+    capture_s: Measure | UnsetType = UNSET
+    replays: Count | UnsetType = UNSET
+    alive_at_end: Flag | UnsetType = UNSET
+    failed: Text | UnsetType = UNSET
+
+
+class ObservedSite(Section):
+    """The graphs of one call site."""
+
+    site: Text | UnsetType = UNSET
+    call_site: CallSite | Null | UnsetType = UNSET
+    graphs: Count | UnsetType = UNSET
+    pools: Count | UnsetType = UNSET
+    pool_bytes: Measure | UnsetType = UNSET
+    sizes: Sizes | UnsetType = UNSET
+    replays: Count | UnsetType = UNSET
+    behind_allocator_bytes: Measure | UnsetType = UNSET
+    capture_s: Measure | UnsetType = UNSET
+
+
+class ObservedGraphs(Section):
+    """``cudagraph(observe=True)`` / ``observe_graphs()``: every graph captured in the test body, and the verdict."""
+
+    hooks: Text | UnsetType = UNSET
+    captured: Count | UnsetType = UNSET
+    failed: Count | UnsetType = UNSET
+    replays: Count | UnsetType = UNSET
+    never_replayed: Count | UnsetType = UNSET
+    pools: Count | UnsetType = UNSET
+    pool_bytes: Measure | UnsetType = UNSET
+    kept_alive_bytes: Measure | UnsetType = UNSET
+    behind_allocator_bytes: Measure | UnsetType = UNSET
+    capture_s: Measure | UnsetType = UNSET
+    alive_at_end: Count | UnsetType = UNSET
+    alive_pool_bytes: Measure | UnsetType = UNSET
+    sizes: Sizes | UnsetType = UNSET
+    expected_sizes: Sizes | UnsetType = UNSET
+    missing_sizes: Sizes | UnsetType = UNSET
+    causes: Texts | UnsetType = UNSET
+    passed: Flag | UnsetType = UNSET
+    errors: Texts | UnsetType = UNSET
+    # set where the GPU was shared: no reader vouches for the device figures then
+    outside_unreliable: Text | UnsetType = UNSET
+    sites: list[ObservedSite] | UnsetType = UNSET
+    graphs: list[ObservedGraph] | UnsetType = UNSET
 
 
 # ----------------------------------------------------------------------------
@@ -435,6 +520,8 @@ class StartupStats(Section):
     max: Measure | UnsetType = UNSET
     spread: Measure | UnsetType = UNSET
     trimmed_spread: Measure | UnsetType = UNSET
+    # the median absolute deviation: what compare reads as the runs' noise
+    mad: Measure | UnsetType = UNSET
     n: Count | UnsetType = UNSET
 
 
@@ -470,6 +557,7 @@ class Startup(Section):
     statistic: Text | UnsetType = UNSET
     spread: Text | UnsetType = UNSET
     trimmed_spread: Text | UnsetType = UNSET
+    mad: Text | UnsetType = UNSET
     order: Text | UnsetType = UNSET
     command: Texts | UnsetType = UNSET
     cold: StartupPass | UnsetType = UNSET
@@ -485,8 +573,15 @@ class Startup(Section):
 
 
 class Failure(Section):
+    """A test's first failed phase; a failure of one of the plugin's checks names the check and the user's line."""
+
     when: Text | UnsetType = UNSET
     message: Text | UnsetType = UNSET
+    # the check that failed (plugin/failure_site.py's RULES): "max_recompiles", "capture", ...
+    rule: Text | UnsetType = UNSET
+    # the user's line it points at: relative to the working directory when inside it
+    file: Text | UnsetType = UNSET
+    line: Count | UnsetType = UNSET
 
 
 class TestRecord(Section):
@@ -505,6 +600,7 @@ class TestRecord(Section):
     graphs: Graphs | UnsetType = UNSET
     piecewise: Piecewise | UnsetType = UNSET
     reduce_overhead: ReduceOverhead | UnsetType = UNSET
+    observed_graphs: ObservedGraphs | UnsetType = UNSET
     compile_time: CompileTime | UnsetType = UNSET
     ranks: Ranks | UnsetType = UNSET
     placement: Scalars | UnsetType = UNSET
@@ -567,6 +663,17 @@ class Summary(RunFacts, kw_only=True):
     exitstatus: Count | UnsetType = UNSET
 
 
+class FixtureSetup(Section):
+    """What a fixture wider than a function compiled while it was set up, apart from the test it was set up for."""
+
+    fixture: Text | UnsetType = UNSET
+    scope: Text | UnsetType = UNSET
+    set_up_for: Text | UnsetType = UNSET
+    worker: Text | UnsetType = UNSET
+    caches: Caches | UnsetType = UNSET
+    lookups: list[CacheLookup] | UnsetType = UNSET
+
+
 class Report(Section):
     """A pytest-cudagraph report (``--cudagraph-report``)."""
 
@@ -580,6 +687,8 @@ class Report(Section):
     summary: Summary | UnsetType = UNSET
     # seconds per node id of every test that finished, for pytest-split
     durations: dict[str, Seconds] | UnsetType = UNSET
+    # what wider-scoped fixtures compiled, kept out of the tests they were set up for
+    fixture_setups: list[FixtureSetup] | UnsetType = UNSET
 
 
 def report_json_schema() -> dict[str, Any]:

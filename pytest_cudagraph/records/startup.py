@@ -1,8 +1,11 @@
 """The startup benchmark's results: one run's sample, the statistics of some runs, a node id's runs, the whole benchmark.
 
 Per kind of run (cold, warm) the statistic is the **median** over the runs and the
-noise is their **spread**, max - min, with the spread one outlier cannot move
-(``trimmed_spread``) beside it; a ``StartupResult`` is written as a report whose
+noise is their **median absolute deviation** (``mad``), which fewer than half the
+runs cannot widen however slow they are (``compare`` allows ``NOISE_MADS`` of it per
+side, and sets aside the runs farther than that from the median); the **spread**,
+max - min, and the spread one outlier cannot move (``trimmed_spread``) stay beside
+it for people and for older readers; a ``StartupResult`` is written as a report whose
 records carry a ``startup`` section (``to_report``), and its table is
 ``render.startup_text``'s; ``pytest-cudagraph startup`` (``tools.startup_cost``)
 measures them.  Plain data: no torch, no pytest.
@@ -20,6 +23,8 @@ from .report import build_report
 
 __all__ = [
     "FIGURES",
+    "MAD",
+    "NOISE_MADS",
     "ORDER",
     "PASSES",
     "SPREAD",
@@ -29,12 +34,18 @@ __all__ = [
     "RunSample",
     "StartupResult",
     "Stats",
+    "median_absolute_deviation",
+    "outlying_runs",
     "trimmed_spread",
 ]
 
 STATISTIC = "median"
 SPREAD = "max - min"
 TRIMMED_SPREAD = "max - min of the runs without the one farthest from the median (3 runs or more)"
+MAD = "the median of the runs' distances from their median"
+# A run within this many median absolute deviations of its median is ordinary noise (for normal noise,
+# about two standard deviations); ``compare`` allows that much per side, and sets the runs beyond aside.
+NOISE_MADS = 3.0
 ORDER = "cold 1, warm 1, cold 2, warm 2, ...: a warm run reuses the compile caches of cold run 1"
 PASSES = ("cold", "warm")
 # the figures of one run, in the order the table prints them
@@ -70,7 +81,8 @@ class RunSample:
         return self.error is None
 
     def figure(self, name: str) -> float | None:
-        return getattr(self, name)
+        value: float | None = getattr(self, name)  # one of the measured fields above
+        return value
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -98,6 +110,8 @@ class Stats:
     n: int
     # max - min without the run farthest from the median (3 runs or more; the full range below that)
     trimmed_spread: float | None = None
+    # the median of the runs' distances from their median: fewer than half the runs cannot widen it
+    mad: float | None = None
 
     @property
     def spread(self) -> float:
@@ -110,7 +124,14 @@ class Stats:
         if not finite:
             return None
         median = statistics.median(finite)
-        return cls(median, min(finite), max(finite), len(finite), trimmed_spread(finite, median))
+        return cls(
+            median,
+            min(finite),
+            max(finite),
+            len(finite),
+            trimmed_spread(finite, median),
+            median_absolute_deviation(finite, median),
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -119,6 +140,7 @@ class Stats:
             "max": round(self.max, 4),
             "spread": round(self.spread, 4),
             "trimmed_spread": round(self.spread if self.trimmed_spread is None else self.trimmed_spread, 4),
+            **({"mad": round(self.mad, 4)} if self.mad is not None else {}),
             "n": self.n,
         }
 
@@ -133,6 +155,17 @@ def trimmed_spread(values: list[float], median: float) -> float:
         return max(values) - min(values)
     rest = sorted(values, key=lambda v: abs(v - median))[:-1]
     return max(rest) - min(rest)
+
+
+def median_absolute_deviation(values: list[float], median: float) -> float:
+    """The median of the values' distances from ``median``: two slow runs of five move it no further than the
+    third-farthest run, where they widen the range (and the trimmed range) by as much as they are slow."""
+    return statistics.median(abs(value - median) for value in values)
+
+
+def outlying_runs(runs: Iterable[tuple[int, float]], median: float, mad: float) -> list[tuple[int, float]]:
+    """The (index, value) of the runs farther than ``NOISE_MADS`` median absolute deviations from the median."""
+    return [(index, value) for index, value in runs if abs(value - median) > NOISE_MADS * mad]
 
 
 @dataclass(frozen=True)
@@ -198,6 +231,7 @@ class NodeStartup:
             "statistic": STATISTIC,
             "spread": SPREAD,
             "trimmed_spread": TRIMMED_SPREAD,
+            "mad": MAD,
             "order": ORDER,
             "command": list(self.command),
         }

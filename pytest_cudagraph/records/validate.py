@@ -40,8 +40,11 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PATH_STEP = re.compile(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]|\[(\.\.\.)\]")
 
 
-class Malformed(Exception):
-    """A field that does not hold what the schema says: where it is, and what is wrong with its value."""
+class Malformed(ReportError):
+    """A field that does not hold what the schema says: where it is, and what is wrong with its value.
+
+    A ``ReportError`` whose ``str()`` is ``describe()``'s sentence: readers turn it into one naming the report.
+    """
 
     def __init__(self, path: tuple[Any, ...], value: Any, complaint: str):
         super().__init__(path, value, complaint)
@@ -51,6 +54,9 @@ class Malformed(Exception):
         """``tests['a::t'].graphs.sizes = 5, which is not a list of integers``"""
         return f"{field_path(self.path)} = {short(self.value)}, {self.complaint}"
 
+    def __str__(self) -> str:
+        return self.describe()
+
 
 def validate_report(data: Any, name: str = "report", *, text: str | None = None) -> dict[str, Any]:
     """Check a parsed report; return it unchanged, or raise ReportError naming the file, the field and the fix.
@@ -58,7 +64,8 @@ def validate_report(data: Any, name: str = "report", *, text: str | None = None)
     ``checked_report`` is the same check, returning the typed view it builds.
     """
     checked_report(data, name, text=text)
-    return data
+    report: dict[str, Any] = data  # checked_report raised unless it is a JSON object
+    return report
 
 
 def checked_report(data: Any, name: str = "report", *, text: str | None = None) -> Report:

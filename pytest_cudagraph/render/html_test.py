@@ -18,6 +18,7 @@ from ..records.schema import (
     Failure,
     FunctionRecompiles,
     Graphs,
+    ObservedGraphs,
     Piecewise,
     Ranks,
     RanksRun,
@@ -188,6 +189,10 @@ def section_html(name: str, value: Any, record: TestRecord) -> str:
             return piecewise_html(piecewise, value)
         if name == "ranks" and isinstance(ranks, Ranks) and given(ranks.per_rank) is not None:
             return ranks_html(ranks)
+        if name == "observed_graphs" and isinstance(record.observed_graphs, ObservedGraphs):
+            from .observed_text import observed_html
+
+            return observed_html(record.observed_graphs, value)
     return record_section_html(name, value)
 
 

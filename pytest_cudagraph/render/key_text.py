@@ -186,7 +186,7 @@ def _change_lines(change: ComponentChange, indent: str) -> list[str]:
         return [indent + component_change_text(change, WHOLE_VALUE)]
     a, b = str(change.base and change.base[1]), str(change.new and change.new[1])
     if a == b:
-        return [indent + component_change_text(change, WHOLE_VALUE)]
+        return [indent + component_change_text(change, WHOLE_VALUE), f"{indent}  {SAME_PRINT_HINT}"]
     if "\n" in a or "\n" in b:
         diff = list(difflib.unified_diff(a.splitlines(), b.splitlines(), "base", "new", n=1, lineterm=""))[2:]
         shown = diff[:DIFF_LINES]
@@ -387,10 +387,40 @@ def one_run_lines(report: LoadedReport | Mapping[str, Any], label: str, nodeid: 
 SHORT_VALUE = 48
 
 
+# what to look at where two values print the same and torch's hashes of them differ
+SAME_PRINT_HINT = (
+    "torch hashed something its printed value does not show: under --import-mode=importlib, how torch "
+    "pickles values such as torch.contiguous_format depends on which module imported torch first "
+    "(docs/troubleshooting.md, Cache keys)"
+)
+
+
 def component_change_text(change: ComponentChange, width: int = SHORT_VALUE) -> str:
-    """``inductor_config[max_autotune]: False -> True``, long values shown around where they differ."""
+    """``inductor_config[max_autotune]: False -> True``, long values shown around where they differ.
+
+    Where both values print the same, it says so instead of showing an arrow between
+    two equal texts: only torch's hashes differ (``prints the same ...``).
+    """
+    same = _same_print_text(change, width)
+    if same is not None:
+        return same
     before, after = value_pair_text(change.base, change.new, width)
     return f"{change.name}: {before} -> {after}"
+
+
+def _same_print_text(change: ComponentChange, width: int) -> str | None:
+    """``name: prints the same in both runs (value), but torch's hash of it differs (a -> b)``; None otherwise."""
+    if change.base is None or change.new is None or fixed_value_text(change.base) or fixed_value_text(change.new):
+        return None
+    (hash_a, a), (hash_b, b) = change.base, change.new
+    if a != b:
+        return None
+    # the report keeps REPORT_VALUE_LIMIT characters of a value and marks the cut with "…"
+    kept = " as far as the report keeps it" if str(a).endswith("…") else ""
+    return (
+        f"{change.name}: prints the same in both runs{kept} ({_one_line(str(a), width)}), "
+        f"but torch's hash of it differs ({hash_a} -> {hash_b})"
+    )
 
 
 def _opaque(value: str) -> bool:

@@ -514,6 +514,9 @@ def _record_lines(typed: TestRecord, record: Mapping[str, Any]) -> list[str]:
     piecewise = section_or_empty(typed.piecewise, schema.Piecewise)
     lines = _recompile_lines(section_or_empty(typed.recompiles, schema.Recompiles))
     lines += reduce_overhead_lines(section_or_empty(typed.reduce_overhead, schema.ReduceOverhead))
+    from .observed_text import observed_lines
+
+    lines += observed_lines(section_or_empty(typed.observed_graphs, schema.ObservedGraphs))
     lines += pieces_lines(piecewise)
     lines += cost_lines(section_or_empty(typed.graphs, schema.Graphs), "graphs")
     lines += cost_lines(piecewise, "piecewise")

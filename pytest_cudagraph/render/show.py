@@ -35,8 +35,8 @@ checked), from each record as read.
 
 Example::
 
-    from pytest_cudagraph.report import read_report
-    from pytest_cudagraph.show import render_html
+    from pytest_cudagraph.records.loaded import read_report
+    from pytest_cudagraph.render.show import render_html
     Path("run.html").write_text(render_html(read_report("run.json")), encoding="utf-8")
 """
 

@@ -193,6 +193,11 @@ def _graphs_cells(record: Mapping[str, Any]) -> tuple[str, str]:
     ranks = section(record, "ranks")
     if not graphs and not piecewise and ranks:
         return _ranks_cells(ranks)
+    observed = section(record, "observed_graphs")
+    if not graphs and not piecewise and observed:  # the graphs the test body captured itself
+        from .observed_text import observed_cells
+
+        return observed_cells(observed)
     trees = section(record, "reduce_overhead")
     if not graphs and not piecewise and trees:
         return _trees_cell(trees), pool_text(PoolFigures(trees.get("pool_bytes"), None, None, None))
@@ -509,6 +514,8 @@ def legend_lines(rows: list[list[str]]) -> list[str]:
             "processes shared the GPU"
         )
     graph_cells = [row[column["graphs"]] for row in rows]
+    if any(" obs" in cell for cell in graph_cells):
+        parts.append("n obs: CUDA graphs the test body captured itself, observed (cudagraph(observe=True))")
     if any(" regions" in cell for cell in graph_cells):
         parts.append(
             "n/m regions, p% calls: reduce-overhead regions that ran as CUDA graphs, and the calls after warm-up"

@@ -8,7 +8,7 @@
   ``compare_noise``: the noise of a figure; the text is ``render.compare_text``'s;
 - ``merge``: shard reports into one;
 - ``startup_cost``: what a test costs to start, cold and warm, joined from ``startup_child`` (a run's
-  command, environment and process) and ``startup_results`` (samples, statistics, the report: ``records.startup``'s); the
+  command, environment and process); the samples, statistics and report are ``records.startup``'s; the
   table is ``render.startup_text``'s; ``instructions``: callgrind counts.
 
 Never imports the library or torch.

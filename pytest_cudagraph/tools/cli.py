@@ -4,10 +4,10 @@ pytest-split's durations.
 ::
 
     pytest-cudagraph --version
-    pytest-cudagraph compare BASE.json NEW.json [--fail-on RULES] [--pool-threshold PCT] [--json]
+    pytest-cudagraph compare BASE.json NEW.json [--fail-on RULES] [--pool-threshold PCT] [--json | --markdown]
     pytest-cudagraph compare BASE.csv NEW.json          (expected instruction counts, startup --write-expected)
     pytest-cudagraph explain BASE.json [NEW.json] [TEST]
-    pytest-cudagraph show REPORT.json [--html OUT.html]
+    pytest-cudagraph show REPORT.json [--html OUT.html | --markdown]
     pytest-cudagraph merge SHARD.json... -o ALL.json
     pytest-cudagraph durations REPORT.json... [-o .test_durations]
     pytest-cudagraph startup NODEID... --runs N --report OUT.json [--timeout S] [-- PYTEST_ARGS]
@@ -27,6 +27,7 @@ crashed or timed out (its report is written, incomplete), 2 on bad arguments.  R
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
@@ -35,318 +36,31 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..errors import ReportError
+from ..errors import CudagraphError, ReportError
+from ..records.comparison import run_completeness
 from ..records.loaded import LoadedReport, read_report
 from ..records.report import collector_paused, load_report, write_text_atomically
-from ..text import MIB, clip, count_noun, terminal_safe
-from .compare import (
-    ALL_RULES,
-    DEFAULT_MEMORY_FLOOR_BYTES,
-    DEFAULT_MEMORY_THRESHOLD,
-    DEFAULT_NUMERICS_FLOOR,
-    DEFAULT_NUMERICS_GROWTH,
-    DEFAULT_POOL_THRESHOLD,
-    DEFAULT_RULES,
-    DEFAULT_TIME_FLOOR_S,
-    DEFAULT_TIME_THRESHOLD,
-    compare_reports,
-    parse_rules,
-    run_completeness,
-)
-from .instructions import DEFAULT_INSTRUCTIONS_THRESHOLD
-from .startup_cost import DEFAULT_TIMEOUT_S as STARTUP_TIMEOUT_S
+from ..text import clip, count_noun, terminal_safe
+from .cli_arguments import build_parser
+from .compare import compare_reports
+from .compare_rules import parse_rules
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_BAD_INPUT = 2
+# what ``schema -o DIR`` suggests
+SCHEMA_FILE = "pytest-cudagraph-report.schema.json"
 
 
-def _percent(text: str) -> float:
-    """A percentage option: ``10`` and ``10%`` both mean 10 % (returned as 0.10)."""
-    try:
-        value = float(text.rstrip("%"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage; give a number such as 10") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is negative; give a growth percentage such as 10")
-    return value / 100.0
-
-
-def _seconds(text: str) -> float:
-    """A non-negative number of seconds (``1`` or ``1s``)."""
-    return _amount(text, "s", "seconds", "0.5")
-
-
-def _mib(text: str) -> float:
-    """A non-negative number of MiB (``2`` or ``2MiB``), returned in bytes."""
-    return _amount(text, "MiB", "MiB", "2") * MIB
-
-
-def _amount(text: str, suffix: str, unit: str, example: str) -> float:
-    try:
-        value = float(text.removesuffix(suffix))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of {unit}; give one such as {example}") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is negative; give {unit} such as {example}")
-    return value
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The command line: one subcommand per job, each with a parser of its own (``_add_*_parser``)."""
-    parser = argparse.ArgumentParser(
-        prog="pytest-cudagraph",
-        description="Work with pytest-cudagraph run reports (written with --cudagraph-report): compare two runs, "
-        "explain their cache keys, show or merge reports, write pytest-split's durations, print the reports' "
-        "JSON Schema; and run the start-up benchmark, which runs tests in fresh interpreters.",
-    )
-    parser.add_argument("--version", action="version", version=f"pytest-cudagraph {_installed_version()}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.required = True
-    _add_compare_parser(commands)
-    _add_explain_parser(commands)
-    _add_show_parser(commands)
-    _add_merge_parser(commands)
-    _add_durations_parser(commands)
-    _add_startup_parser(commands)
-    _add_schema_parser(commands)
-    return parser
-
-
-def _installed_version() -> str:
-    """The installed distribution's version (tools import nothing of the package's entry module)."""
-    import importlib.metadata
-
-    try:
-        return importlib.metadata.version("pytest-cudagraph")
-    except importlib.metadata.PackageNotFoundError:
-        return "(not installed: run it from an installed checkout, pip install -e .)"
-
-
-def _add_compare_parser(commands: argparse._SubParsersAction) -> None:
-    """``compare BASE.json NEW.json``: the rules, their limits, what the text shows."""
-    compare = commands.add_parser(
-        "compare",
-        help="compare two reports; exit 1 on a regression",
-        description="Show what changed per test between two reports, and exit 1 when a selected rule "
-        "flags a regression or the new run did not run to its end (2 when a report is unreadable, malformed "
-        "or of another schema).",
-    )
-    compare.add_argument(
-        "base",
-        metavar="BASE.json|BASE.csv",
-        help="the earlier report (e.g. the old torch version), or an expected-values file of instruction counts "
-        "(startup --write-expected)",
-    )
-    compare.add_argument("new", metavar="NEW.json", help="the later report")
-    compare.add_argument(
-        "--fail-on",
-        action="append",
-        metavar="RULES",
-        help=f"comma-separated regression rules, repeatable: {', '.join(ALL_RULES)}, 'all', 'default' or 'none' "
-        f"(default: {','.join(DEFAULT_RULES)})",
-    )
-    _add_compare_limits(compare)
-    compare.add_argument("--timings", action="store_true", help="also show duration_s and capture_s changes")
-    compare.add_argument(
-        "-v",
-        "--verbose",
-        action="store_true",
-        help="also list differences within noise (replay errors within tolerance, timing ratios, memory that "
-        "depends on the test order)",
-    )
-    compare.add_argument("--json", action="store_true", help="print the comparison as JSON instead of tables")
-
-
-def _add_compare_limits(compare: argparse.ArgumentParser) -> None:
-    """compare's limits: the pool, numerics, time, memory and instruction thresholds and floors."""
-    compare.add_argument(
-        "--pool-threshold",
-        type=_percent,
-        default=DEFAULT_POOL_THRESHOLD,
-        metavar="PCT",
-        help=f"pool growth in percent that counts as a regression (default {DEFAULT_POOL_THRESHOLD * 100:g})",
-    )
-    compare.add_argument(
-        "--numerics-growth",
-        type=_percent,
-        default=DEFAULT_NUMERICS_GROWTH,
-        metavar="PCT",
-        help="growth of the replay error in percent that counts as a regression, on top of "
-        f"--numerics-floor (default {DEFAULT_NUMERICS_GROWTH * 100:g}, i.e. doubled)",
-    )
-    compare.add_argument(
-        "--numerics-floor",
-        type=float,
-        default=DEFAULT_NUMERICS_FLOOR,
-        metavar="ERR",
-        help=f"absolute error growth always tolerated (default {DEFAULT_NUMERICS_FLOOR:g})",
-    )
-    compare.add_argument(
-        "--time-threshold",
-        type=_percent,
-        default=DEFAULT_TIME_THRESHOLD,
-        metavar="PCT",
-        help="compile-time, capture-time, startup-time: growth of a startup median in percent that counts, if it "
-        f"also passes --time-floor and the two runs' spreads (default {DEFAULT_TIME_THRESHOLD * 100:g})",
-    )
-    compare.add_argument(
-        "--time-floor",
-        type=_seconds,
-        default=DEFAULT_TIME_FLOOR_S,
-        metavar="SECONDS",
-        help=f"growth of a startup median in seconds always tolerated (default {DEFAULT_TIME_FLOOR_S:g})",
-    )
-    compare.add_argument(
-        "--memory-threshold",
-        type=_percent,
-        default=DEFAULT_MEMORY_THRESHOLD,
-        metavar="PCT",
-        help=f"graph-memory: growth in percent that counts (default {DEFAULT_MEMORY_THRESHOLD * 100:g})",
-    )
-    compare.add_argument(
-        "--memory-floor",
-        type=_mib,
-        default=DEFAULT_MEMORY_FLOOR_BYTES,
-        metavar="MIB",
-        help=f"graph-memory: growth in MiB always tolerated (default {DEFAULT_MEMORY_FLOOR_BYTES / MIB:g})",
-    )
-    compare.add_argument(
-        "--instructions-threshold",
-        type=_percent,
-        default=DEFAULT_INSTRUCTIONS_THRESHOLD,
-        metavar="PCT",
-        help="compile-instructions, and an expected-values BASE.csv without margins of its own: growth in percent "
-        f"of a cold or warm compile's instructions that counts (default {DEFAULT_INSTRUCTIONS_THRESHOLD * 100:g})",
-    )
-
-
-def _add_explain_parser(commands: argparse._SubParsersAction) -> None:
-    """``explain BASE.json [NEW.json] [TEST]``: why cache keys differ."""
-    explain = commands.add_parser(
-        "explain",
-        # argparse would write nargs="+" as "X [X ...]": one or two reports and a test, once
-        usage="%(prog)s [-h] BASE.json [NEW.json] [TEST]",
-        help="why cache keys differ: every component in which two runs' keys differ (or one run's misses)",
-        description="With two reports: for each test whose cache keys differ (or only TEST, a node id or a part "
-        "of one that only it holds), its lookups paired across the runs, their keys and outcomes, and every "
-        "component in which the keys differ, with both values; the components every lookup's key differs in "
-        "are listed once, first. With one report: its misses and bypasses, with what the plugin found against "
-        "an earlier lookup (the cold pass). The second argument is a report when it is a file or ends in .json. "
-        "Exit 0, or 2 on an unreadable report or a TEST that names no test or several.",
-    )
-    explain.add_argument(
-        "explain_args",
-        metavar="BASE.json [NEW.json] [TEST]",
-        nargs="+",
-        help="two reports and, optionally, a test; or one report and, optionally, a test",
-    )
-
-
-def _add_show_parser(commands: argparse._SubParsersAction) -> None:
-    """``show REPORT.json [--html OUT.html]``."""
-    show = commands.add_parser(
-        "show",
-        help="print a report's summary table, or render it as one HTML page",
-        description="Print a report's per-test table, or with --html write a self-contained HTML page "
-        "(inline CSS and SVG charts, no scripts, no network).",
-    )
-    show.add_argument("report", metavar="REPORT.json")
-    show.add_argument("--html", metavar="OUT.html", help="write the HTML page here")
-
-
-def _add_merge_parser(commands: argparse._SubParsersAction) -> None:
-    """``merge SHARD.json... -o ALL.json``: the shards of one pytest-split run."""
-    merge = commands.add_parser(
-        "merge",
-        help="merge the reports of a run split by pytest-split into one report",
-        description="Merge the reports of every shard of one run split with pytest-split (--splits N --group I) "
-        "into the report of the whole run. Refused (exit 2) when a shard is missing or given twice, the shards "
-        "come from different splits, builds or suites, a file is not a shard report, or a test ran in two shards.",
-    )
-    merge.add_argument("shards", metavar="SHARD.json", nargs="+", help="the report of each shard, in any order")
-    merge.add_argument("-o", "--output", required=True, metavar="ALL.json", help="write the merged report here")
-
-
-def _add_schema_parser(commands: argparse._SubParsersAction) -> None:
-    """``schema [-o FILE]``: the report's JSON Schema."""
-    schema = commands.add_parser(
-        "schema",
-        help="print the JSON Schema of a report",
-        description="Print the JSON Schema (draft 2020-12) of the reports this plugin writes, generated from the "
-        "report's types, so that a CI job can validate a report with any JSON Schema validator.",
-    )
-    schema.add_argument("-o", "--output", metavar="FILE", help="write the schema to FILE instead of printing it")
-
-
-def _add_durations_parser(commands: argparse._SubParsersAction) -> None:
-    """``durations REPORT.json... [-o FILE]``: pytest-split's durations file."""
-    durations = commands.add_parser(
-        "durations",
-        help="write pytest-split's durations file from reports",
-        description="Write the test durations that reports recorded (every test that finished) as pytest-split's "
-        "durations file, so that the next run is split by them (pytest --splits N --group I "
-        "--durations-path FILE). A later report's duration of a test replaces an earlier one's.",
-    )
-    durations.add_argument("reports", metavar="REPORT.json", nargs="+", help="reports, e.g. the last run's shards")
-    durations.add_argument(
-        "-o",
-        "--output",
-        default=".test_durations",
-        metavar="FILE",
-        help="the durations file to write (default: .test_durations, pytest-split's default --durations-path)",
-    )
-
-
-def _add_startup_parser(commands: argparse._SubParsersAction) -> None:
-    """``startup NODEID... --runs N --report OUT.json [-- PYTEST_ARGS]``: the startup benchmark."""
-    startup = commands.add_parser(
-        "startup",
-        help="measure a test's cold and warm start, each run in a fresh interpreter; write medians and spreads",
-        description="Run each NODEID N times cold (an empty compile-cache directory per run) and N times warm "
-        "(cold run 1's directory), alternating, each in a fresh python -m pytest; write the median and spread "
-        "(max - min) of each run's wall time, test duration, compile time and its phases, and capture time into "
-        "a report that compare reads (--fail-on compile-time,startup-time). Arguments after -- go to pytest. "
-        "A measurement, not an assertion: exit 0, 1 when a run failed, crashed or timed out (the report keeps "
-        "every run measured and says it is incomplete), 2 on bad arguments or an unwritable report.",
-    )
-    startup.add_argument("nodeids", metavar="NODEID", nargs="+", help="the test(s) to measure, as pytest names them")
-    startup.add_argument("--runs", type=int, default=5, metavar="N", help="cold runs and warm runs each (default 5)")
-    startup.add_argument("--report", required=True, metavar="OUT.json", help="write the startup report here")
-    startup.add_argument(
-        "--timeout",
-        type=float,
-        default=STARTUP_TIMEOUT_S,
-        metavar="SECONDS",
-        help=f"kill a run after this long, counted as failed (default {STARTUP_TIMEOUT_S:g})",
-    )
-    startup.add_argument(
-        "--keep", metavar="DIR", help="keep the runs' caches, reports and logs in a new directory under DIR"
-    )
-    startup.add_argument(
-        "--instructions",
-        action="store_true",
-        help="run each run under callgrind (valgrind) and count the instructions torch.compile executes, "
-        "collecting only while a frame compiles; compare reads them with --fail-on compile-instructions",
-    )
-    startup.add_argument(
-        "--write-expected",
-        metavar="FILE.csv",
-        help="with --instructions: also write the counts as an expected-values file to commit; "
-        "compare FILE.csv NEW.json checks a later run against it",
-    )
-    startup.add_argument(
-        "--instructions-margin",
-        type=_percent,
-        default=DEFAULT_INSTRUCTIONS_THRESHOLD,
-        metavar="PCT",
-        help="the noise margin --write-expected writes for each count "
-        f"(default {DEFAULT_INSTRUCTIONS_THRESHOLD * 100:g})",
-    )
+class OutputLost(CudagraphError):
+    """Standard output or error could not be written (``> /dev/full``, a closed descriptor): one line, exit 2."""
 
 
 def _fail(message: str, stderr: TextIO) -> int:
-    _write(stderr, f"pytest-cudagraph: {message}\n")
+    try:
+        _write(stderr, f"pytest-cudagraph: {message}\n")
+    except OutputLost:  # standard error is lost too: the exit status is all that is left to say it
+        pass
     return EXIT_BAD_INPUT
 
 
@@ -373,6 +87,9 @@ def _write(stream: TextIO, text: str) -> None:
             os.dup2(devnull, stream.fileno())
         except (OSError, ValueError, AttributeError):
             pass
+    except OSError as exc:  # a full disk behind `> out.txt`, /dev/full: not a bug of the command
+        name = {"<stdout>": "standard output", "<stderr>": "standard error"}.get(str(getattr(stream, "name", "")))
+        raise OutputLost(f"cannot write to {name or 'the output'} ({os_error_words(exc)})") from None
 
 
 def _compare(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
@@ -405,6 +122,11 @@ def _compare(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     )
     if args.json:
         _write(stdout, json.dumps(comparison.to_json(), indent=2, default=str) + "\n")
+    elif args.markdown:
+        from ..render.markdown import comparison_markdown
+        from .compare_rules import INCOMPLETE_RULE
+
+        _write(stdout, comparison_markdown(comparison, incomplete_rule=INCOMPLETE_RULE))
     else:
         _write(stdout, comparison.format_text(verbose=args.verbose) + "\n")
     return EXIT_REGRESSION if comparison.regressed else EXIT_OK
@@ -461,17 +183,28 @@ def _show(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         from ..records.loaded import given
         from ..render.key_text import show_lines
         from ..render.record_text import detail_lines
+        from ..render.shard_text import describe_shard
 
         # the terminal summary draws records as mappings (the live run's are unchecked): each record as read
         records = {nodeid: loaded.record_data(nodeid) for nodeid in loaded.tests}
-        lines = terminal_summary_lines(records, None, max_rows=None) or ["the report has no tests"]
         summary = given(loaded.report.summary)
         shard = given(summary.shard) if summary is not None else None
-        if shard is not None:
-            from ..render.shard_text import describe_shard
-
-            lines.append(describe_shard(shard))
         run = run_completeness(loaded)
+        if args.markdown:
+            from ..render.markdown import run_markdown
+
+            page = run_markdown(
+                records,
+                title=f"pytest-cudagraph: {Path(args.report).name}",
+                incomplete_reasons=run.reasons,
+                not_run_count=run.not_run_count,
+                notes=[describe_shard(shard)] if shard is not None else [],
+            )
+            _write(stdout, page)
+            return EXIT_OK
+        lines = terminal_summary_lines(records, None, max_rows=None) or ["the report has no tests"]
+        if shard is not None:
+            lines.append(describe_shard(shard))
         if not run.complete:
             lines.append(
                 f"INCOMPLETE run: {'; '.join(run.reasons)} ({count_noun(run.not_run_count, 'selected test')} not run)"
@@ -508,7 +241,14 @@ def _load_all(paths: Sequence[str]) -> list[tuple[str, LoadedReport]]:
 
 
 def _cannot_write(out: Path, exc: OSError) -> str:
-    return f"cannot write {out} ({exc.strerror or type(exc).__name__}); give a writable path"
+    return f"cannot write {out} ({os_error_words(exc)}); give a writable path"
+
+
+def os_error_words(exc: OSError) -> str:
+    """The OS's own words for a failed write, with the error's name: ``No space left on device [ENOSPC]``."""
+    name = errno.errorcode.get(exc.errno or 0)
+    reason = exc.strerror or type(exc).__name__
+    return f"{reason} [{name}]" if name else reason
 
 
 def _merge(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
@@ -586,6 +326,9 @@ def _startup(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         return _fail(f"--keep {args.keep} is not writable; give a directory you can write to", stderr)
     if args.write_expected and not args.instructions:
         return _fail("--write-expected needs --instructions: it writes the instruction counts", stderr)
+    clash = _startup_output_clash(args)
+    if clash is not None:  # found after the whole benchmark, it would have cost the runs and the file
+        return _fail(clash, stderr)
     if args.instructions:
         from .instructions import valgrind_missing
 
@@ -624,17 +367,45 @@ def _startup(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     return EXIT_OK if result.complete else EXIT_REGRESSION
 
 
+def _startup_output_clash(args: argparse.Namespace) -> str | None:
+    """Why ``startup``'s outputs cannot be written where they are asked to: over a test file it measures, or
+    over each other; None when they can."""
+    test_files = list(dict.fromkeys(nodeid.split("::")[0] for nodeid in args.nodeids))
+    outputs = [("--report", args.report)] + ([("--write-expected", args.write_expected)] if args.write_expected else [])
+    for flag, output in outputs:
+        measured = _same_file(Path(output), test_files)
+        if measured is not None:
+            return (
+                f"{flag} {output} is the test file {measured} the benchmark measures, which writing would "
+                f"overwrite; give another path, such as {'startup.json' if flag == '--report' else 'expected.csv'}"
+            )
+    if args.write_expected and _same_file(Path(args.write_expected), [args.report]) is not None:
+        return (
+            f"--write-expected {args.write_expected} is the --report path {args.report}: one file cannot hold both; "
+            f"give the expected values their own file, such as expected.csv"
+        )
+    return None
+
+
 def _schema(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from ..records.report import write_text_atomically
     from ..records.schema import report_json_schema
 
     text = json.dumps(report_json_schema(), indent=2) + "\n"
     if args.output is None:
-        stdout.write(text)
-        return 0
-    write_text_atomically(Path(args.output), text)
-    stdout.write(f"wrote {args.output}: the JSON Schema of pytest-cudagraph/1 reports\n")
-    return 0
+        _write(stdout, text)
+        return EXIT_OK
+    out = Path(args.output)
+    if out.is_dir():
+        return _fail(
+            f"-o {out} is a directory; give a file to write the schema to, such as {out / SCHEMA_FILE}", stderr
+        )
+    try:
+        write_text_atomically(out, text)
+    except OSError as exc:
+        return _fail(_cannot_write(out, exc), stderr)
+    _write(stdout, f"wrote {out}: the JSON Schema of pytest-cudagraph/1 reports\n")
+    return EXIT_OK
 
 
 _COMMANDS = {
@@ -669,6 +440,8 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
         # two reports in memory are millions of objects the cyclic collector would walk, in vain, again and again
         with collector_paused():
             return command(args, stdout, stderr)
+    except OutputLost as exc:
+        return _fail(str(exc), stderr)
     except ReportError as exc:
         return _fail(str(exc), stderr)
     except Exception as exc:

@@ -14,10 +14,18 @@ A regression is a change that a rule flags (``--fail-on`` selects the rules):
 rule                regressed when, for a test in both reports
 ==================  =========================================================================
 ``outcome``         it passed (or xfailed) and now fails or errors
+``skipped``         it passed (or xfailed) and now skips: it validated nothing (a CPU-only wheel
+                    skips every GPU test); the message names the skip reason, and leaving the
+                    rule out of ``--fail-on`` accepts it
 ``recompiles``      Dynamo recompiled more often (``recompiles.count`` went up)
 ``recompile-limit`` it hit the recompile limit more often (Dynamo then silently runs eager)
-``cache-miss``      an FX-graph or AOTAutograd cache layer misses or bypasses more (a layer
-                    that hit now misses), or Triton compiles more kernels
+``cache-miss``      an FX-graph or AOTAutograd cache layer bypasses more; between caches that
+                    both started empty (``caches.start``: the compile_cache passes), it misses
+                    more (a layer that hit now misses) or Triton compiles more kernels; on the
+                    caches a run shares (``start`` ``shared``: torch's own location,
+                    ``--cudagraph-cache-dir``), whose contents at a test's start depend on
+                    earlier runs and tests, only a lookup that hit and now misses with a key
+                    changed in a component of its own counts (a note counts the rest)
 ``graphs``          more CUDA graphs were captured (``graphs.captured``, piecewise too)
 ``pool``            the graph pool grew by more than ``pool_threshold`` (default 10 %) and by
                     more than one 2 MiB allocator segment
@@ -40,17 +48,19 @@ rule                regressed when, for a test in both reports
 ==================  =========================================================================
 
 The time rules read the ``startup`` section that ``pytest-cudagraph startup --runs N``
-writes: per kind of run (cold, warm), the median of N runs and their spread (max -
-min).  A figure regressed when::
+writes: per kind of run (cold, warm), the median of N runs and their median absolute
+deviation (``mad``).  A figure regressed when::
 
     new.median - base.median > max(time_threshold * base.median, time_floor,
-                                   base.trimmed_spread + new.trimmed_spread)
+                                   NOISE_MADS * (base.mad + new.mad))
 
-(defaults: 20 % and 1 s; ``noisy_growth``).  ``trimmed_spread`` is the range of
-the runs without the one farthest from the median (3 runs or more), so one slow
-run, like the first cold run on a fresh machine, cannot widen it by as much as it
-was slow; a report without it is read by its ``spread``.  A growth within the two
-runs' own ranges is noise, however large; a growth past them but below the relative
+(defaults: 20 % and 1 s, ``NOISE_MADS`` 3; ``noisy_growth``).  Fewer than half the
+runs cannot widen the MAD, so two slow runs of five (a fresh machine's first cold
+runs) cannot hide a tripled median, as they widen the range; the message names the
+runs farther than the noise from their median, set aside.  A report written before
+``mad`` has it worked out from its ``samples``, else is read by its ``trimmed_spread``,
+else its ``spread``.  A growth within the two runs' own noise is noise, however
+large; a growth past it but below the relative
 threshold or the floor is too small to act on.  A report of single runs
 (``compile_time.total_s``, ``capture_s`` of one run, or a startup section of one
 run per kind) has no spread, so the rule is not checked there and a note says
@@ -62,8 +72,10 @@ Where both reports record cache lookups (``cache_keys``), each test whose cache
 behaviour changed (counters, a lookup's outcome, a lookup without a partner) also
 gets the components in which its lookups' keys differ, a few per test
 (``key_diff``), and a line names the components every lookup's key differs in
-(``torch_version``, ``system_info[...]``).  No rule reads them: a key that differs
-is why a counter moved, and the counter's rule decides.
+(``torch_version``, ``system_info[...]``).  Between caches that both started empty
+no rule reads them (a key that differs is why a counter moved, and the counter's
+rule decides); on a shared cache, ``cache-miss`` counts a lookup that hit and now
+misses only where its key changed in a component of its own.
 
 Whatever ``--fail-on`` selects, a new report whose run did not run to its end
 (``summary.complete`` false; for an older report without it, exit status 2, 3 or 4)
@@ -81,7 +93,7 @@ The work is split by job: ``compare_rules`` (the rules, their limits, ``--fail-o
 ``compare_pairing`` (which tests and graph sets meet, the table's figures),
 ``compare_verdicts`` and ``compare_costs`` (which rules fire), ``compare_results``
 (the results and their JSON); their text is ``render.compare_text``'s.  This module
-joins them, and every name they define for readers is importable from here.
+joins them; each name is imported from the module that defines it (``compare_rules.DEFAULT_RULES``).
 """
 
 from __future__ import annotations
@@ -93,68 +105,29 @@ from typing import Any
 from ..records.key_diff import diff_reports, records_cache_keys
 from ..records.loaded import LoadedReport, given, typed_report
 from .compare_costs import (
-    NoisyGrowth,
     compile_time_off_notes,
     instruction_rule_notes,
     memory_rule_notes,
-    noisy_growth,
     time_rule_notes,
 )
 from .compare_pairing import env_diff, paired_tests
-from .compare_results import Change, Comparison, Regression, RunCompleteness, TestComparison, run_completeness
+from .compare_results import Comparison, run_completeness
 from .compare_rules import (
-    ALL_RULES,
-    COMPARISON_SCHEMA,
-    COST_RULES,
     DEFAULT_INSTRUCTIONS_THRESHOLD,
     DEFAULT_MEMORY_FLOOR_BYTES,
     DEFAULT_MEMORY_THRESHOLD,
     DEFAULT_NUMERICS_FLOOR,
     DEFAULT_NUMERICS_GROWTH,
     DEFAULT_POOL_THRESHOLD,
-    DEFAULT_RULES,
     DEFAULT_TIME_FLOOR_S,
     DEFAULT_TIME_THRESHOLD,
-    FAILING,
-    INCOMPLETE_RULE,
-    OPTIONAL_RULES,
-    PASSING,
-    POOL_MIN_GROWTH_BYTES,
-    TIME_RULES,
     Limits,
     parse_rules,
 )
-from .compare_verdicts import compare_test, run_regressions
+from .compare_verdicts import compare_test, run_regressions, shared_cache_notes
 
 __all__ = [
-    "ALL_RULES",
-    "COMPARISON_SCHEMA",
-    "COST_RULES",
-    "DEFAULT_INSTRUCTIONS_THRESHOLD",
-    "DEFAULT_MEMORY_FLOOR_BYTES",
-    "DEFAULT_MEMORY_THRESHOLD",
-    "DEFAULT_NUMERICS_FLOOR",
-    "DEFAULT_NUMERICS_GROWTH",
-    "DEFAULT_POOL_THRESHOLD",
-    "DEFAULT_RULES",
-    "DEFAULT_TIME_FLOOR_S",
-    "DEFAULT_TIME_THRESHOLD",
-    "FAILING",
-    "INCOMPLETE_RULE",
-    "OPTIONAL_RULES",
-    "PASSING",
-    "POOL_MIN_GROWTH_BYTES",
-    "TIME_RULES",
-    "Change",
-    "Comparison",
-    "NoisyGrowth",
-    "Regression",
-    "RunCompleteness",
-    "TestComparison",
     "compare_reports",
-    "noisy_growth",
-    "parse_rules",
-    "run_completeness",
 ]
 
 
@@ -213,6 +186,7 @@ def compare_reports(
             selected,
             limits,
             include_timings,
+            keys.tests.get(n) if keys is not None else None,
         )
         for n in sorted(both)
     )
@@ -233,7 +207,8 @@ def compare_reports(
         new_run=new_run,
         cache_keys=keys,
         sources=sources,
-        rule_notes=time_rule_notes(selected, tests)
+        rule_notes=shared_cache_notes(selected, base_tests, new_tests, tests)
+        + time_rule_notes(selected, tests)
         + compile_time_off_notes(selected, base_tests, new_tests, both)
         + memory_rule_notes(selected, base_tests, new_tests, both)
         + instruction_rule_notes(selected, tests),

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 from msgspec import UnsetType
 
 from ..records.loaded import filled, given, section_or_empty
@@ -30,6 +31,7 @@ from ..records.schema import (
     StartupStats,
     TestRecord,
 )
+from ..records.startup import NOISE_MADS, median_absolute_deviation, outlying_runs
 from ..text import count_noun, format_bytes, number
 from .compare_noise import CAPTURE_PAGES_BYTES, ORDER_DEPENDENT_FIGURES
 from .compare_noise import mapping_of as _mapping
@@ -94,21 +96,22 @@ class NoisyGrowth:
 def noisy_growth(
     base: StartupStats | Mapping[str, Any], new: StartupStats | Mapping[str, Any], threshold: float, floor: float
 ) -> NoisyGrowth | None:
-    """Whether a median grew past the noise: ``{"median", "spread", "n"}`` of two runs; None if either has no spread.
+    """Whether a median grew past the noise: ``{"median", "mad", "n"}`` of two runs; None if either has no spread.
 
     Regressed when ``new.median - base.median > max(threshold * base.median, floor,
-    base.trimmed_spread + new.trimmed_spread)``: the growth is larger than both
-    runs' ranges together, each without its run farthest from the median (so one
-    slow run cannot hide a tripled median), and than the relative threshold and the
-    absolute floor.  Fewer than two runs on either side give no spread: None (not
-    checked).
+    NOISE_MADS * (base.mad + new.mad))``: the growth is larger than both runs' noise
+    together, each ``NOISE_MADS`` median absolute deviations, which fewer than half
+    the runs cannot widen (two slow runs of five cannot hide a tripled median), and
+    than the relative threshold and the absolute floor.  A report without ``mad`` is
+    read by its ``trimmed_spread``, else its ``spread``.  Fewer than two runs on
+    either side give no spread: None (not checked).
     """
     base, new = _stats(base), _stats(new)
     b, n = number(base.median, finite=True), number(new.median, finite=True)
     if b is None or n is None or as_int(base.n) < 2 or as_int(new.n) < 2:
         return None
-    spreads = _noise_spread(base) + _noise_spread(new)
-    allowed = max(threshold * b, floor, spreads)
+    noise = _noise(base) + _noise(new)
+    allowed = max(threshold * b, floor, noise)
     return NoisyGrowth(n - b, allowed, n - b > allowed)
 
 
@@ -151,10 +154,44 @@ def instruction_rule_notes(selected: tuple[str, ...], tests: Iterable[TestCompar
     )
 
 
-def _noise_spread(stats: StartupStats) -> float:
-    """The runs' spread without their outlier (``trimmed_spread``), or their range where a report has only that."""
+def _noise(stats: StartupStats) -> float:
+    """``NOISE_MADS`` median absolute deviations; without ``mad``, the spread without the outlier, else the range."""
+    mad = number(stats.mad, finite=True)
+    if mad is not None:
+        return NOISE_MADS * mad
     trimmed = number(stats.trimmed_spread, finite=True)
     return trimmed if trimmed is not None else number(stats.spread, finite=True) or 0.0
+
+
+def _runs(runs: StartupPass, figure: str) -> list[tuple[int, float]]:
+    """(index, value) of the pass's runs that measured ``figure``, as the statistics took them (no failed run)."""
+    out = []
+    for position, sample in enumerate(given(runs.samples) or (), 1):
+        value = number(getattr(sample, figure), finite=True)
+        if value is not None and given(sample.error) is None:
+            out.append((as_int(sample.index) or position, value))
+    return out
+
+
+def _with_mad(stats: StartupStats, runs: list[tuple[int, float]]) -> StartupStats:
+    """``stats`` with its median absolute deviation, worked out from its runs where the report lacks it."""
+    median = number(stats.median, finite=True)
+    if given(stats.mad) is not None or median is None or len(runs) < 2:
+        return stats
+    return msgspec.structs.replace(stats, mad=median_absolute_deviation([v for _, v in runs], median))
+
+
+def _set_aside(label: str, stats: StartupStats, runs: list[tuple[int, float]]) -> str | None:
+    """``base runs 4, 5 (40.000 s, 40.000 s)``: the runs farther than the noise from the median; None if none."""
+    median, mad = number(stats.median, finite=True), number(stats.mad, finite=True)
+    if median is None or mad is None:
+        return None
+    far = outlying_runs(runs, median, mad)
+    if not far:
+        return None
+    indices = ", ".join(str(index) for index, _ in far)
+    values = ", ".join(f"{value:.3f} s" for _, value in far)
+    return f"{label} run{'s' if len(far) > 1 else ''} {indices} ({values})"
 
 
 def time_rules(
@@ -171,6 +208,9 @@ def time_rules(
             n = _figure(_startup_pass(new, kind), figure)
             if b is None or n is None:
                 continue
+            b_runs, n_runs = _runs(_startup_pass(base, kind), figure), _runs(_startup_pass(new, kind), figure)
+            # a report written before ``mad``: worked out from its runs, never the range two slow runs widen
+            b, n = _with_mad(b, b_runs), _with_mad(n, n_runs)
             verdict = noisy_growth(b, n, limits.time_threshold, limits.time_floor)
             if verdict is None:
                 checks.setdefault(rule, "single")
@@ -179,7 +219,8 @@ def time_rules(
             metric = f"startup.{kind}.{figure}.median"
             rows.append((metric, given(b.median), given(n.median)))
             if verdict.regressed:
-                flag(rule, _time_message(kind, words, b, n, verdict, limits), metric)
+                aside = [_set_aside("base", b, b_runs), _set_aside("new", n, n_runs)]
+                flag(rule, _time_message(kind, words, b, n, verdict, limits, [a for a in aside if a]), metric)
         if rule not in checks:
             for one_run in single_run:
                 if number(one_run(base)) is not None and number(one_run(new)) is not None:
@@ -188,15 +229,24 @@ def time_rules(
 
 
 def _time_message(
-    kind: str, words: str, base: StartupStats, new: StartupStats, verdict: NoisyGrowth, limits: Limits
+    kind: str,
+    words: str,
+    base: StartupStats,
+    new: StartupStats,
+    verdict: NoisyGrowth,
+    limits: Limits,
+    set_aside: list[str],
 ) -> str:
     b, n = float(base.median), float(new.median)  # type: ignore[arg-type]  # noisy_growth read both as numbers
     relative = f", {verdict.growth / b:+.0%}" if b > 0 else ""
+    by_mad = given(base.mad) is not None and given(new.mad) is not None
+    noise = f"{NOISE_MADS:g} median absolute deviations" if by_mad else "spreads without their outlier"
+    aside = f"; set aside as outliers: {', '.join(set_aside)}" if set_aside else ""
     return (
         f"{kind} {words} median {b:.3f} s -> {n:.3f} s (+{verdict.growth:.3f} s{relative}; "
-        f"{as_int(base.n)} and {as_int(new.n)} runs, spreads without their outlier "
-        f"{_noise_spread(base):.3f} s and {_noise_spread(new):.3f} s); allowed +{verdict.allowed:.3f} s, the largest of "
-        f"{limits.time_threshold:.0%} of the base, the {limits.time_floor:g} s floor and the two spreads"
+        f"{as_int(base.n)} and {as_int(new.n)} runs, noise ({noise}) {_noise(base):.3f} s and {_noise(new):.3f} s"
+        f"{aside}); allowed +{verdict.allowed:.3f} s, the largest of {limits.time_threshold:.0%} of the base, the "
+        f"{limits.time_floor:g} s floor and the two noises"
     )
 
 
@@ -282,18 +332,19 @@ def memory_rule_notes(
 
 
 def memory_rule(base: Mapping[str, Any], new: Mapping[str, Any], limits: Limits, flag: Flag) -> None:
-    """graph-memory: every ``*_bytes`` figure of graphs, piecewise and reduce_overhead but graphs.pool_bytes (pool's).
+    """graph-memory: every ``*_bytes`` figure of graphs, piecewise, reduce_overhead and observed_graphs but the
+    pool_bytes of graphs and observed_graphs (the pool rule's).
 
     Memory is deterministic enough for one run: a relative threshold and a floor, no spread.
     ``base`` and ``new`` are the records as the report holds them (``RecordRead.data``):
     a ``*_bytes`` figure a newer plugin writes is judged too.
     """
-    for section in ("graphs", "piecewise", "reduce_overhead"):
+    for section in ("graphs", "piecewise", "reduce_overhead", "observed_graphs"):
         base_section, new_section = _mapping(base.get(section)), _mapping(new.get(section))
         # cudaMemGetInfo counted other processes on a shared GPU: those figures are nobody's
         shared = bool(base_section.get("outside_unreliable") or new_section.get("outside_unreliable"))
         for key in new_section:
-            if not key.endswith("_bytes") or (section == "graphs" and key == "pool_bytes"):
+            if not key.endswith("_bytes") or (section in ("graphs", "observed_graphs") and key == "pool_bytes"):
                 continue
             if (shared and key in OUTSIDE_DEVICE_FIGURES) or key in ORDER_DEPENDENT_FIGURES:
                 continue

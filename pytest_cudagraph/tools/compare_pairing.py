@@ -41,6 +41,8 @@ _TABLE_SKIP_KEYS = frozenset(
         # every startup run's figures: their medians and spreads are the rows
         "samples",
         "process",
+        # how a test's caches started (caches.start): the cache-miss rule's to read, not a measurement
+        "start",
     }
 )
 # The outcome and the words that go with it: the outcome is compared, its message and

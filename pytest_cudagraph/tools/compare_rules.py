@@ -6,10 +6,12 @@ judges, in ``compare_verdicts``.  Plain data: no torch, no pytest.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..errors import MisuseError
 from ..records.comparison import COMPARISON_SCHEMA
 from ..text import MIB
 from .instructions import DEFAULT_INSTRUCTIONS_THRESHOLD
@@ -38,7 +40,7 @@ __all__ = [
     "parse_rules",
 ]
 
-DEFAULT_RULES = ("outcome", "recompiles", "recompile-limit", "cache-miss", "graphs", "pool", "numerics")
+DEFAULT_RULES = ("outcome", "skipped", "recompiles", "recompile-limit", "cache-miss", "graphs", "pool", "numerics")
 # the costs: noise-aware time rules on startup reports, and graph memory beyond the pool
 TIME_RULES = ("compile-time", "capture-time", "startup-time")
 COST_RULES = (*TIME_RULES, "graph-memory", "compile-instructions")
@@ -106,11 +108,22 @@ class Limits:
     memory_floor: float = DEFAULT_MEMORY_FLOOR_BYTES
     instructions_threshold: float = DEFAULT_INSTRUCTIONS_THRESHOLD
 
+    def __post_init__(self) -> None:
+        # NaN compares false with every growth and infinity allows any: either turns its rule off
+        for name, value in asdict(self).items():
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < math.inf:
+                raise MisuseError(
+                    f"compare_reports({name}={value!r}): a limit must be a finite number >= 0, or the rule it "
+                    f"bounds never fires; give one such as {getattr(_DEFAULTS, name)!r}"
+                )
+
     def settings(self) -> dict[str, Any]:
         """The comparison's ``settings`` (its JSON): the limits, the floors named with their unit."""
         names = {"time_floor": "time_floor_s", "memory_floor": "memory_floor_bytes"}
         return {names.get(name, name): value for name, value in asdict(self).items()}
 
+
+_DEFAULTS = Limits(DEFAULT_POOL_THRESHOLD, DEFAULT_NUMERICS_GROWTH, DEFAULT_NUMERICS_FLOOR)
 
 # flag(rule, message, *metrics): the rule fired for this test, on these table metrics
 Flag = Callable[..., None]

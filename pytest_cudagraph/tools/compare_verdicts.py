@@ -11,13 +11,16 @@ no torch, no pytest.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from msgspec import UNSET, UnsetType
 
+from ..records.key_diff import TestKeyDiff
 from ..records.loaded import RecordRead, filled, given, section_or_empty
+from ..records.record import CACHE_START_EMPTY, CACHE_START_SHARED
 from ..records.report import as_int
-from ..records.schema import CacheLayer, Caches, GraphBreaks
+from ..records.schema import CacheLayer, Caches, GraphBreaks, TestRecord
 from ..text import clip, count_noun, format_bytes, number
 from .compare_costs import instruction_rule, memory_rule, time_rules
 from .compare_noise import both_released, keyed_set_data, unpaired_set_notes, within_noise
@@ -26,9 +29,9 @@ from .compare_results import Change, Regression, RunCompleteness, TestComparison
 from .compare_rules import FAILING, INCOMPLETE_RULE, PASSING, POOL_MIN_GROWTH_BYTES, Flag, Limits
 
 if TYPE_CHECKING:
-    from ..records.schema import GraphSet, PiecewiseSet, Recompiles
+    from ..records.schema import GraphSet, ObservedGraphs, PiecewiseSet, Recompiles
 
-__all__ = ["compare_test", "run_regressions"]
+__all__ = ["cache_start", "compare_test", "run_regressions", "shared_cache_notes"]
 
 
 def compare_test(
@@ -38,6 +41,7 @@ def compare_test(
     rules: tuple[str, ...],
     limits: Limits,
     include_timings: bool,
+    keys: TestKeyDiff | None = None,
 ) -> TestComparison:
     regressions: list[tuple[Regression, tuple[str, ...]]] = []
 
@@ -48,14 +52,17 @@ def compare_test(
     b, n = base.typed, new.typed
     if b.outcome in PASSING and n.outcome in FAILING:
         flag("outcome", f"outcome {b.outcome} -> {n.outcome}", "outcome")
+    if b.outcome in PASSING and n.outcome == "skipped":
+        flag("skipped", _skipped_message(b.outcome, given(n.skip_reason), rules), "outcome")
     _recompile_rules(filled(b.recompiles), filled(n.recompiles), flag)
-    _cache_rules(section_or_empty(b.caches, Caches), section_or_empty(n.caches, Caches), flag)
+    _cache_rules(b, n, keys, flag)
     if not _graph_set_rules(base, new, limits, flag):  # one set, or sets that do not all pair up: overall figures
         _graph_rules(b.graphs, n.graphs, b.piecewise, n.piecewise, limits, flag)
         memory_rule(base.data, new.data, limits, flag)
     else:  # every set compared with its partner; piecewise and the rest as usual
         _graph_rules(UNSET, UNSET, b.piecewise, n.piecewise, limits, flag)
         memory_rule({**base.data, "graphs": {}}, {**new.data, "graphs": {}}, limits, flag)
+    _observed_rules(filled(b.observed_graphs), filled(n.observed_graphs), limits, flag)
     rows, time_checks = time_rules(b, n, rules, limits, flag)
     rows += instruction_rule(b, n, limits, flag, time_checks)
     rule_of: dict[str, str] = {}
@@ -81,6 +88,16 @@ def compare_test(
     notes = tuple(unpaired_set_notes(b, n))
     return TestComparison(
         nodeid, changes, tuple(r for r, _ in regressions), time_checks=time_checks, noise=noise, notes=notes
+    )
+
+
+def _skipped_message(before: str, reason: str | None, rules: tuple[str, ...]) -> str:
+    """A test that passed and now skips validated nothing (a CPU-only wheel skips every GPU test): why, and how to
+    accept it."""
+    accept = ",".join(rule for rule in rules if rule != "skipped") or "none"
+    return (
+        f"outcome {before} -> skipped ({clip(reason) if reason else 'no skip reason recorded'}): it validated nothing "
+        f"in the new run; accept that with --fail-on {accept}"
     )
 
 
@@ -116,8 +133,32 @@ def _limit_hits(recompiles: Recompiles) -> int:
     return len(hits) if isinstance(hits, list) else as_int(hits)
 
 
-def _cache_rules(base_caches: Caches, new_caches: Caches, flag: Flag) -> None:
-    """cache-miss: more FX-graph or AOTAutograd misses or bypasses, more Triton compiles."""
+def cache_start(record: TestRecord) -> str:
+    """How a record's compile caches started (``caches.start``); an older report's is told from its ``extra``.
+
+    ``empty`` where the compile_cache marker or ``cold_warm()`` ran its passes (in
+    directories the plugin made empty), ``shared`` otherwise.
+    """
+    start = given(section_or_empty(record.caches, Caches).start)
+    if start is not None:
+        return start
+    extra = given(record.extra)
+    probed = isinstance(extra, dict) and ("compile_cache" in extra or "cold_warm" in extra)
+    return CACHE_START_EMPTY if probed else CACHE_START_SHARED
+
+
+def _cache_rules(base: TestRecord, new: TestRecord, keys: TestKeyDiff | None, flag: Flag) -> None:
+    """cache-miss: more bypasses; more misses and Triton compiles between caches that both started empty.
+
+    A bypass does not depend on what a cache holds, so it is judged wherever both
+    runs count it.  A miss does: on the caches a run shares (torch's own location,
+    ``--cudagraph-cache-dir``) it says what the cache held when the test started
+    (an earlier run, the tests before it), so there a miss counts only as a lookup
+    that hit in the base and misses in the new run with a key changed in a
+    component of its own (``_changed_key_misses``).
+    """
+    base_caches, new_caches = section_or_empty(base.caches, Caches), section_or_empty(new.caches, Caches)
+    both_empty = cache_start(base) == cache_start(new) == CACHE_START_EMPTY
     for layer, b, n in (
         ("fxgraph", filled(base_caches.fxgraph), filled(new_caches.fxgraph)),
         ("aot_autograd", filled(base_caches.aot_autograd), filled(new_caches.aot_autograd)),
@@ -128,12 +169,15 @@ def _cache_rules(base_caches: Caches, new_caches: Caches, flag: Flag) -> None:
             ("miss", "misses", as_int(b.miss), as_int(n.miss)),
             ("bypass", "bypasses", as_int(b.bypass), as_int(n.bypass)),
         ):
-            if after > before:
+            if after > before and (both_empty or key == "bypass"):
                 flag(
                     "cache-miss",
                     f"{layer} cache {word} {before} -> {after} (hits {as_int(b.hit)} -> {as_int(n.hit)})",
                     f"caches.{layer}.{key}",
                 )
+    if not both_empty:
+        _changed_key_misses(keys, flag)
+        return
     b_triton, n_triton = (
         section_or_empty(base_caches.triton, CacheLayer),
         section_or_empty(new_caches.triton, CacheLayer),
@@ -145,6 +189,72 @@ def _cache_rules(base_caches: Caches, new_caches: Caches, flag: Flag) -> None:
             f"Triton compiled {compiled_after} kernels, {compiled_before} before",
             "caches.triton.compiled",
         )
+
+
+def _changed_key_misses(keys: TestKeyDiff | None, flag: Flag) -> None:
+    """cache-miss on a shared cache: lookups that hit in the base and miss in the new run, their keys changed.
+
+    Only a change in the lookup's own components counts: one in the run-wide ones
+    (``torch_version``, ``system_info``) means the other build filled the cache, which
+    cannot hit after an upgrade.
+    """
+    for layer in ("fxgraph", "aot_autograd"):
+        turned = [
+            pair
+            for pair in (keys.pairs if keys is not None else ())
+            if pair.new.layer == layer and pair.base.outcome == "hit" and pair.new.outcome == "miss"
+            if pair.key_changed and pair.changes
+        ]
+        if turned:
+            names = list(dict.fromkeys(change.name for pair in turned for change in pair.changes or ()))
+            shown = ", ".join(clip(name, 80) for name in names[:3]) + (
+                f" and {len(names) - 3} more" if len(names) > 3 else ""
+            )
+            flag(
+                "cache-miss",
+                f"{count_noun(len(turned), f'{layer} lookup')} hit in the base and missed here, the key changed "
+                f"in {shown} (first: {turned[0].label})",
+                f"caches.{layer}.miss",
+            )
+
+
+def shared_cache_notes(
+    selected: tuple[str, ...],
+    base_tests: Mapping[str, TestRecord],
+    new_tests: Mapping[str, TestRecord],
+    tests: tuple[TestComparison, ...],
+) -> tuple[str, ...]:
+    """One line where tests missed more on the caches a run shares and no lookup's own key explains it: why that
+    was not a regression."""
+    if "cache-miss" not in selected:
+        return ()
+    flagged = {t.nodeid for t in tests for r in t.regressions if r.rule == "cache-miss"}
+    grew = [
+        t.nodeid for t in tests if t.nodeid not in flagged and _shared_growth(base_tests[t.nodeid], new_tests[t.nodeid])
+    ]
+    if not grew:
+        return ()
+    return (
+        f"cache-miss: {count_noun(len(grew), 'test')} missed more (or compiled more Triton kernels) on the caches "
+        f"the run shares (torch's own location or --cudagraph-cache-dir; first: {grew[0]}), and no lookup of "
+        f"theirs that hit missed with a key of its own changed: what such a cache holds when a test starts depends "
+        f"on earlier runs and on the tests before it, so that is no regression. Counters are compared where both "
+        f"runs' caches started empty (@pytest.mark.compile_cache, the compile_cache fixture)",
+    )
+
+
+def _shared_growth(base: TestRecord, new: TestRecord) -> bool:
+    if cache_start(base) == cache_start(new) == CACHE_START_EMPTY:
+        return False
+    base_caches, new_caches = section_or_empty(base.caches, Caches), section_or_empty(new.caches, Caches)
+    for layer in ("fxgraph", "aot_autograd", "triton"):
+        b = section_or_empty(getattr(base_caches, layer), CacheLayer)
+        n = section_or_empty(getattr(new_caches, layer), CacheLayer)
+        key = "compiled" if layer == "triton" else "miss"
+        before, after = given(getattr(b, key)), given(getattr(n, key))
+        if before is not None and after is not None and after > before:
+            return True
+    return False
 
 
 def _within_noise(change: Change, limits: Limits, released: bool) -> bool:
@@ -227,6 +337,26 @@ def _graph_rules(
         before, after = as_int(b_pw.graphs_captured), as_int(n_pw.graphs_captured)
         if after > before:
             flag("graphs", f"piecewise captured {after} CUDA graphs, {before} before", "piecewise.graphs_captured")
+
+
+def _observed_rules(base: ObservedGraphs | None, new: ObservedGraphs | None, limits: Limits, flag: Flag) -> None:
+    """graphs and pool for the graphs the test body captured itself (``observed_graphs``)."""
+    if base is None or new is None:
+        return
+    before, after = as_int(base.captured), as_int(new.captured)
+    if after > before:
+        flag("graphs", f"the test body captured {after} CUDA graphs, {before} before", "observed_graphs.captured")
+    pool_before, pool_after = number(base.pool_bytes), number(new.pool_bytes)
+    if pool_before and pool_after is not None:
+        growth = pool_after - pool_before
+        if growth > pool_before * limits.pool_threshold and growth > POOL_MIN_GROWTH_BYTES:
+            flag(
+                "pool",
+                f"observed graphs' pools {format_bytes(pool_before)} -> {format_bytes(pool_after)} "
+                f"(+{growth / pool_before:.1%}, threshold {limits.pool_threshold:.0%}); pools "
+                f"{as_int(base.pools)} -> {as_int(new.pools)}",
+                "observed_graphs.pool_bytes",
+            )
 
 
 def _new_reasons(base_rec: Recompiles, new_rec: Recompiles) -> str:

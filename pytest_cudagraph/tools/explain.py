@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..errors import MisuseError
 from ..records.key_diff import diff_reports, has_cache_keys, records_cache_keys
 from ..records.loaded import read_report
 from ..render.key_text import explain_lines, one_run_lines
@@ -22,7 +23,7 @@ from ..text import clip
 __all__ = ["BadTest", "explain_arguments", "explain_report_lines", "pick_test"]
 
 
-class BadTest(Exception):
+class BadTest(MisuseError):
     """``explain``'s TEST names no test or several, or its arguments are too many: one line, exit 2."""
 
 

@@ -198,6 +198,11 @@ def read_expected(path: str | Path) -> list[ExpectedCount]:
                 f"fraction below 1 (0.025 for 2.5 %)"
             )
         rows.append(row)
+    if not rows:  # nothing checked is no evidence: "no regression" would vouch for counts nobody wrote
+        raise ReportError(
+            f"{path} holds its header and no row, so there is no expected instruction count to check; write the "
+            f"counts with pytest-cudagraph startup --instructions --write-expected"
+        )
     return rows
 
 

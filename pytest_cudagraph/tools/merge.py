@@ -146,6 +146,8 @@ def merge_shard_reports(
         created=created,
         run=run,
         durations=durations if any(given(shard.read.report.durations) is not None for shard in shards) else None,
+        # each shard's, as read: every shard set its wider-scoped fixtures up for itself
+        fixture_setups=[setup for shard in shards for setup in shard.read.data.get("fixture_setups") or ()],
     )
 
 

@@ -38,9 +38,9 @@ incomplete.  It is a measurement, not a timed assertion.  Reads and writes JSON
 and runs subprocesses only; never imports torch.
 
 The work is split by job: ``startup_child`` (a run's command, environment and
-process), ``startup_results`` (the samples, their statistics, the report); the
-table is ``render.startup_text``'s.  This module runs the benchmark, and every name
-they define for readers is importable from here.
+process), ``records.startup`` (the samples, their statistics, the report); the
+table is ``render.startup_text``'s.  This module runs the benchmark; each name is
+imported from the module that defines it.
 """
 
 from __future__ import annotations
@@ -52,56 +52,26 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..records.startup import (
+    PASSES,
+    NodeStartup,
+    RunSample,
+    StartupResult,
+)
 from ..text import clip, count_noun
 from .instructions import INSTRUCTIONS_NOTE
 from .startup_child import (
-    INDUCTOR_SUBDIR,
-    TRITON_SUBDIR,
     Interrupts,
-    StartupInterrupted,
-    child_command,
-    child_environment,
-    figures_from_report,
     interrupt_words,
     one_run,
     portable_command,
 )
-from .startup_results import (
-    FIGURES,
-    ORDER,
-    PASSES,
-    SPREAD,
-    STATISTIC,
-    TRIMMED_SPREAD,
-    NodeStartup,
-    RunSample,
-    StartupResult,
-    Stats,
-    trimmed_spread,
-)
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
-    "FIGURES",
-    "INDUCTOR_SUBDIR",
-    "ORDER",
-    "PASSES",
-    "SPREAD",
-    "STATISTIC",
-    "TRIMMED_SPREAD",
-    "TRITON_SUBDIR",
-    "NodeStartup",
-    "RunSample",
-    "StartupInterrupted",
-    "StartupResult",
-    "Stats",
     "check_timeout",
-    "child_command",
-    "child_environment",
-    "figures_from_report",
     "measure_startup",
     "run_startup",
-    "trimmed_spread",
 ]
 
 # one child; a cold compile of a large model takes minutes, a hung one must not hold CI forever

@@ -1,0 +1,86 @@
+"""A test's failure in one line: what a CI annotation and the job summary's list of failures say.
+
+The plugin's failure messages are several lines: a headline, then the problems one
+per line, tables, what to try.  One line keeps the headline (without pytest's
+``Failed:`` and the exception's module path), the first problem where the headline
+only counts them, and for a recompile check the first failed guard::
+
+    @pytest.mark.max_recompiles(0): Dynamo recompiled 1 time, expected at most 0. First: 0/0: tensor 'x' dtype
+    mismatch. expected Float, actual Double
+
+Reads a record as the report holds it (a mapping); nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ..text import clip
+
+__all__ = ["CAUSE_WIDTH", "failure_cause", "failure_rule", "failure_site"]
+
+# a cause longer than this is cut: one line is the point, the report keeps the whole message
+CAUSE_WIDTH = 300
+# "pytest_cudagraph.errors.StaleGraphError: ..." -> "StaleGraphError: ..."
+_MODULE_PATH = re.compile(r"^(?:[A-Za-z_]\w*\.)+(?=[A-Za-z_]\w*: )")
+# a problem listed right under the headline (not after a blank line: "what to try"): "  - fxgraph: no hit"
+_BULLET = re.compile(r"^\s+- (?P<text>\S.*)$")
+_RECOMPILE_RULES = ("max_recompiles", "recompiles")
+# the probe's directory a compile_cache headline names: the message keeps it, one line has no room for it
+_CACHE_DIR = re.compile(r"; cache dir \S+")
+
+
+def _failure(record: Mapping[str, Any]) -> Mapping[str, Any]:
+    failure = record.get("failure")
+    return failure if isinstance(failure, Mapping) else {}
+
+
+def failure_rule(record: Mapping[str, Any]) -> str | None:
+    """The plugin's check that failed the test (``max_recompiles``, ``capture``, ...); None for the test's own failure."""
+    rule = _failure(record).get("rule")
+    return rule if isinstance(rule, str) and rule else None
+
+
+def failure_site(record: Mapping[str, Any]) -> tuple[str, int] | None:
+    """``(file, line)`` of the user's line the failure points at, where the plugin found one."""
+    failure = _failure(record)
+    file, line = failure.get("file"), failure.get("line")
+    if isinstance(file, str) and file and isinstance(line, int) and not isinstance(line, bool) and line > 0:
+        return file, line
+    return None
+
+
+def failure_cause(record: Mapping[str, Any], width: int = CAUSE_WIDTH) -> str:
+    """The failure in one line of at most ``width`` characters; ``""`` for a record that did not fail."""
+    message = _failure(record).get("message")
+    if not isinstance(message, str) or not message.strip():
+        return ""
+    lines = message.strip().splitlines()
+    head = _MODULE_PATH.sub("", lines[0].strip().removeprefix("Failed: ").strip())
+    head = _CACHE_DIR.sub("", head)
+    listed = lines[1 : next((i for i, line in enumerate(lines) if i and not line.strip()), len(lines))]
+    bullet = next((match["text"] for match in map(_BULLET.match, listed) if match), None)
+    if bullet is not None and bullet not in head:
+        head = f"{head} {bullet}" if head.endswith(".") else f"{head.rstrip(':')}: {bullet}"
+    if failure_rule(record) in _RECOMPILE_RULES:
+        first = _first_recompile_reason(record)
+        if first and first not in head:
+            head = f"{head} First: {first}" if head.endswith(".") else f"{head}; first: {first}"
+    return clip(head, width)
+
+
+def _first_recompile_reason(record: Mapping[str, Any]) -> str | None:
+    """The first failed guard the record holds: a limit hit's first (the reason the check fails), else a recompile's."""
+    recompiles = record.get("recompiles")
+    if not isinstance(recompiles, Mapping):
+        return None
+    events = [event for event in recompiles.get("events") or () if isinstance(event, Mapping)]
+    for wanted in (lambda event: event.get("limit_hit"), lambda event: True):
+        for event in events:
+            reasons = event.get("reasons")
+            if wanted(event) and isinstance(reasons, list) and reasons and isinstance(reasons[0], str):
+                return reasons[0]
+    reasons = recompiles.get("reasons")
+    return reasons[0] if isinstance(reasons, list) and reasons and isinstance(reasons[0], str) else None

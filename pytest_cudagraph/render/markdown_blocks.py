@@ -1,0 +1,154 @@
+"""GitHub-flavoured Markdown's building blocks, for text that comes from reports: escaped, wrapped, tabled.
+
+Node ids, failure messages and env fields come from reports, which anyone can
+write, so every piece of text is escaped for what Markdown would act on:
+
+- plain text (``text``): the characters that open emphasis, links, HTML, tables
+  or code are backslash-escaped, ``&`` too (an entity would render as its
+  character), and a ``_`` between two letters or digits is left alone (GFM never
+  reads it as emphasis, and ``max_recompiles`` stays readable in the raw text);
+  a pair of backticks on one line stays a code span, as the plugin's messages use
+  them around code, and a decorator (``@pytest.mark.max_recompiles(0)``) becomes
+  one: GitHub would read ``@pytest`` as a mention of a user;
+- code (``code``): a code span whose fence is longer than any run of backticks
+  inside it;
+- a table cell: ``|`` escaped as ``\\|`` inside code spans too, as GFM asks;
+- a block of text shown as it is (``fenced``): a fence longer than any inside.
+
+Lines stay within ``WIDTH`` (120) columns where the words allow it: paragraphs and
+list items are wrapped at spaces outside code spans, and a table is padded into
+aligned columns only when it fits (else its cells are separated by single
+spaces, which renders the same).  Control characters are written as their
+escapes (``text.terminal_safe``) and a newline inside a piece of text becomes a
+space.  Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ..text import terminal_safe
+
+__all__ = ["WIDTH", "code", "fenced", "paragraph", "table", "text"]
+
+WIDTH = 120
+# what CommonMark/GFM may act on in running text; "_" is handled apart (intraword is safe)
+_SPECIAL = re.compile(r"([\\*\[\]<|~#&`])")
+_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+# a code span the plugin's messages hold: backticks around text on one line; or a decorator
+# ("@pytest.mark.max_recompiles(0)"), which GitHub would read as a mention of the user "pytest"
+_CODE_SPAN = re.compile(r"`(?P<code>[^`\n]+)`|(?P<decorator>@[A-Za-z_][\w.]*(?:\([^()\n]*\))?)")
+# a word that would open a list or a quote, or underline a heading, at the start of a line: never wrapped onto
+# one, and escaped where a paragraph starts with it
+_BLOCK_START = re.compile(r"^(?:[-+=]+|\d{1,9}[.)]|>.*)$")
+
+
+def _one_line(value: object) -> str:
+    return " ".join(terminal_safe(str(value)).split())
+
+
+def _escape_plain(piece: str) -> str:
+    piece = _SPECIAL.sub(r"\\\1", piece)
+    return _UNDERSCORE.sub(r"\\_", piece)
+
+
+def text(value: object) -> str:
+    """Running text: one line, escaped, backtick pairs kept as code spans."""
+    line = _one_line(value)
+    pieces: list[str] = []
+    position = 0
+    for match in _CODE_SPAN.finditer(line):
+        pieces.append(_escape_plain(line[position : match.start()]))
+        pieces.append(code(match["code"] or match["decorator"]))
+        position = match.end()
+    pieces.append(_escape_plain(line[position:]))
+    return "".join(pieces)
+
+
+def code(value: object) -> str:
+    """A code span: the fence one backtick longer than any run inside; padded where the text starts or ends in one."""
+    inside = _one_line(value)
+    runs = [len(run) for run in re.findall(r"`+", inside)]
+    fence = "`" * (max(runs, default=0) + 1)
+    if inside.startswith("`") or inside.endswith("`") or (inside.startswith(" ") and inside.endswith(" ")):
+        inside = f" {inside} "
+    return f"{fence}{inside}{fence}" if inside else ""
+
+
+def _cell(markdown: str) -> str:
+    """A table cell: every ``|`` escaped (GFM splits cells at a pipe even inside a code span)."""
+    return re.sub(r"(?<!\\)\|", r"\\|", markdown)
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]], width: int = WIDTH) -> list[str]:
+    """A GFM table of cells already in Markdown (``text``, ``code``); aligned when it fits ``width``."""
+    cells = [[_cell(cell) or " " for cell in row] for row in [list(header), *rows]]
+    widths = [max(3, *(len(row[i]) for row in cells)) for i in range(len(header))]
+    aligned = sum(widths) + 3 * len(widths) + 1 <= width
+    if not aligned:
+        widths = [0] * len(widths)
+    lines = []
+    for number, row in enumerate(cells):
+        lines.append("| " + " | ".join(cell.ljust(w) for cell, w in zip(row, widths)) + " |")
+        if number == 0:
+            lines.append("| " + " | ".join("-" * max(w, 3) for w in widths) + " |")
+    return lines
+
+
+def paragraph(markdown: str, width: int = WIDTH, *, first: str = "", indent: str = "") -> list[str]:
+    """Markdown text wrapped at spaces into ``width`` columns: ``first`` before the first line, ``indent`` before the rest.
+
+    A list item is ``paragraph(item, first="- ", indent="  ")``.  Code spans and escapes are never broken.
+    """
+    lines: list[str] = []
+    current = first
+    start = len(first)
+    words = _words(markdown)
+    if words and _BLOCK_START.match(words[0]):
+        words[0] = re.sub(r"^(\d*)(\D)", r"\1\\\2", words[0])  # "- x" -> "\- x", "1. x" -> "1\. x", "> x" -> "\> x"
+    for word in words:
+        if len(current) > start and len(current) + 1 + len(word) > width and not _BLOCK_START.match(word):
+            lines.append(current)
+            current, start = indent + word, len(indent)
+            continue
+        current = f"{current} {word}" if len(current) > start else current + word
+    lines.append(current)
+    return [line.rstrip() for line in lines]
+
+
+def _words(markdown: str) -> list[str]:
+    """``markdown`` split at its spaces, but never inside a code span (a backtick run to the next run as long)."""
+    words: list[str] = []
+    current: list[str] = []
+    position = 0
+    while position < len(markdown):
+        char = markdown[position]
+        if char == "\\":  # an escape and what it escapes stay together
+            current.append(markdown[position : position + 2])
+            position += 2
+        elif char == "`":
+            fence = re.match(r"`+", markdown[position:]).group()  # type: ignore[union-attr]
+            closing = re.compile(rf"(?<!`){fence}(?!`)").search(markdown, position + len(fence))
+            end = closing.end() if closing is not None else position + len(fence)
+            current.append(markdown[position:end])
+            position = end
+        elif char.isspace():
+            if current:
+                words.append("".join(current))
+                current = []
+            position += 1
+        else:
+            current.append(char)
+            position += 1
+    if current:
+        words.append("".join(current))
+    return words
+
+
+def fenced(lines: Sequence[str], info: str = "text") -> list[str]:
+    """Lines shown as they are, in a fenced code block whose fence no line inside can close."""
+    safe = [terminal_safe(line) for line in lines]
+    runs = [len(run) for line in safe for run in re.findall(r"`{3,}", line)]
+    fence = "`" * max(3, max(runs, default=0) + 1)
+    return [fence + info, *safe, fence]

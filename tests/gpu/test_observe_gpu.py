@@ -1,0 +1,245 @@
+"""Observed graphs on a real GPU: every capture path, its figures, the verdicts, and the hooks' lifetime.
+
+Run with ``pytest tests/gpu/test_observe_gpu.py --cudagraph``; without a GPU (or the flag) every test skips.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import torch
+
+from pytest_cudagraph import _compat
+from pytest_cudagraph.graphs.observe import observe_graphs
+
+pytestmark = pytest.mark.cudagraph
+
+HIDDEN = 512
+
+
+def mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Linear(HIDDEN, 4 * HIDDEN), torch.nn.GELU(), torch.nn.Linear(4 * HIDDEN, HIDDEN)
+    ).cuda()
+
+
+def warm_up(model, stream, x):
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(2):
+            model(x)
+    torch.cuda.current_stream().wait_stream(stream)
+
+
+def _line_of(function, text: str) -> int:
+    lines, first = inspect.getsourcelines(function)
+    return first + next(i for i, line in enumerate(lines) if text in line)
+
+
+def _installed():
+    state = _compat.graph_observer_state()
+    return state["patched"], state["hooks"], state["listeners"]
+
+
+@torch.inference_mode()
+def test_torch_cuda_graph_blocks_in_one_pool_are_recorded_with_site_pool_growth_shapes_and_replays():
+    model, stream = mlp(), torch.cuda.Stream()
+    static = torch.zeros(64, HIDDEN, device="cuda")
+    out = torch.zeros(64, HIDDEN, device="cuda")
+    warm_up(model, stream, static)
+    pool = torch.cuda.graph_pool_handle()
+    graphs = {}
+    with observe_graphs(expect_sizes=[8, 16, 64]) as observed:
+        for batch in (64, 16, 8):
+            x = static[:batch]
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=pool, stream=stream):  # the engine's line
+                out[:batch].copy_(model(x))
+            graphs[batch] = graph
+        for _ in range(3):
+            graphs[16].replay()
+    result = observed.result()
+    assert result.passed, result.message()
+    first, second, third = result.captures
+    line = _line_of(test_torch_cuda_graph_blocks_in_one_pool_are_recorded_with_site_pool_growth_shapes_and_replays,
+                    "# the engine's line")  # fmt: skip
+    assert first.call_site is not None and first.call_site.line == line
+    assert first.source == "torch.cuda.graph"
+    assert first.pool == second.pool == third.pool == tuple(pool)
+    assert [c.size for c in result.captures] == [64, 16, 8]
+    assert first.growth_bytes > 0 and first.pool_bytes_before == 0
+    assert second.growth_bytes <= first.growth_bytes
+    assert [c.replays for c in result.captures] == [0, 3, 0]
+    assert all(c.capture_s is not None and c.capture_s > 0 for c in result.captures)
+    assert all(c.behind_allocator_bytes is not None for c in result.captures)
+    assert all(c.alive_at_end for c in result.captures)  # `graphs` still holds them
+    assert result.hooks == _compat.graph_observer_kind()
+    assert _installed() == ([], 0, 0)
+
+
+@torch.inference_mode()
+def test_raw_capture_begin_and_end_on_a_side_stream_are_recorded():
+    model, stream = mlp(), torch.cuda.Stream()
+    x = torch.randn(8, HIDDEN, device="cuda")
+    warm_up(model, stream, x)
+    with observe_graphs() as observed:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(stream):
+            graph.capture_begin()  # a breakable-graph engine's own begin and end
+            y = model(x)
+            graph.capture_end()
+        graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(y, model(x))
+    (only,) = observed.captures
+    assert only.source == "CUDAGraph.capture_begin" and only.replays == 1
+    assert only.size == 8  # x, from the test's locals
+    assert only.live_bytes > 0  # y is alive in the pool
+
+
+@torch.inference_mode()
+def test_a_pool_per_size_fails_naming_the_site_and_the_pools_bytes():
+    model, stream = mlp(), torch.cuda.Stream()
+    static, out = torch.zeros(64, HIDDEN, device="cuda"), torch.zeros(64, HIDDEN, device="cuda")
+    warm_up(model, stream, static)
+    keep = []
+    with observe_graphs() as observed:
+        for batch in (64, 32, 16):
+            x = static[:batch]
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, stream=stream):
+                out[:batch].copy_(model(x))
+            keep.append(graph)
+    result = observed.result()
+    assert [rule for rule, _ in result.causes] == ["separate pools"]
+    sentence = result.causes[0][1]
+    assert "the 3 graphs captured at" in sentence and "use 3 pools holding" in sentence
+    assert len(result.pools) == 3 and all(result.pool_bytes(p) > 0 for p in result.pools)
+
+
+@torch.inference_mode()
+def test_outputs_kept_across_captures_into_one_pool_fail_as_kept_alive():
+    model, stream = mlp(), torch.cuda.Stream()
+    static = torch.zeros(64, HIDDEN, device="cuda")
+    warm_up(model, stream, static)
+    pool = torch.cuda.graph_pool_handle()
+    outputs, graphs = [], []
+    with observe_graphs() as observed:
+        for batch in (64, 32, 16):
+            x = static[:batch]
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=pool, stream=stream):
+                outputs.append(model(x))  # every size's output kept: each pins its block in the pool
+            graphs.append(graph)
+    result = observed.result()
+    assert "kept alive" in [rule for rule, _ in result.causes], result.message()
+    assert "after graph 1 (size 64)" in dict(result.causes)["kept alive"]
+    # the outputs the loop holds are in the pool: not taken for the next graph's inputs
+    assert [c.size for c in result.captures] == [64, 32, 16]
+
+
+def test_reduce_overhead_recordings_are_observed_with_their_inputs_shapes():
+    def step(x, y):
+        return torch.relu(x @ y) + 1
+
+    torch._dynamo.reset()
+    compiled = torch.compile(step, mode="reduce-overhead")
+    y = torch.randn(64, 64, device="cuda")
+    try:
+        with observe_graphs() as observed:
+            for _ in range(4):
+                compiled(torch.randn(16, 64, device="cuda"), y)
+    finally:
+        torch._dynamo.reset()
+    trees = [c for c in observed.captures if c.source == "cudagraph trees"]
+    assert trees, [c.source for c in observed.captures]
+    assert (16, 64) in trees[0].input_shapes  # the recording's inputs that are not static
+    assert sum(c.replays for c in trees) >= 1
+    assert observed.result().passed, observed.result().message()
+
+
+@torch.inference_mode()
+def test_a_block_that_raised_and_was_caught_is_a_failed_capture():
+    model, stream = mlp(), torch.cuda.Stream()
+    x = torch.randn(8, HIDDEN, device="cuda")
+    warm_up(model, stream, x)
+    with observe_graphs() as observed:
+        graph = torch.cuda.CUDAGraph()
+        try:
+            with torch.cuda.graph(graph, stream=stream):
+                model(x)
+                raise NotImplementedError("an op the engine cannot capture")
+        except NotImplementedError:
+            pass  # the engine falls back to eager and says nothing
+    (only,) = observed.captures
+    assert only.failed == "its torch.cuda.graph block raised NotImplementedError: an op the engine cannot capture"
+    assert [rule for rule, _ in observed.result().causes] == ["failed captures"]
+
+
+def test_the_plugins_own_captures_are_not_observed(cudagraphs):
+    model = mlp().eval()
+    with torch.inference_mode(), observe_graphs() as observed:
+        graphs = cudagraphs.capture(model, lambda bs: torch.randn(bs, HIDDEN, device="cuda"), sizes=[1, 4])
+        graphs.check_pool()
+    assert observed.captures == ()
+
+
+@torch.inference_mode()
+def test_a_graph_released_in_the_block_is_not_alive_at_the_end():
+    model, stream = mlp(), torch.cuda.Stream()
+    x = torch.randn(8, HIDDEN, device="cuda")
+    warm_up(model, stream, x)
+    with observe_graphs() as observed:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=stream):
+            model(x)
+        graph.replay()
+        del graph
+    (only,) = observed.captures
+    assert only.replays == 1 and not only.alive_at_end
+
+
+def test_the_marker_fails_an_engine_test_whose_pool_check_fails_and_passes_the_good_one(pytester):
+    pytester.makepyfile(
+        """
+        import pytest
+        import torch
+
+        def capture(sizes, pool):
+            model = torch.nn.Linear(256, 256).cuda()
+            stream = torch.cuda.Stream()
+            static = torch.zeros(max(sizes), 256, device="cuda")
+            out = torch.zeros(max(sizes), 256, device="cuda")
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                model(static)
+            graphs = []
+            for batch in sorted(sizes, reverse=True):
+                x = static[:batch]
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, pool=pool() if callable(pool) else pool, stream=stream):
+                    out[:batch].copy_(model(x))
+                graphs.append(graph)
+            for graph in graphs:
+                graph.replay()
+
+        @pytest.mark.cudagraph(capture_sizes=[1, 2, 4], observe=True)
+        @torch.inference_mode()
+        def test_good():
+            capture([1, 2, 4], torch.cuda.graph_pool_handle())
+
+        @pytest.mark.cudagraph(capture_sizes=[1, 2, 4, 8], observe=True, require_replay=True)
+        @torch.inference_mode()
+        def test_bad():
+            capture([1, 2, 4], torch.cuda.graph_pool_handle)
+        """
+    )
+    result = pytester.runpytest_subprocess("--cudagraph", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    out = result.stdout.str()
+    assert "@pytest.mark.cudagraph(observe=True): observed graphs (separate pools): the 3 graphs captured at" in out
+    assert "also (missing sizes): sizes [8] were never captured: the graphs captured sizes [1, 2, 4]" in out
+    assert "Traceback" not in out
+    assert "3 obs (1,2,4)" in out

@@ -1,0 +1,292 @@
+"""The Markdown of a run and of a comparison, rendered by a real Markdown library and read back.
+
+markdown-it-py renders the text as CommonMark with GitHub's tables and strikethrough, raw HTML
+allowed (as GitHub allows some): the tables are parsed back from the tokens and must hold the
+terminal section's cells; text from a report (node ids, failure messages) must come out as the
+same text, never as markup, HTML or a mention.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import re
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sample_reports import graph_record, modified, recompile_events_record, sample_report, warm_start_record
+
+from pytest_cudagraph.records.report import build_report
+from pytest_cudagraph.render.markdown import comparison_markdown, run_markdown
+from pytest_cudagraph.render.markdown_blocks import WIDTH, code, paragraph, table, text
+from pytest_cudagraph.render.summary import HEADER, summary_row
+from pytest_cudagraph.text import terminal_safe
+from pytest_cudagraph.tools import cli
+from pytest_cudagraph.tools.compare import compare_reports
+from pytest_cudagraph.tools.compare_rules import INCOMPLETE_RULE
+
+markdown_it = pytest.importorskip("markdown_it", reason="markdown-it-py is in the test extra")
+
+
+def gfm() -> Any:
+    return markdown_it.MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
+
+
+def plain(inline: Any) -> str:
+    """An inline token's text as a reader sees it: code spans' and text's content, line breaks as spaces."""
+    parts = []
+    for child in inline.children or []:
+        if child.type in ("text", "code_inline"):
+            parts.append(child.content)
+        elif child.type in ("softbreak", "hardbreak"):
+            parts.append(" ")
+    return "".join(parts)
+
+
+def blocks(markdown: str) -> list[tuple[str, Any]]:
+    """The document as (kind, content): ("heading", text), ("paragraph", text), ("item", text), ("table", rows)."""
+    tokens = gfm().parse(markdown)
+    out: list[tuple[str, Any]] = []
+    index = 0
+    while index < len(tokens):
+        token = tokens[index]
+        if token.type == "heading_open":
+            out.append(("heading", plain(tokens[index + 1])))
+        elif token.type == "paragraph_open" and not token.hidden:
+            out.append(("paragraph", plain(tokens[index + 1])))
+        elif token.type == "paragraph_open":  # a tight list item's paragraph
+            out.append(("item", plain(tokens[index + 1])))
+        elif token.type == "table_open":
+            rows: list[list[str]] = []
+            while tokens[index].type != "table_close":
+                if tokens[index].type == "tr_open":
+                    rows.append([])
+                elif tokens[index].type == "inline":
+                    rows[-1].append(plain(tokens[index]))
+                index += 1
+            out.append(("table", rows))
+        index += 1
+    return out
+
+
+def failing_record(message: str, rule: str | None = None, **site: Any) -> dict[str, Any]:
+    failure: dict[str, Any] = {"when": "call", "message": message}
+    if rule is not None:
+        failure.update(rule=rule, **site)
+    return {**recompile_events_record(), "outcome": "failed", "failure": failure}
+
+
+def run_records() -> dict[str, dict[str, Any]]:
+    records = {nodeid: record for nodeid, record in sample_report()["tests"].items()}
+    records["tests/test_model.py::test_warm_start"] = warm_start_record()
+    records["tests/other/test_rec.py::test_dtype"] = failing_record(
+        "Failed: @pytest.mark.max_recompiles(0): Dynamo recompiled 2 times, expected at most 0.\n\n  recompile 1 of 2",
+        "max_recompiles",
+        file="tests/other/test_rec.py",
+        line=15,
+    )
+    return records
+
+
+def test_the_run_reads_verdict_failures_then_tables_holding_the_terminal_cells():
+    records = run_records()
+    document = blocks(run_markdown(records, title="pytest-cudagraph: run.json"))
+    kinds = [kind for kind, _ in document]
+    assert document[0] == ("heading", "pytest-cudagraph: run.json")
+    assert document[1][1].startswith("FAILED: 1 failed, 5 passed, 1 skipped; 16 graphs captured; 3 recompiles")
+    assert kinds.index("heading", 1) < kinds.index("table")  # failures come before the tables
+    assert ("heading", "Failures (1)") in document
+    item = next(content for kind, content in document if kind == "item" and "test_dtype" in content)
+    assert item.startswith("tests/other/test_rec.py::test_dtype failed, max_recompiles at tests/other/test_rec.py:15: ")
+    assert item.endswith(
+        "@pytest.mark.max_recompiles(0): Dynamo recompiled 2 times, expected at most 0. First: 0/0: tensor 'x' size "
+        "mismatch at index 0. expected 2, actual 4"
+    )
+    # each file's table: the kept columns of the terminal section, each row the terminal row's cells
+    rows_seen = {}
+    for number, (kind, content) in enumerate(document):
+        if kind != "table":
+            continue
+        file = document[number - 1][1]
+        header, *rows = content
+        assert header[0] == "test" and set(header) <= set(HEADER)
+        for row in rows:
+            nodeid = f"{file}::{row[0]}"
+            # the same cells; Markdown has no runs of spaces ("60.0M / 42.0M  1.43x" reads with one)
+            expected = {
+                name: " ".join(cell.split()) for name, cell in zip(HEADER[1:], summary_row(nodeid, records[nodeid])[1:])
+            }
+            assert dict(zip(header[1:], row[1:])) == {name: expected[name] for name in header[1:]}
+            rows_seen[nodeid] = row
+    assert set(rows_seen) == set(records)
+    assert list(rows_seen)[0] == "tests/other/test_rec.py::test_dtype"  # the file with a failure comes first
+
+
+def test_raw_lines_stay_within_120_columns():
+    markdown = run_markdown(run_records(), title="pytest-cudagraph: run.json")
+    assert max(map(len, markdown.splitlines())) <= WIDTH
+    new = modified(sample_report(), "tests/test_model.py::test_decode_graphs", "graphs.pool_bytes", 90 * 2**20)
+    compared = comparison_markdown(compare_reports(sample_report(), new), incomplete_rule=INCOMPLETE_RULE)
+    assert max(map(len, compared.splitlines())) <= WIDTH
+
+
+HOSTILE_IDS = [
+    "tests/t.py::test_pipe[a|b]",
+    "tests/t.py::test_tick[`x`]",
+    "tests/t.py::test_html[<script>alert(1)</script>]",
+    "tests/t.py::test_emphasis[*a*_b_]",
+    "tests/t.py::test_link[[x](http://evil)]",
+]
+HOSTILE_MESSAGE = (
+    "Failed: boom | <img src=x onerror=alert(1)> **bold** _it_ [link](http://evil) ~~gone~~ #1 & &amp; \\\n"
+    "- not a list\n> not a quote\n1. not a list"
+)
+
+
+def test_text_from_reports_renders_as_the_same_text_never_as_markup():
+    records = {nodeid: failing_record(HOSTILE_MESSAGE, "misuse", file="a|b.py", line=3) for nodeid in HOSTILE_IDS}
+    markdown = run_markdown(records, title="run <b>x</b>")
+    html = gfm().render(markdown)
+    assert not re.search(r"<(script|img|a |em>|s>|b>)", html.replace("<strong>misuse</strong>", ""))
+    document = blocks(markdown)
+    assert document[0] == ("heading", "run <b>x</b>")
+    items = [content for kind, content in document if kind == "item" and content.startswith("tests/")]
+    one_line = " ".join(HOSTILE_MESSAGE.removeprefix("Failed: ").split("\n")[0].split())
+    assert len(items) == len(HOSTILE_IDS)
+    for nodeid, item in zip(sorted(HOSTILE_IDS), items):
+        assert item == f"{nodeid} failed, misuse at a|b.py:3: {one_line}"
+    (table_rows,) = [content for kind, content in document if kind == "table"]
+    assert all(len(row) == len(table_rows[0]) for row in table_rows)
+    assert sorted(row[0] for row in table_rows[1:]) == sorted(nodeid.split("::")[1] for nodeid in HOSTILE_IDS)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_characters="`"), max_size=80))
+def test_any_text_reads_back_as_itself(value):
+    """A piece of a report in a paragraph and in a table cell renders as its own characters."""
+    expected = " ".join(terminal_safe(value).split())
+    rendered = blocks("\n".join(paragraph(text(value))) + "\n")
+    assert rendered == ([("paragraph", expected)] if expected else [])
+    (kind, rows), *_ = blocks("\n".join(table(["a", "b"], [[text(value), "x"]])) + "\n")
+    assert kind == "table" and rows[1] == [expected, "x"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=40).filter(lambda v: v.strip()))
+def test_any_text_in_code_reads_back_as_itself(value):
+    expected = " ".join(terminal_safe(value).split())
+    (kind, rows), *_ = blocks("\n".join(table(["a"], [[code(value)]])) + "\n")
+    assert rows[1] == [expected]
+    assert blocks(paragraph(code(value))[0] + "\n") == [("paragraph", expected)]
+
+
+MARKDOWN_PIECES = [
+    *"`*_[]()<>|~#&!\\-+=.:1 a@\n\t",
+    "<script>",
+    "**",
+    "__",
+    "![x](y)",
+    "[a]: b",
+    "&amp;",
+    "1.",
+    "> ",
+    "---",
+]
+PLAIN_TAGS = {"p", "code", "ul", "li", "table", "thead", "tbody", "tr", "th", "td"}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(MARKDOWN_PIECES), min_size=1, max_size=30).map("".join))
+def test_no_text_opens_a_block_or_markup_wherever_it_is_put(value):
+    """In a list item wrapped narrow, a paragraph, a table cell or code: no quote, list, heading, emphasis or link."""
+    for markdown in (
+        "\n".join(paragraph(text(value), 20, first="- ", indent="  ")),
+        "\n".join(paragraph(text(value), 15)),
+        "\n".join(table(["h"], [[text(value)]])),
+        code(value),
+    ):
+        tags = set(re.findall(r"</?([a-z0-9]+)", gfm().render(markdown + "\n")))
+        assert tags <= PLAIN_TAGS, (value, markdown)
+
+
+def test_a_decorator_is_code_not_a_mention():
+    markdown = "\n".join(paragraph(text("@pytest.mark.max_recompiles(0): Dynamo recompiled")))
+    assert "<code>@pytest.mark.max_recompiles(0)</code>" in gfm().render(markdown)
+
+
+def test_a_wrapped_line_never_starts_a_list_a_quote_or_a_heading():
+    words = " ".join(["word"] * 25 + ["-", "1.", "+", ">", "==", "---"] * 4)
+    lines = paragraph(text(words), 40, first="- ", indent="  ")
+    assert all(not re.match(r"\s*([-+>=]|\d+\.)(\s|$)", line[2:]) for line in lines)
+    assert blocks("\n".join(lines) + "\n") == [("item", " ".join(words.split()))]
+
+
+def comparison_pair() -> tuple[dict[str, Any], dict[str, Any]]:
+    base = sample_report()
+    new = modified(base, "tests/test_model.py::test_decode_graphs", "graphs.pool_bytes", 90 * 2**20)
+    new["env"] = {**new["env"], "torch": "2.14.1+cu128"}
+    new["tests"]["tests/test_model.py::test_new_one"] = graph_record()
+    del new["tests"]["tests/test_model.py::test_gpu_only"]
+    return base, new
+
+
+def test_a_failing_comparison_reads_verdict_regressions_environment_and_each_changed_test():
+    base, new = comparison_pair()
+    comparison = compare_reports(base, new, labels=("torch-2.13.json", "torch-2.14.json"))
+    document = blocks(comparison_markdown(comparison, incomplete_rule=INCOMPLETE_RULE))
+    assert document[0] == ("heading", "pytest-cudagraph compare: torch-2.13.json → torch-2.14.json")
+    assert document[1][1].startswith("REGRESSION: 4 tests in both reports: 1 changed, 1 regressed; 1 new, 1 vanished")
+    headings = [content for kind, content in document if kind == "heading"]
+    assert headings[1:] == [
+        "Regressions (1)",
+        "Environment",
+        "Changed tests (1)",
+        "New tests (1)",
+        "Vanished tests (1)",
+    ]
+    regression = next(content for kind, content in document if kind == "item")
+    assert regression.startswith("tests/test_model.py::test_decode_graphs pool: graph pool 60.0 MiB -> 90.0 MiB")
+    tables = [content for kind, content in document if kind == "table"]
+    assert tables[0][0] == ["", "torch-2.13.json", "torch-2.14.json"]
+    assert ["torch", "2.13.0+cu128", "2.14.1+cu128"] in tables[0]
+    assert tables[1][0] == ["metric", "torch-2.13.json", "torch-2.14.json", "change", "rule"]
+    assert ["graphs.pool_bytes", "60.0 MiB", "90.0 MiB", "+50.0%", "pool"] in tables[1]
+    assert ("item", "tests/test_model.py::test_new_one") in document
+    assert ("item", "tests/test_model.py::test_gpu_only") in document
+
+
+def test_an_incomplete_new_run_says_so_and_is_a_regression():
+    base, _ = comparison_pair()
+    new = build_report(
+        dict(base["env"]),
+        copy.deepcopy(base["tests"]),
+        exitstatus=2,
+        run={"complete": False, "incomplete_reasons": ["interrupted"], "not_run": ["t::a"], "not_run_count": 1},
+    )
+    markdown = comparison_markdown(compare_reports(base, new), incomplete_rule=INCOMPLETE_RULE)
+    assert markdown.splitlines()[2].startswith("**REGRESSION**:")
+    assert "INCOMPLETE: new is the record of a run that did not run to its end: interrupted" in markdown
+
+
+def test_cli_prints_markdown_for_show_and_compare(tmp_path):
+    import json
+
+    base, new = comparison_pair()
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    (tmp_path / "new.json").write_text(json.dumps(new))
+    out = io.StringIO()
+    assert cli.main(["show", str(tmp_path / "new.json"), "--markdown"], stdout=out) == 0
+    assert out.getvalue().startswith("### pytest-cudagraph: new.json\n\n**PASSED**: 5 passed;")
+    assert "`tests/test_model.py`" in out.getvalue()
+    out = io.StringIO()
+    assert cli.main(["compare", str(tmp_path / "base.json"), str(tmp_path / "new.json"), "--markdown"], stdout=out) == 1
+    assert "**REGRESSION**:" in out.getvalue() and "#### Changed tests (1)" in out.getvalue()
+    for refused in (
+        ["show", "r.json", "--markdown", "--html", "p.html"],
+        ["compare", "a", "b", "--json", "--markdown"],
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main(refused, stdout=io.StringIO(), stderr=io.StringIO())
+        assert exit_info.value.code == 2
