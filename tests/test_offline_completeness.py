@@ -15,7 +15,7 @@ from sample_reports import COMPLETE_RUN, ENV_2_13, sample_report
 
 from pytest_cudagraph.errors import ReportError
 from pytest_cudagraph.records.report import build_report, load_report, summarize, write_report
-from pytest_cudagraph.tools import compare as compare_module
+from pytest_cudagraph.tools import compare_rules
 from pytest_cudagraph.tools.cli import main
 from pytest_cudagraph.tools.compare import compare_reports
 
@@ -255,7 +255,7 @@ def test_different_selections_are_named():
 
 
 def test_a_crashed_test_counts_as_failing():
-    assert "crashed" in compare_module.FAILING
+    assert "crashed" in compare_rules.FAILING
     base = sample_report()
     new = copy.deepcopy(base)
     new["tests"][DECODE]["outcome"] = "crashed"
