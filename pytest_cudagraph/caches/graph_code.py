@@ -78,7 +78,8 @@ def graph_change(pairs: Sequence[tuple[CacheLookup, CacheLookup]]) -> GraphChang
     for cold, warm in ranked:
         if cold.graph_code is None or warm.graph_code is None:
             continue
-        removed, added = [], []
+        removed: list[str] = []
+        added: list[str] = []
         for line in difflib.unified_diff(_code_lines(cold.graph_code), _code_lines(warm.graph_code), n=0, lineterm=""):
             if line.startswith(("---", "+++", "@@")):
                 continue
