@@ -247,11 +247,6 @@ class PoolMeter:
         """Bytes the metered pools reserve now, in whole segments."""
         return self.usage().reserved_bytes
 
-    def pools(self) -> tuple[tuple[PoolId, int], ...]:
-        """Each metered pool and the bytes it reserves now."""
-        segments = self._snapshot() if self.pool_ids else []
-        return tuple((p, pool_usage_from_segments(segments, [p], self.device).reserved_bytes) for p in self.pool_ids)
-
     def after_size(self, size: int, order: int) -> PoolUsage:
         """Record the pools right after ``size`` (the ``order``-th size, 0 = first) was captured."""
         usage, live = self.read()
@@ -290,17 +285,6 @@ class PoolMeter:
         if held is None:
             return live
         return tuple((size, tuple(b for b in blocks if b.address in held)) for size, blocks in live)
-
-    def held_addresses(self) -> frozenset[int]:
-        """The blocks still allocated in the pools now, once Python's garbage is collected.
-
-        Captures run with the collector paused, so an output caught in a reference
-        cycle is allocated at a size's reading without anyone holding it; what
-        survives a collection is held.
-        """
-        gc.collect()
-        _, live = self.read()
-        return frozenset(b.address for b in live)
 
     def note_alone(self, size: int, pool: PoolId) -> int:
         """Record ``size``'s own high-water mark: its graph, captured alone into the fresh ``pool``."""
@@ -363,8 +347,13 @@ class PoolMeter:
         workspace; ``largest_first_bytes`` is the same sizes captured largest first
         into a fresh pool, measured where the capture order was otherwise.
         """
-        held = self.held_addresses()
-        usage = self.usage()
+        # Captures run with the collector paused, so an output caught in a reference cycle
+        # is allocated at a size's reading without anyone holding it: what survives a
+        # collection is held.  One snapshot then gives the pools, each pool and what is held.
+        gc.collect()
+        segments = self._snapshot() if self.pool_ids else []
+        usage = pool_usage_from_segments(segments, self.pool_ids, self.device)
+        held = frozenset(b.address for b in live_blocks_from_segments(segments, self.pool_ids, self.device))
         first = next(iter(self.segments_after), None)
         growth = segment_growth(self.segments_after[first], usage.segment_sizes) if first is not None else ()
         return PoolCheck(
@@ -376,7 +365,9 @@ class PoolMeter:
             order=order,
             keep_outputs=keep_outputs,
             rows=self.rows_in(capture_order, held),
-            pools=self.pools(),
+            pools=tuple(
+                (p, pool_usage_from_segments(segments, [p], self.device).reserved_bytes) for p in self.pool_ids
+            ),
             live=tuple((s, blocks) for s, blocks in self.live_by_size(held) if s in set(capture_order)),
             capture_order=tuple(capture_order),
             largest_first_bytes=largest_first_bytes,
