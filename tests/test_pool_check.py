@@ -89,7 +89,7 @@ def test_a_tensor_kept_alive_fails_naming_its_size_and_the_line_that_allocated_i
         "pool check (kept alive): after batch size 256's capture the pool still held 1 block, 4.0 MiB"
     )
     assert "allocated at " in text and "model.py:12 in forward" in text
-    assert "after the last (128), 2 blocks, 6.0 MiB" in text
+    assert "after the last, batch size 128, it held 2 blocks, 6.0 MiB" in text
     assert check.live_bytes == 6 * MIB
 
 

@@ -266,7 +266,7 @@ class PoolCheck:
         last_size, last_blocks = self.live[-1]
         where = f"after batch size {first_size}'s capture the pool still held {describe_live_blocks(first_blocks)}"
         if last_size != first_size and last_blocks:
-            where += f"; after the last ({last_size}), {describe_live_blocks(last_blocks)}"
+            where += f"; after the last, batch size {last_size}, it held {describe_live_blocks(last_blocks)}"
         fix = (
             "keep_outputs=True keeps every size's outputs alive in the pool: drop it, or copy the outputs out"
             if self.keep_outputs
