@@ -69,14 +69,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ReportError
+from .cold_warm import passes_apart
 from .files import FileRefused, check_report_path_writable, read_regular_bytes, write_text_atomically
-from .json_values import json_safe
+from .json_values import as_int, json_safe
 from .load import collector_paused, load_report
 from .progress import NOT_RUN_LIMIT
-from .validate import MAX_DEPTH, Malformed, check_numbers, check_types, validate_report
+from .validate import MAX_DEPTH, SCHEMA, Malformed, check_numbers, check_types, validate_report
 from .worker_records import encode_worker_records, merge_runs_of_one_test, merge_worker_records
-
-SCHEMA = "pytest-cudagraph/1"
 
 # Per-test sections the plugin writes; anything else is kept and compared generically.
 SECTIONS = ("recompiles", "caches", "cache_keys", "graphs", "piecewise", "reduce_overhead", "extra")
@@ -160,8 +159,6 @@ def _with_passes_apart(record: Mapping[str, Any]) -> dict[str, Any]:
     Its ``caches`` counts the test's whole life, both passes added up; readers of
     the JSON find each pass beside it (the passes themselves are under ``extra``).
     """
-    from .cold_warm import passes_apart
-
     out = dict(record)
     passes = passes_apart([record])
     if passes is not None:
@@ -289,19 +286,6 @@ def _durations(durations: Mapping[str, float]) -> dict[str, float]:
     return rounded
 
 
-def as_int(value: Any) -> int:
-    """A count from a record: ints, floats and numeric strings count; anything else is 0."""
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int):
-        return value
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
-        return 0
-    return int(number) if math.isfinite(number) else 0
-
-
 def limit_hit_count(recompiles: Mapping[str, Any] | None) -> int:
     """How many recompile-limit hits a ``recompiles`` section records (a list, or a count)."""
     hits = (recompiles or {}).get("limit_hits")
@@ -356,8 +340,6 @@ def _totals(tests: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         if isinstance(observed, Mapping):
             captured += as_int(observed.get("captured"))
         _add_cache_counts(cache_totals, record.get("caches"))
-    from .cold_warm import passes_apart  # cold_warm reads this module's as_int
-
     totals: dict[str, Any] = {
         "tests": len(tests),
         "outcomes": dict(sorted(outcomes.items())),

@@ -19,7 +19,8 @@ from ..errors import ReportError
 from ..records.cold_warm import pass_pairs
 from ..records.loaded import RecordRead, given, section_or_empty, typed_section
 from ..records.schema import CompileTime, PassTime
-from .html_parts import escape, rows_table, section
+from .html_parts import escape, rows_table
+from .record_text import section
 
 __all__ = ["PHASES_SHOWN", "compile_time_html", "phase_label"]
 
