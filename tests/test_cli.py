@@ -653,5 +653,5 @@ def test_the_schema_id_is_a_name_the_reference_gives():
     from pytest_cudagraph.records.schema import report_json_schema
 
     schema_id = report_json_schema()["$id"]
-    assert schema_id == "urn:pytest-cudagraph:report:1"
+    assert schema_id == "urn:pytest-cudagraph:report:2"
     assert schema_id in (Path(__file__).parent.parent / "docs" / "reference.md").read_text()
