@@ -89,11 +89,11 @@ def _bad_inputs(tmp_path):
     good = sample_report()
     text = json.dumps(good)
     (tmp_path / "truncated.json").write_text(text[: len(text) // 2])
-    (tmp_path / "schema2.json").write_text(json.dumps({**good, "schema": "pytest-cudagraph/2"}))
+    (tmp_path / "schema3.json").write_text(json.dumps({**good, "schema": "pytest-cudagraph/3"}))
     (tmp_path / "junit.xml").write_text('<?xml version="1.0"?><testsuites/>')
     return {
         "truncated": (tmp_path / "truncated.json", "is not valid JSON"),
-        "wrong schema": (tmp_path / "schema2.json", "has schema 'pytest-cudagraph/2'"),
+        "wrong schema": (tmp_path / "schema3.json", "has schema 'pytest-cudagraph/3'"),
         "not json": (tmp_path / "junit.xml", "is not valid JSON"),
         "missing": (tmp_path / "nowhere.json", "does not exist"),
         "directory": (tmp_path, "is a directory"),
