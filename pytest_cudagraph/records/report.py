@@ -1,10 +1,10 @@
 """The run report: its schema, building it from the records, and the names readers and writers use.
 
-The report is JSON with a versioned schema (``"schema": "pytest-cudagraph/1"``) so
+The report is JSON with a versioned schema (``"schema": "pytest-cudagraph/2"``) so
 that ``pytest-cudagraph compare`` can refuse a file it does not understand instead
 of comparing the wrong fields::
 
-    {"schema": "pytest-cudagraph/1",
+    {"schema": "pytest-cudagraph/2",
      "created": "2025-01-31T12:00:00+00:00",
      "env": {"torch": "2.13.0", "triton": "3.5.0", "cuda": "12.8", "gpu": "NVIDIA H200",
              "python": "3.11.9", "platform": "Linux-...", "plugin": "0.1.0",
@@ -74,6 +74,7 @@ from .files import FileRefused, check_report_path_writable, read_regular_bytes, 
 from .json_values import as_int, json_safe
 from .load import collector_paused, load_report
 from .progress import NOT_RUN_LIMIT
+from .stored_once import report_as_stored
 from .validate import MAX_DEPTH, SCHEMA, Malformed, check_numbers, check_types, validate_report
 from .worker_records import encode_worker_records, merge_runs_of_one_test, merge_worker_records
 
@@ -408,7 +409,8 @@ def _run_facts(run: Mapping[str, Any], totals: Mapping[str, Any]) -> dict[str, A
 
 
 def dumps_report(report: Mapping[str, Any]) -> str:
-    return json.dumps(json_safe(report), indent=2, allow_nan=False) + "\n"
+    """The report's file: each fact stored once (``stored_once``), which reading the file spells out again."""
+    return json.dumps(report_as_stored(json_safe(report)), indent=2, allow_nan=False) + "\n"
 
 
 def write_report(path: str | os.PathLike[str], report: Mapping[str, Any]) -> Path:
