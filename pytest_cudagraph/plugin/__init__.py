@@ -12,6 +12,7 @@ pytest.  Its modules:
 
 - ``options``: the command-line and ini options and the values they accept;
 - ``activation``: the hooks every run registers, and the switch to the rest;
+- ``run_so_far``: what the run did before the switch, handed to the recorder;
 - ``startup``: the plugin switched on: options checked, then acted on (devices,
   cache root), then the feature modules registered;
 - ``collection``: marker arguments checked, GPU tests gated, module groups;
@@ -38,6 +39,7 @@ import pytest
 
 from . import activation, fixtures, options, state_isolation
 from .items import STATE_KEY
+from .run_so_far import RunSoFar
 
 if TYPE_CHECKING:
     from .session import RunState
@@ -63,7 +65,7 @@ def pytest_configure(config: pytest.Config) -> None:
     for doc in MARKER_DOCS.values():
         config.addinivalue_line("markers", doc)
     manager = config.pluginmanager
-    so_far = config.stash[activation.SO_FAR_KEY] = activation.RunSoFar()
+    so_far = config.stash[activation.SO_FAR_KEY] = RunSoFar()
     manager.register(so_far, "cudagraph-run-so-far")
     for name, module in (
         ("cudagraph-activation", activation),

@@ -23,7 +23,7 @@ Until then each hook here checks one thing and returns.  The hooks that carry a
 test's record (its setup and its reports) live here whether or not the plugin is
 switched on, so that a test's outcome is kept from its first phase, and what the
 run did before the switch (collection errors, deselected and finished tests,
-failures) is handed to the recorder when it starts (``RunSoFar``).
+failures) is handed to the recorder when it starts (``run_so_far``).
 """
 
 from __future__ import annotations
@@ -36,16 +36,13 @@ from typing import Any
 import pytest
 
 from ..records import running
-from .items import NODEID_KEY, OUTCOME_KEY, PLUGIN_FIXTURES, PLUGIN_MARKERS, record_of
+from .items import FAILURE_KEY, NODEID_KEY, OUTCOME_KEY, PLUGIN_FIXTURES, PLUGIN_MARKERS, SKIP_REASON_KEY, record_of
+from .run_so_far import RunSoFar
 
 # set on config.stash once the feature modules are registered
 ACTIVE_KEY = pytest.StashKey[bool]()
 # the RunSoFar of a run not yet switched on (registered in configure)
 SO_FAR_KEY: pytest.StashKey[RunSoFar] = pytest.StashKey()
-# The first failed phase's message, for the record (the report page shows failed tests with it).
-FAILURE_KEY = pytest.StashKey[dict]()
-# Why the test skipped (the terminal section counts the GPU tests the plugin skipped).
-SKIP_REASON_KEY = pytest.StashKey[str]()
 # A failure message longer than this is clipped in the middle; the terminal output keeps it whole.
 FAILURE_MESSAGE_LIMIT = 4000
 # the ini values of the plugin: any of them set switches it on at configure (they are checked there)
@@ -54,36 +51,6 @@ INI_VALUES = ("cudagraph_capture_sizes", "cudagraph_rtol", "cudagraph_atol", "cu
 _REGISTERED_KEY = pytest.StashKey[tuple]()
 # unregistered mark name -> the sentence for it if it is one edit away from a plugin marker, else None
 _UNREGISTERED_KEY = pytest.StashKey[dict]()
-
-
-class RunSoFar:
-    """What the run did before the plugin was switched on, for the recorder's progress.
-
-    Registered as a plugin until ``activate`` hands it to the recorder and
-    unregisters it: from then on the recorder counts.
-    """
-
-    def __init__(self) -> None:
-        self.collection_errors = 0
-        self.deselected: int | None = None
-        self.failures = 0
-        self.finished: list[str] = []
-
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        """After each collector: a module that does not import, a bad marker argument."""
-        if report.failed:
-            self.collection_errors += 1
-
-    def pytest_deselected(self, items: list[pytest.Item]) -> None:
-        """When -k, -m or a plugin deselects tests."""
-        self.deselected = (self.deselected or 0) + len(items)
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """After each phase of each test: failures, as pytest counts them for -x, and finished tests."""
-        if report.failed and not hasattr(report, "wasxfail"):
-            self.failures += 1
-        if report.when == "teardown":
-            self.finished.append(report.nodeid)
 
 
 def is_active(config: pytest.Config) -> bool:

@@ -38,6 +38,10 @@ RUN_ID_KEY = pytest.StashKey[tuple]()
 # The node id as collected: ``--dist loadgroup`` appends "@group" to it on workers,
 # and the report must name a test the same way however the run was distributed.
 NODEID_KEY = pytest.StashKey[str]()
+# The first failed phase's message, for the record (the report page shows failed tests with it).
+FAILURE_KEY = pytest.StashKey[dict]()
+# Why the test skipped (the terminal section counts the GPU tests the plugin skipped).
+SKIP_REASON_KEY = pytest.StashKey[str]()
 
 # the names of the plugin's markers, and of its fixtures
 PLUGIN_MARKERS = frozenset(MARKER_DOCS)

@@ -24,7 +24,7 @@ from .items import PROGRESS_KEY, STATE_KEY, is_worker
 from .session import RunState, read_options
 
 if TYPE_CHECKING:
-    from .activation import RunSoFar
+    from .run_so_far import RunSoFar
 
 WORKER_DEVICES = "cudagraph_devices"
 # set by the xdist controller in each worker's workerinput: the run's shared cache root
