@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from . import activation, fixtures, options, state_isolation
-from .items import STATE_KEY
+from .items import STATE_KEY, xdist_workers
 from .run_so_far import RunSoFar
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         return None
     lines = [_header_line(state)]
     options = state.options
-    workers = activation.xdist_workers(config)
+    workers = xdist_workers(config)
     if options.devices is not None:
         if not state.devices:
             lines.append(

@@ -36,7 +36,17 @@ from typing import Any
 import pytest
 
 from ..records import running
-from .items import FAILURE_KEY, NODEID_KEY, OUTCOME_KEY, PLUGIN_FIXTURES, PLUGIN_MARKERS, SKIP_REASON_KEY, record_of
+from .items import (
+    FAILURE_KEY,
+    NODEID_KEY,
+    OUTCOME_KEY,
+    PLUGIN_FIXTURES,
+    PLUGIN_MARKERS,
+    SKIP_REASON_KEY,
+    record_of,
+    registered_marks,
+    xdist_workers,
+)
 from .run_so_far import RunSoFar
 
 # set on config.stash once the feature modules are registered
@@ -47,8 +57,6 @@ SO_FAR_KEY: pytest.StashKey[RunSoFar] = pytest.StashKey()
 FAILURE_MESSAGE_LIMIT = 4000
 # the ini values of the plugin: any of them set switches it on at configure (they are checked there)
 INI_VALUES = ("cudagraph_capture_sizes", "cudagraph_rtol", "cudagraph_atol", "cudagraph_baseline_fail_on")
-# the registered marks' names, and how many ``markers`` lines they were read from
-_REGISTERED_KEY = pytest.StashKey[tuple]()
 # unregistered mark name -> the sentence for it if it is one edit away from a plugin marker, else None
 _UNREGISTERED_KEY = pytest.StashKey[dict]()
 
@@ -103,28 +111,6 @@ def wanted_from_start(config: pytest.Config) -> bool:
     if _option(config, "splits") and _option(config, "group"):
         return True  # pytest-split's counting must be registered before pytest-split's own hooks
     return _option(config, "hypothesis_profile") == "cudagraph"
-
-
-def xdist_workers(config: pytest.Config) -> int:
-    """How many xdist workers this (controller) process starts; 0 without xdist or with -n 0."""
-    count = _option(config, "numprocesses")
-    return int(count) if isinstance(count, int) and config.getoption("dist") != "no" else 0
-
-
-def registered_marks(config: pytest.Config) -> set[str]:
-    """The names of the marks pytest knows: its own, the plugins', and the ini file's ``markers``.
-
-    Read again only when a line was added (a conftest file collected later may register marks), not
-    for every collected function.
-    """
-    lines = config.getini("markers")
-    cached = config.stash.get(_REGISTERED_KEY, None)
-    if cached is None or cached[0] != len(lines):
-        cached = config.stash[_REGISTERED_KEY] = (
-            len(lines),
-            {line.split(":")[0].split("(")[0].strip() for line in lines},
-        )
-    return cached[1]
 
 
 def _misspelled(config: pytest.Config, name: str, registered: set[str]) -> bool:
