@@ -174,7 +174,7 @@ CAPTURE_PARTS = (
     ("device readings (cost meter)", "_compat/cuda.py", "device_memory_reading"),
 )
 CHECK_PARTS = (
-    ("fresh inputs", "graphs/graph_set.py", "_batch_inputs"),
+    ("fresh inputs", "graphs/batch_inputs.py", "batch_inputs"),
     ("replays (pointer checks, output copies)", "graphs/graph_set.py", "replay"),
     ("comparisons queued", "graphs/numerics.py", "add"),
     ("comparisons read back", "graphs/numerics.py", "results"),

@@ -323,11 +323,12 @@ def main() -> None:
             times["compare"].append(timed(lambda: compare_reports(*loaded, labels=(a.name, b.name)).format_text()))
             times["cli"].append(timed(lambda: run_process(compare_cmd, env, ok=(0, 1))))
             times["floor"].append(timed(lambda: run_process(floor_cmd, env)))
-        sizes = a.stat().st_size / MiB, b.stat().st_size / MiB
+        sizes = a.stat().st_size, b.stat().st_size
     med = {name: statistics.median(values) for name, values in times.items()}
     print(
-        f"two reports: {args.tests} tests ({sizes[0]:.1f} MiB) and {len(loaded[1]['tests'])} tests "
-        f"({sizes[1]:.1f} MiB); {in_both} in both, {CHANGED} changed on purpose; {args.runs} runs each"
+        f"two reports: {args.tests} tests ({sizes[0] / MiB:.1f} MiB, {sizes[0]} bytes) and {len(loaded[1]['tests'])} "
+        f"tests ({sizes[1] / MiB:.1f} MiB, {sizes[1]} bytes); {in_both} in both, {CHANGED} changed on purpose; "
+        f"{args.runs} runs each"
     )
     print(f"compare found: {comparison.summary_line()} ({len(text.splitlines())} lines of text)")
     print(f"(a) load_report x2 (read+parse+validate)  median {med['load'] * 1000:8.1f} ms")

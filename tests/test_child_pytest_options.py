@@ -47,8 +47,10 @@ def test_the_child_gets_the_suites_options_and_not_the_selection_reports_or_xdis
         "4",
         "-p",
         "no:randomly",
+        # A category, not a bare "error": in-process, pytest >= 9.2 warns that the
+        # plugin was imported before its assertion rewriting could start.
         "-W",
-        "error",
+        "error::DeprecationWarning",
         "--cudagraph-report=r.json",
         "--cudagraph",
         "-o",
@@ -73,7 +75,7 @@ def test_the_child_gets_the_suites_options_and_not_the_selection_reports_or_xdis
         "-p",
         "no:randomly",
         "-W",
-        "error",
+        "error::DeprecationWarning",
         "--cudagraph",
         "-o",
         "console_output_style=classic",

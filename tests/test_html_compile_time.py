@@ -2,7 +2,7 @@
 
 A test's ``compile_time`` is drawn per phase (a table of seconds and shares, a
 stacked bar per pass), cold -> warm for a test with passes, and not at all for a
-test that compiled nothing; ``triton_s`` says what it timed on a run without
+test that compiled nothing; ``kernel_compile_s`` says what it timed on a run without
 Triton; the run's summary shows its cache counters cold -> warm where tests ran
 passes, not added up.  The pages are read with ``re`` and ``html``, as
 ``test_html_page.py`` reads them.
@@ -19,7 +19,7 @@ from pytest_cudagraph.records.report import build_report
 from pytest_cudagraph.render.show import render_html
 
 ENV_CPU = {**ENV_2_13, "torch": "2.13.0+cpu", "triton": None, "cuda": None, "gpu": None}
-PHASE_KEYS = ("dynamo_s", "aot_autograd_s", "inductor_s", "inductor_codegen_s", "triton_s", "cache_saved_s")
+PHASE_KEYS = ("dynamo_s", "aot_autograd_s", "inductor_s", "inductor_codegen_s", "kernel_compile_s", "cache_saved_s")
 
 
 def _compile_time(total: float, phases: dict, frames: int = 1) -> dict:
@@ -47,10 +47,10 @@ COLD = _compile_time(
         "aot_autograd_s": 1.16,
         "inductor_s": 24.9,
         "inductor_codegen_s": 24.56,
-        "triton_s": 4.98,
+        "kernel_compile_s": 4.98,
     },
 )
-WARM = _compile_time(0.2, {"dynamo_s": 0.15, "aot_autograd_s": 0.05, "triton_s": 0.002, "cache_saved_s": 24.87})
+WARM = _compile_time(0.2, {"dynamo_s": 0.15, "aot_autograd_s": 0.05, "kernel_compile_s": 0.002, "cache_saved_s": 24.87})
 
 
 def _stats(**counts: int) -> dict:
@@ -204,20 +204,20 @@ def test_a_test_that_compiled_nothing_gets_no_compile_time_block():
 
 
 # ----------------------------------------------------------------------------
-# triton_s on a machine without Triton
+# kernel_compile_s on a machine without Triton
 # ----------------------------------------------------------------------------
 
 
-def test_triton_s_says_it_timed_cpp_kernels_where_the_run_had_no_triton():
+def test_kernel_compile_s_says_it_timed_cpp_kernels_where_the_run_had_no_triton():
     page = render_html(build_report(ENV_CPU, {"a::test_warm": warm_start_record()}))
     rows = _rows(_section(page, "a::test_warm"), "phases")
     kernel = next(row for row in rows if row[0].startswith("kernel compile"))
     assert kernel[0] == "kernel compile (C++, no Triton)"
     assert kernel[1] == "4.98" and "C++ kernels" in kernel[-1]
-    assert "triton_s 4.98" not in page and ">triton_s<" not in page
+    assert "kernel_compile_s 4.98" not in page and ">kernel_compile_s<" not in page
 
 
-def test_triton_s_keeps_triton_in_its_name_where_the_run_had_triton():
+def test_kernel_compile_s_keeps_triton_in_its_name_where_the_run_had_triton():
     page = render_html(build_report(ENV_2_13, {"a::test_warm": warm_start_record()}))
     kernel = next(row for row in _rows(_section(page, "a::test_warm"), "phases") if row[0].startswith("kernel"))
     assert kernel[0] == "kernel compile (Triton; C++ for CPU tensors)"

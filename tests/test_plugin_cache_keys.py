@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from pytest_cudagraph.records.report import full_components
+from pytest_cudagraph.records.stored_once import report_as_read
 
 WARM_MISSES = """
 import os
@@ -101,7 +102,7 @@ def test_warm_misses_name_what_changed_and_the_report_keeps_every_lookup(pyteste
     assert "fxgraph miss for graph 1 of the warm pass: inductor_config[fallback_random]: False -> True" in child
 
     # (e) every lookup in the report, explained where it missed, the shared components once per run
-    report = json.loads(report_path.read_text())
+    report = report_as_read(json.loads(report_path.read_text()))
     flip_lookups = _lookups(report, "test_misses.py::test_flip")
     warm_fx = next(x for x in flip_lookups if x["pass"] == "warm" and x["layer"] == "fxgraph")
     assert warm_fx["outcome"] == "miss" and warm_fx["graph"] == 1 and warm_fx["key"].startswith("f")

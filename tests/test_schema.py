@@ -32,6 +32,7 @@ from sample_reports import (
 from pytest_cudagraph.errors import ReportError
 from pytest_cudagraph.records.report import build_report, load_report, validate_report, write_report
 from pytest_cudagraph.records.schema import report_json_schema
+from pytest_cudagraph.records.stored_once import report_as_read
 
 # the test extra installs it; a runner that installs the package alone skips these, saying why
 jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is not installed (pip install -e '.[test]')")
@@ -114,8 +115,12 @@ def test_a_report_written_before_the_types_validates_loads_and_compares(printed_
     from pytest_cudagraph.tools.cli import main
 
     old = json.loads(REPORT_BEFORE_TYPES.read_text())
-    jsonschema.validate(old, printed_schema)
-    assert load_report(REPORT_BEFORE_TYPES)["tests"] == old["tests"]
+    assert old["schema"] == "pytest-cudagraph/1"
+    # read as pytest-cudagraph/2: the same records, the kernel compile phase under its new name
+    as_read = report_as_read(json.loads(REPORT_BEFORE_TYPES.read_text()))
+    jsonschema.validate(as_read, printed_schema)
+    assert load_report(REPORT_BEFORE_TYPES)["tests"] == as_read["tests"]
+    assert json.dumps(as_read["tests"]) == json.dumps(old["tests"]).replace('"triton_s"', '"kernel_compile_s"')
     fresh = write_report(tmp_path / "fresh.json", build_report(old["env"], every_kind_of_record()))
     out, err = tmp_path / "out.txt", tmp_path / "err.txt"
     with open(out, "w") as stdout, open(err, "w") as stderr:

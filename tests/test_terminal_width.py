@@ -105,22 +105,20 @@ def test_fit_table_wraps_a_wide_cell_at_its_spaces():
     assert wrap_words("a  b", 10) == ["a  b"] and wrap_words("aaa bbb ccc", 7) == ["aaa bbb", "ccc"]
 
 
-def test_a_gpu_row_with_a_wide_pool_fits_120_columns():
+def test_a_gpu_row_with_a_wide_pool_fits_120_columns_on_one_line():
     record = graph_record()
     record["graphs"].update(cublas_workspace_bytes=32 << 20, pool_bytes=76 << 20, behind_allocator_bytes=4 << 20)
     record["graphs"]["sets"] = [dict(record["graphs"]) for _ in range(3)]
     records = {"tests/test_mlp.py::test_mlp": record, "tests/test_mlp.py::test_warm": warm_start_record()}
     lines = terminal_summary_lines(records, None)
     assert max(map(len, lines)) <= WIDTH, "\n".join(lines)
-    # the test's name under its file; the pool cell, too wide for the room, is broken over lines in its column,
-    # the other cells on its first line
-    at = lines.index("  test_mlp   passed" + lines[2][len("  test_mlp   passed") :])
-    assert lines[at - 1] == "tests/test_mlp.py"
-    start = lines[0].index("pool / largest")
-    row = [lines[at], *(line for line in lines[at + 1 :] if line.startswith("          "))][:2]
-    pool = [line[start:].split("  ")[0] for line in row]
-    assert " ".join(pool) == "76.0M / 42.0M (+32.0M cuBLAS) 1.05x (set 1 of 3), 4.0M outside"
-    assert lines[at].split()[-4:] == ["0", "h=1", "h=1", "l=3"]
+    # the test's name under its file, every cell on its one line: the pool cell in its compact form
+    assert lines[1] == "tests/test_mlp.py"
+    assert lines[2].split() == "test_mlp passed 4 (1-8) 76.0M/42.0M 1.05x [1/3] +4.0M out 0 h=1 h=1 l=3".split()
+    assert lines[3].split()[:2] == ["test_warm", "passed"] and lines[4].startswith("2 tests used the plugin")
+    # the legend says what the compact cell's notations are
+    legend = " ".join(lines[5:])
+    assert "[i/n]: the figures of set i" in legend and "+4.0M out, outside: device memory" in legend
 
 
 def test_columns_empty_in_every_row_are_left_out_of_the_terminal_table():

@@ -72,7 +72,9 @@ def inductor_config_patch(values: dict[str, Any]) -> contextlib.AbstractContextM
     """``torch._inductor.config.patch(values)``: the entries set for the block, put back after it."""
     import torch._inductor.config as inductor_config
 
-    return inductor_config.patch(values)
+    # torch's config-module stub leaves patch() unannotated; it returns a ContextDecorator
+    patched: contextlib.AbstractContextManager[None] = inductor_config.patch(values)
+    return patched
 
 
 def compile_config_values() -> dict[str, dict[str, Any]]:

@@ -38,7 +38,10 @@ import os
 import re
 import tempfile
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # for the annotations only: importing this module never imports torch
+    import torch
 
 from .fx import dispatch_mode_base, op_qualified_name, tree_leaves
 
@@ -239,7 +242,7 @@ def new_readable_cuda_graph() -> Any:
     return graph
 
 
-def instantiate_kept_graph(graph: Any) -> None:
+def instantiate_kept_graph(graph: torch.cuda.CUDAGraph) -> None:
     """Instantiate a graph ``new_readable_cuda_graph`` made with ``keep_graph=True``; nothing for one already instantiated."""
     if getattr(graph, "_pytest_cudagraph_kept", False):
         graph.instantiate()
@@ -251,7 +254,7 @@ def instantiate_kept_graph(graph: Any) -> None:
 _KERNEL_NODE = re.compile(r'label="\{\s*KERNEL\s*\|\s*\{ID \| \d+ \(topoId: (\d+)\) \| ([^\\|}\s]+)')
 
 
-def graph_kernel_names(graph: Any) -> list[str] | None:
+def graph_kernel_names(graph: torch.cuda.CUDAGraph) -> list[str] | None:
     """The kernel symbols of a graph made by ``new_readable_cuda_graph``, in topological order; None if unreadable.
 
     Through ``debug_dump`` to a temporary file, its DOT parsed; the dump's own

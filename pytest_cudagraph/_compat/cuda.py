@@ -6,8 +6,11 @@ Everything imports torch lazily.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # for the annotations only: importing this module never imports torch
+    import torch
 
 
 def cuda_available() -> bool:
@@ -36,7 +39,7 @@ def cuda_device_count() -> int:
     return int(torch.cuda.device_count())
 
 
-def memory_snapshot_segments(pool_id: tuple[int, int] | None = None) -> list[dict]:
+def memory_snapshot_segments(pool_id: tuple[int, int] | None = None) -> list[dict[str, Any]]:
     """Allocator segments, restricted to ``pool_id``'s where the torch can filter itself.
 
     ``memory_snapshot(mempool_id=)`` exists from 2.8 and ``include_traces=`` from
@@ -53,7 +56,10 @@ def memory_snapshot_segments(pool_id: tuple[int, int] | None = None) -> list[dic
         kwargs["include_traces"] = False
     if pool_id is not None and "mempool_id" in params:
         kwargs["mempool_id"] = tuple(pool_id)
-    return list(torch.cuda.memory_snapshot(**kwargs))
+    # torch leaves memory_snapshot unannotated; it returns the segments as dicts of plain values
+    # (the fields of its docstring's Segment TypedDict, which no module exports)
+    snapshot: Callable[..., list[dict[str, Any]]] = torch.cuda.memory_snapshot
+    return list(snapshot(**kwargs))
 
 
 @contextlib.contextmanager
@@ -121,7 +127,7 @@ def clear_cublas_workspaces() -> bool:
     return True
 
 
-def non_owning_alias(tensor: Any) -> Any:
+def non_owning_alias(tensor: torch.Tensor) -> torch.Tensor:
     """A tensor viewing ``tensor``'s memory without keeping it allocated.
 
     This is vLLM's "weak ref" output: the graph keeps writing there on replay while

@@ -13,8 +13,11 @@ import inspect
 import sys
 import types
 import weakref
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # for the annotations only: importing this module never imports torch
+    import torch
 
 # --------------------------------------------------------------------------
 # Loading, resetting, counters
@@ -136,7 +139,9 @@ def log_artifact_enabled(name: str) -> bool:
     """Whether a TORCH_LOGS artifact is on; Dynamo checks this, not the logger level."""
     from torch._logging._internal import log_state
 
-    return log_state.is_artifact_enabled(name)
+    # torch leaves LogState.is_artifact_enabled unannotated; it answers a bool (name in its artifact set)
+    is_artifact_enabled: Callable[[str], bool] = log_state.is_artifact_enabled
+    return is_artifact_enabled(name)
 
 
 def set_log_artifact(name: str, enabled: bool) -> None:
@@ -255,7 +260,9 @@ def error_on_recompile() -> contextlib.AbstractContextManager:
     """
     import torch._dynamo.config as dynamo_config
 
-    return dynamo_config.patch(error_on_recompile=True)
+    # torch's config-module stub leaves patch() unannotated; it returns a ContextDecorator
+    patched: contextlib.AbstractContextManager[None] = dynamo_config.patch(error_on_recompile=True)
+    return patched
 
 
 def fail_on_any_compile() -> contextlib.AbstractContextManager:
@@ -271,7 +278,9 @@ def fail_on_any_compile() -> contextlib.AbstractContextManager:
     if has_fail_on_recompile_stance() and stance_refusal_names_the_frame():
         import torch
 
-        return torch.compiler.set_stance("fail_on_recompile")
+        # set_stance() has no return annotation; it returns a context manager (and decorator) of the stance
+        stance: contextlib.AbstractContextManager[None] = torch.compiler.set_stance("fail_on_recompile")
+        return stance
     return error_on_recompile()
 
 
@@ -348,7 +357,7 @@ def stance_refusal_names_the_frame() -> bool:
 # --------------------------------------------------------------------------
 
 
-def mark_dynamic(tensor: Any, dim: int) -> None:
+def mark_dynamic(tensor: torch.Tensor, dim: int) -> None:
     """``torch._dynamo.mark_dynamic``: trace ``dim`` of ``tensor`` as a symbol (2.4+)."""
     import torch._dynamo
 

@@ -9,7 +9,10 @@ the names the plugin uses for them.  Everything imports torch lazily.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # for the annotations only: importing this module never imports torch
+    import torch
 
 # --------------------------------------------------------------------------
 # Nested containers of tensors: torch.utils._pytree (2.4-2.14)
@@ -71,7 +74,7 @@ def op_overload_names(target: Any) -> tuple[str, str | None] | None:
     return None
 
 
-def op_qualified_name(op: Any) -> str:
+def op_qualified_name(op: torch._ops.OpOverload) -> str:
     """``"namespace::op"`` of an OpOverload (a dispatched ``func``): its ``_schema.name``."""
     return op._schema.name
 

@@ -20,19 +20,24 @@ Everything imports torch lazily.
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:  # for the annotations only: importing this module never imports torch
+    import torch
 
 __all__ = ["begin_graph_segment", "end_graph_segment", "stream_is_capturing"]
 
 _EMPTY_GRAPH_WARNING = "The CUDA Graph is empty"
 
 
-def begin_graph_segment(graph: Any, pool: tuple[int, int], capture_error_mode: str = "global") -> None:
+def begin_graph_segment(graph: torch.cuda.CUDAGraph, pool: tuple[int, int], capture_error_mode: str = "global") -> None:
     """Begin capturing ``graph`` on the current stream, allocating from ``pool`` (shared with the chain's other graphs)."""
-    graph.capture_begin(tuple(pool), capture_error_mode=capture_error_mode)
+    # torch's stub names a pool id with a NewType of tuple[int, int] (``_POOL_HANDLE``, not in every version)
+    handle = cast("torch.cuda._POOL_HANDLE", (pool[0], pool[1]))
+    graph.capture_begin(handle, capture_error_mode=capture_error_mode)
 
 
-def end_graph_segment(graph: Any) -> None:
+def end_graph_segment(graph: torch.cuda.CUDAGraph) -> None:
     """End the capture of ``graph`` (and instantiate it); an empty segment ends quietly."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=f".*{_EMPTY_GRAPH_WARNING}.*")

@@ -32,8 +32,16 @@ import os
 import re
 import sys
 import time
+import types
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
+
+if TYPE_CHECKING:  # for the annotations only: importing this module never imports torch
+    import torch
+    from torch._C._dynamo.eval_frame import _CacheEntry, _PyInterpreterFrame
+    from torch._C._dynamo.guards import GuardManager, LeafGuard, RootGuardManager
+    from torch._dynamo.guards import GuardManagerWrapper
 
 __all__ = ["failing_guards_of_recompile"]
 
@@ -43,7 +51,7 @@ TIME_BUDGET_S = 2.0
 MAX_PER_ENTRY = 32
 
 
-def failing_guards_of_recompile() -> list[dict[str, Any]] | None:
+def failing_guards_of_recompile() -> list[GuardFailure] | None:
     """Inside Dynamo's recompile log record: every failing guard of every cached entry, or None.
 
     Each is ``{entry, kind, source, code, expected, actual, message, property}``:
@@ -60,6 +68,50 @@ def failing_guards_of_recompile() -> list[dict[str, Any]] | None:
         return None
 
 
+# One failing guard: {entry, kind, source, code, expected, actual, message[, property]}.  ``expected`` and
+# ``actual`` are whatever the guard's code read from the user's objects (str, int, bool, a JSON value), so Any
+GuardFailure = dict[str, Any]
+
+
+class RecordFailure(Protocol):
+    """Keep one failing guard of the entry being walked (a repeat of one already kept is dropped)."""
+
+    def __call__(
+        self,
+        kind: str,
+        source: str | None,
+        code: str,
+        expected: object,
+        actual: object,
+        message: str | None = None,
+        **extra: object,
+    ) -> None: ...
+
+
+class TensorMismatch(TypedDict):
+    """One property of a tensor that differs from its TENSOR_MATCH guard."""
+
+    source: str
+    property: str
+    expected: object
+    actual: object
+    message: str
+
+
+class GlobalStateChange(TypedDict):
+    """One field of the global state (grad mode, default dtype, ...) that differs from the compile's snapshot."""
+
+    property: str | None
+    expected: object
+    actual: object
+
+
+class AddMismatch(Protocol):
+    """Keep one tensor property that differs from what the TENSOR_MATCH guard expects."""
+
+    def __call__(self, prop: str, exp: object, act: object, idx: int | None = None) -> None: ...
+
+
 _REASON_FUNCS = (
     "get_and_maybe_log_recompilation_reasons",  # 2.11 (linked-list head "cache_entry"), 2.13+ ("cache_entries" list)
     "get_and_maybe_log_recompilation_reason",  # 2.6 (linked-list head "cache_entry")
@@ -73,29 +125,30 @@ _REASON_FUNCS = (
 
 @dataclass
 class RecompileContext:
-    frame: Any  # Dynamo's frame object (DynamoFrameType): f_code, f_locals, f_globals
-    f_locals: dict
-    code: Any
-    cache_entries: list = field(default_factory=list)
-    backend: Any = None  # the new call's backend (2.13+ local "backend"), None before
-    reason_frame: Any = None  # the python frame of get_and_maybe_log_recompilation_reason(s)
+    frame: _PyInterpreterFrame  # Dynamo's frame object (DynamoFrameType): f_code, f_locals, f_globals
+    f_locals: Mapping[str, object]
+    code: types.CodeType
+    cache_entries: list[_CacheEntry] = field(default_factory=list)
+    backend: object = None  # the new call's backend (2.13+ local "backend"), None before
+    reason_frame: types.FrameType | None = None  # the python frame of get_and_maybe_log_recompilation_reason(s)
 
 
-def _is_guards_py(code) -> bool:
+def _is_guards_py(code: types.CodeType) -> bool:
     return code.co_filename.endswith(os.path.join("_dynamo", "guards.py"))
 
 
-def _entries_from_linked_list(head) -> list:
-    out: list[Any] = []
+def _entries_from_linked_list(head: _CacheEntry | None) -> list[_CacheEntry]:
+    """2.6 and 2.11 chain a frame's cache entries through ``next``; 2.13's entries have no such attribute."""
+    out: list[_CacheEntry] = []
     while head is not None and len(out) < 10_000:
         out.append(head)
         head = getattr(head, "next", None)
     return out
 
 
-def find_recompile_context(start=None) -> RecompileContext | None:
+def find_recompile_context(start: types.FrameType | None = None) -> RecompileContext | None:
     """From a logging handler's emit(): find the frame Dynamo is checking and its cache entries."""
-    f = start if start is not None else sys._getframe(1)
+    f: types.FrameType | None = start if start is not None else sys._getframe(1)
     while f is not None:
         code = f.f_code
         if code.co_name in _REASON_FUNCS and _is_guards_py(code):
@@ -117,6 +170,7 @@ def find_recompile_context(start=None) -> RecompileContext | None:
                         entries = list(_debug_get_cache_entry_list(frame.f_code))
                     except Exception:
                         entries = []
+            f_locals: Mapping[str, object]
             try:
                 f_locals = frame.f_locals
             except Exception:
@@ -136,12 +190,12 @@ def find_recompile_context(start=None) -> RecompileContext | None:
 _RELATIONAL = {"NO_TENSOR_ALIASING", "OBJECT_ALIASING", "STORAGE_OVERLAPPING"}
 
 
-def _iter_managers(mgr, depth=0):
+def _iter_managers(mgr: GuardManager, depth: int = 0) -> Iterator[GuardManager]:
     """Yield every GuardManager of the tree (pre-order), DictGuardManager keys/values too."""
     if depth > 200:
         return
     yield mgr
-    kids = []
+    kids: list[GuardManager] = []
     try:
         kids.extend(mgr.get_child_managers())
     except Exception:
@@ -171,13 +225,15 @@ def _strip(verbose_part: str, code_parts: list[str]) -> str:
 
 
 class _Scope:
-    def __init__(self, gm, f_locals):
-        gs = dict(getattr(gm, "global_scope", None) or {})
+    """The globals and locals torch itself evaluates a guard's code in (its verbose reasons)."""
+
+    def __init__(self, gm: GuardManagerWrapper, f_locals: Mapping[str, object]) -> None:
+        gs: dict[str, object] = dict(getattr(gm, "global_scope", None) or {})
         self.globals = gs
-        self.locals = {"L": f_locals, "G": gs.get("G", {})}
+        self.locals: dict[str, object] = {"L": f_locals, "G": gs.get("G", {})}
         self.locals.update(getattr(gm, "closure_vars", None) or {})
 
-    def eval(self, expr: str):
+    def eval(self, expr: str) -> object:
         g = dict(self.globals)
         g["__compile_source__"] = expr
         return eval(expr, g, self.locals)
@@ -186,14 +242,14 @@ class _Scope:
 _MISSING = object()
 
 
-def _try_eval(scope: _Scope, expr: str):
+def _try_eval(scope: _Scope, expr: str) -> object:
     try:
         return scope.eval(expr)
     except Exception:
         return _MISSING
 
 
-def _short(v, n=120) -> str:
+def _short(v: object, n: int = 120) -> str:
     try:
         import torch
 
@@ -205,10 +261,10 @@ def _short(v, n=120) -> str:
     return s if len(s) <= n else s[: n - 3] + "..."
 
 
-def _type_by_id(tid: int):
+def _type_by_id(tid: int) -> type | None:
     """Resolve a type id (TYPE_MATCH's ___check_type_id arg) by walking object's subclasses."""
-    seen = set()
-    stack = [object, type]
+    seen: set[int] = set()
+    stack: list[type] = [object, type]
     while stack:
         t = stack.pop()
         if id(t) in seen:
@@ -217,18 +273,20 @@ def _type_by_id(tid: int):
         if id(t) == tid:
             return t
         try:
-            subs: list[Any] = type.__subclasses__(t) if t is type else t.__subclasses__()
+            subs: list[type] = type.__subclasses__(t) if t is type else t.__subclasses__()
         except Exception:
             continue
         stack.extend(subs)
     return None
 
 
-def _type_name(t) -> str:
+def _type_name(t: type) -> str:
     return f"{t.__module__}.{t.__qualname__}" if t.__module__ != "builtins" else t.__qualname__
 
 
-def _generic_expected_actual(scope: _Scope, code: str, gm):
+def _generic_expected_actual(
+    scope: _Scope, code: str, gm: GuardManagerWrapper
+) -> tuple[str | None, str | None, str | None]:
     """expected/actual for a failing Python-evaluable code part, from its AST."""
     try:
         node = ast.parse(code, mode="eval").body
@@ -317,7 +375,7 @@ def _equals_type_ok(scope: _Scope, code: str) -> bool:
     return True
 
 
-def _tensor_match(scope: _Scope, code: str) -> list[dict]:
+def _tensor_match(scope: _Scope, code: str) -> list[TensorMismatch]:
     """Parse check_tensor(SRC, Type, DispatchKeySet(...), dtype, device=, requires_grad=, size=, stride=)
     and compare every property with the actual value (torch stops at the first)."""
     import torch
@@ -332,12 +390,12 @@ def _tensor_match(scope: _Scope, code: str) -> list[dict]:
     if t is _MISSING:
         return []
     name = _strip_L(src)
-    out = []
+    out: list[TensorMismatch] = []
 
-    def add(prop, exp, act, idx=None):
+    def add(prop: str, exp: object, act: object, idx: int | None = None) -> None:
         at = f" at index {idx}" if idx is not None else ""
         out.append(
-            dict(
+            TensorMismatch(
                 source=src,
                 property=prop,
                 expected=exp,
@@ -379,7 +437,7 @@ def _tensor_match(scope: _Scope, code: str) -> list[dict]:
     return out
 
 
-def _shape_mismatches(t, kw: dict, add) -> None:
+def _shape_mismatches(t: torch.Tensor, kw: Mapping[str | None, ast.expr], add: AddMismatch) -> None:
     """``add`` each size and stride entry of ``t`` that differs from the guard's ``size=``/``stride=``."""
     import torch
 
@@ -398,7 +456,7 @@ def _shape_mismatches(t, kw: dict, add) -> None:
                 add(prop, e, a, i)
 
 
-def _dispatch_key_mismatch(t, exp_keys: str, add) -> None:
+def _dispatch_key_mismatch(t: torch.Tensor, exp_keys: str, add: AddMismatch) -> None:
     """``add`` the dispatch key set of ``t`` (with the thread's include/exclude sets) if it is not ``exp_keys``."""
     import torch
 
@@ -422,37 +480,32 @@ def _strip_L(s: str) -> str:
     return re.sub(r"L\[\s*['\"](.*?)['\"]\s*\]", r"\1", s)
 
 
-def _global_state_detail(part: str, gm) -> list[dict]:
+def _global_state_detail(part: str, gm: GuardManagerWrapper) -> list[GlobalStateChange]:
     """GLOBAL_STATE: 2.11+ code reads '___check_global_state() against {json}' (expected);
     the snapshot is also ``gm.closure_vars['___check_global_state'].__self__`` (all versions)."""
     import torch._C._dynamo.guards as cg
 
     snap_fn = (getattr(gm, "closure_vars", None) or {}).get("___check_global_state")
-    snap = getattr(snap_fn, "__self__", None)
-    expected = None
+    snap = getattr(snap_fn, "__self__", None)  # the compile's GlobalStateGuard, reached through a bound method
+    expected: dict[str, object] | None = None
     m = re.search(r" against (\{.*\})", part)
     if m:
-        try:
-            expected = json.loads(m.group(1))
-        except Exception:
-            expected = None
+        expected = _json_object(m.group(1))
     if expected is None and snap is not None:
         try:
-            st = snap.__getstate__()
-            expected = json.loads(st) if isinstance(st, str) else None
+            expected = _json_object(snap.__getstate__())
         except Exception:
             expected = None
     try:
         # the pickling method (2.7+) that torch's stub for the C class leaves out
-        st = cg.GlobalStateGuard().__getstate__()  # type: ignore[attr-defined, unused-ignore]
-        actual = json.loads(st) if isinstance(st, str) else None
+        actual = _json_object(cg.GlobalStateGuard().__getstate__())  # type: ignore[attr-defined, unused-ignore]
     except Exception:
         actual = None
-    out = []
+    out: list[GlobalStateChange] = []
     if expected is not None and actual is not None:
         for k in sorted(set(expected) | set(actual)):
             if expected.get(k) != actual.get(k):
-                out.append(dict(property=k, expected=expected.get(k), actual=actual.get(k)))
+                out.append(GlobalStateChange(property=k, expected=expected.get(k), actual=actual.get(k)))
         return out
     # 2.6: no JSON; GlobalStateGuard.reason() names the fields (e.g. "grad_mode ")
     reason = ""
@@ -476,11 +529,22 @@ def _global_state_detail(part: str, gm) -> list[dict]:
         except Exception:
             pass
         exp = (not act) if isinstance(act, bool) else None
-        out.append(dict(property=k, expected=exp, actual=act))
+        out.append(GlobalStateChange(property=k, expected=exp, actual=act))
     return out
 
 
-def _aliasing(scope: _Scope, kind: str, code: str) -> dict | None:
+def _json_object(state: object) -> dict[str, object] | None:
+    """A GlobalStateGuard's pickled state (a JSON object, 2.7+) as a dict; None where it is not one."""
+    if not isinstance(state, str):
+        return None
+    try:
+        parsed = json.loads(state)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def _aliasing(scope: _Scope, kind: str, code: str) -> dict[str, str] | None:
     """check_no_aliasing(L['x'], L['y']) and friends: the sources that now share an object."""
     try:
         call = ast.parse(code, mode="eval").body
@@ -501,22 +565,32 @@ def _aliasing(scope: _Scope, kind: str, code: str) -> dict | None:
     return None
 
 
-def _failures_for_entry(entry, f_locals, backend, deadline: float) -> list[dict]:
+def _failures_for_entry(
+    entry: _CacheEntry, f_locals: Mapping[str, object], backend: object, deadline: float
+) -> list[GuardFailure]:
     gm = entry.guard_manager
     eid = str(getattr(entry, "compile_id", "?"))
     if type(gm).__name__ == "DeletedGuardManagerWrapper":
         return [_deleted_entry(eid, gm)]
     scope = _Scope(gm, f_locals)
     code_parts = list(getattr(gm, "code_parts", None) or [])
-    out: list[dict] = []
+    out: list[GuardFailure] = []
     seen: set[tuple[str, str, str]] = set()
 
-    def record(kind, source, code, expected, actual, message=None, **extra):
+    def record(
+        kind: str,
+        source: str | None,
+        code: str,
+        expected: object,
+        actual: object,
+        message: str | None = None,
+        **extra: object,
+    ) -> None:
         key = (kind, code, str(extra.get("property")))
         if key in seen:
             return
         seen.add(key)
-        d = dict(
+        d: GuardFailure = dict(
             entry=eid,
             kind=kind,
             source=source,
@@ -556,7 +630,7 @@ def _failures_for_entry(entry, f_locals, backend, deadline: float) -> list[dict]
     return out
 
 
-def _deleted_entry(eid: str, gm) -> dict:
+def _deleted_entry(eid: str, gm: GuardManagerWrapper) -> GuardFailure:
     """The one failure of an entry whose guards were deleted: torch's invalidation reason."""
     return dict(
         entry=eid,
@@ -569,17 +643,18 @@ def _deleted_entry(eid: str, gm) -> dict:
     )
 
 
-def _leaf_guards(root) -> list:
+def _leaf_guards(root: RootGuardManager) -> list[tuple[str | None, LeafGuard]]:
     """``(manager source, leaf guard)`` for every leaf under ``root``, the epilogue lambda guards last."""
 
-    def leaves_of(mgr):
+    def leaves_of(mgr: GuardManager) -> list[LeafGuard]:
         try:
             return list(mgr.get_leaf_guards())
         except Exception:
             return []
 
-    pairs = []  # (manager source, leaf)
+    pairs: list[tuple[str | None, LeafGuard]] = []  # (manager source, leaf)
     for mgr in _iter_managers(root):
+        msrc: str | None
         try:
             msrc = mgr.get_source()
         except Exception:
@@ -594,7 +669,9 @@ def _leaf_guards(root) -> list:
     return pairs
 
 
-def _check_part(scope: _Scope, gm, kind: str, msrc, vp: str, code: str, record) -> None:
+def _check_part(
+    scope: _Scope, gm: GuardManagerWrapper, kind: str, msrc: str | None, vp: str, code: str, record: RecordFailure
+) -> None:
     """Evaluate one verbose code part ``vp`` (``code`` once stripped) of a leaf guard; ``record`` what failed."""
     try:
         if kind == "TENSOR_MATCH":
@@ -603,17 +680,19 @@ def _check_part(scope: _Scope, gm, kind: str, msrc, vp: str, code: str, record) 
             return
         if kind == "GLOBAL_STATE":
             fn = scope.locals.get("___check_global_state")
-            ok = fn() if fn is not None else True
+            ok = fn() if callable(fn) else True
             if not ok:
-                for m in _global_state_detail(vp, gm) or [dict(property=None, expected=None, actual=None)]:
+                unnamed = GlobalStateChange(property=None, expected=None, actual=None)
+                for change in _global_state_detail(vp, gm) or [unnamed]:
                     record(
                         kind,
                         None,
                         code.split(" against ")[0],
-                        m["expected"],
-                        m["actual"],
-                        f"GLOBAL_STATE changed: {m['property']}: expected {m['expected']}, actual {m['actual']}",
-                        property=m["property"],
+                        change["expected"],
+                        change["actual"],
+                        f"GLOBAL_STATE changed: {change['property']}: "
+                        f"expected {change['expected']}, actual {change['actual']}",
+                        property=change["property"],
                     )
             return
         if kind in _RELATIONAL:
@@ -633,10 +712,12 @@ def _check_part(scope: _Scope, gm, kind: str, msrc, vp: str, code: str, record) 
         record(kind, msrc, code, None, None, res)
 
 
-def all_failing_guards(cache_entries, f_locals, backend=None) -> list[dict]:
+def all_failing_guards(
+    cache_entries: Iterable[_CacheEntry] | None, f_locals: Mapping[str, object], backend: object = None
+) -> list[GuardFailure]:
     """Every failing guard of every cache entry, as dicts:
     {entry, kind, source, code, expected, actual, message[, property]}.  Never raises."""
-    out: list[dict] = []
+    out: list[GuardFailure] = []
     deadline = time.monotonic() + TIME_BUDGET_S
     for e in cache_entries or []:
         if time.monotonic() > deadline:

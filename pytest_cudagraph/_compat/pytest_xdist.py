@@ -10,10 +10,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # for the annotations only: importing this module never imports pytest
+    import pytest
 
 
-def run_basetemp(config: Any) -> Path | None:
+def run_basetemp(config: pytest.Config) -> Path | None:
     """pytest's base temporary directory of this run (made on first use), or None before pytest has one.
 
     The factory behind ``tmp_path``/``tmp_path_factory`` is ``config._tmp_path_factory``,
@@ -27,7 +30,7 @@ def run_basetemp(config: Any) -> Path | None:
     return Path(factory.getbasetemp())
 
 
-def pytest_log_handlers(logger: Any) -> list[Any]:
+def pytest_log_handlers(logger: logging.Logger) -> list[logging.Handler]:
     """The handlers of pytest's logging plugin attached to ``logger`` (capture, caplog, live log, log file).
 
     pytest 9.2's ``catching_logs`` attaches its handler to the root logger and to
@@ -60,7 +63,7 @@ def torch_non_propagating_loggers() -> list[logging.Logger]:
     ]
 
 
-def pytest_option_arities(config: Any) -> dict[str, tuple[str, Any]]:
+def pytest_option_arities(config: pytest.Config) -> dict[str, tuple[str, Any]]:
     """Every option string this run's pytest knows (its own, each plugin's, each conftest's): ``(dest, nargs)``.
 
     ``nargs`` is argparse's: ``0`` for a flag, ``None`` for one value, ``"?"``,
@@ -75,7 +78,7 @@ def pytest_option_arities(config: Any) -> dict[str, tuple[str, Any]]:
     return {string: (action.dest, action.nargs) for string, action in optparser._option_string_actions.items()}
 
 
-def pyfunc_argnames(item: Any) -> tuple[str, ...]:
+def pyfunc_argnames(item: pytest.Function) -> tuple[str, ...]:
     """The names a Python test function is called with: what pytest's own ``pytest_pyfunc_call`` passes.
 
     ``item._fixtureinfo.argnames``: the function's parameters without defaults, less

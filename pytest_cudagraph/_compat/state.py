@@ -7,7 +7,10 @@ Dynamo's per-code caches; everything imports torch lazily.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # for the annotations only: importing this module never imports torch
+    import torch
 
 # The config modules a test may change and the plugin puts back (ConfigModule, 2.6-2.14);
 # functorch's holds the AOTAutograd cache switch, which a leak would make a later test's
@@ -100,7 +103,7 @@ def dynamo_cache_entry_counts() -> dict[int, int]:
     return counts
 
 
-def tensor_version(tensor: Any) -> int | None:
+def tensor_version(tensor: torch.Tensor) -> int | None:
     """The tensor's version counter (every in-place write bumps it), or None where it keeps none.
 
     ``Tensor._version`` (2.6-2.14) counts in-place ops, ``out=`` writes and, for a

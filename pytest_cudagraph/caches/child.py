@@ -2,7 +2,7 @@
 
 ``cold_warm(mode="subprocess")`` saves a spec (the callable's importable name, its
 arguments, the seed, the cache directory and the config that goes into the cache
-keys) and runs ``python -m pytest_cudagraph.caches SPEC`` (``_child_main``), which
+keys) and runs ``python -m pytest_cudagraph.caches SPEC`` (``__main__``), which
 runs one warm pass in that directory and writes it with ``write_pass_output``; the
 parent reads it back (``child_pass``).  The compile_cache marker's child pytest
 writes its pass the same way.
@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 import time
-import traceback
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -219,60 +218,6 @@ def write_pass_output(path: str | Path, result: PassResult | None, error: str | 
     else:
         torch.save(payload, str(path) + ".tmp")
     os.replace(str(path) + ".tmp", path)
-
-
-def _import_from_file(module_name: str, path: str, package_path: str | None = None) -> None:
-    """Import ``module_name`` from the file ``path`` (relocate(): the function's module copied elsewhere).
-
-    ``package_path``: ``path`` is a package's ``__init__.py``, whose submodules are
-    imported from ``package_path`` (where they are): imported as a plain module, the
-    package would have none.
-    """
-    import importlib.util
-
-    locations = [package_path] if package_path is not None else None
-    spec = importlib.util.spec_from_file_location(module_name, path, submodule_search_locations=locations)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"{path} cannot be imported as {module_name}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-
-
-def _child_main(argv: list[str]) -> int:
-    """``python -m pytest_cudagraph.caches SPEC [--module NAME FILE [--package-path DIR]] [--load-artifacts FILE]``.
-
-    One warm pass.  ``--module``: the function's module is imported from FILE
-    (before the spec, whose arguments may refer to its classes), a package's
-    submodules from DIR (``--package-path``); ``--load-artifacts``: the Mega-Cache
-    artifacts in FILE are loaded into the cache directory before the pass
-    (``portable(mode="subprocess")``).  The pass's results go to SPEC's out.
-    """
-    import torch
-
-    from .probe import cache_probe
-
-    options: dict[str, list[str]] = {}
-    rest = argv[1:]
-    while rest:
-        count = 2 if rest[0] == "--module" else 1
-        options[rest[0]], rest = rest[1 : 1 + count], rest[1 + count :]
-    if "--module" in options:
-        _import_from_file(*options["--module"], *options.get("--package-path", ()))
-    spec = torch.load(argv[0], weights_only=False)  # our own file, in the probe's private directory
-    try:
-        fn = resolve_importable(spec["target"])
-        with compat.applied_compile_config(spec.get("config") or {}):
-            with cache_probe(directory=Path(spec["cache_dir"])) as probe:
-                if "--load-artifacts" in options:
-                    compat.clear_in_memory_compile_caches()
-                    compat.load_cache_artifacts(Path(options["--load-artifacts"][0]).read_bytes())
-                result = probe.run_pass("warm", lambda: fn(*spec["args"]), spec["seed"], Path(spec["cache_dir"]))
-    except BaseException:
-        write_pass_output(spec["out"], None, error=traceback.format_exc(limit=-8))
-        return 1
-    write_pass_output(spec["out"], result)
-    return 0
 
 
 def _tail(text: str, lines: int = 15) -> str:

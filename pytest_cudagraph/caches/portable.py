@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import _compat as compat
 from ..errors import InvariantViolation, MisuseError
@@ -35,11 +35,9 @@ from . import keys as cache_keys
 from .arguments import PassArguments
 from .child import callable_label, child_pass_command, importable_name, resolve_importable
 from .keys import MissExplanation
+from .pass_steps import PassSteps
 from .results import PassResult
 from .warm_start import ColdWarm, refuse_if_caches_disabled
-
-if TYPE_CHECKING:
-    from .probe import CacheProbe
 
 PORTABLE_MODES = ("inprocess", "subprocess")
 # the child's option: load the artifacts in FILE into its cache directory before its pass
@@ -135,7 +133,7 @@ def portable_pair(source: PassResult, moved: PassResult, moved_dir: Path, argume
 
 
 def run_portable(
-    probe: CacheProbe, fn: Callable[..., Any] | str, args: tuple, seed: int, mode: str, source_dir: Path
+    probe: PassSteps, fn: Callable[..., Any] | str, args: tuple, seed: int, mode: str, source_dir: Path
 ) -> PortablePair:
     """``CacheProbe.portable()``: the source pass in ``source_dir``, its artifacts loaded into an empty directory, the moved pass."""
     __tracebackhide__ = True

@@ -66,7 +66,8 @@ The probe's parts, by job: ``results`` (``CacheStats``, ``PassResult``,
 ``warm_start`` (``ColdWarm``, the invariant and its message), ``outputs`` (the
 cold/warm comparison of outputs), ``child`` (the warm pass in a fresh interpreter),
 ``portable`` (portable cache artifacts).  Their public names are importable from
-here too.
+here too.  ``portable``, ``relocate`` and ``sweep`` get the probe as ``PassSteps``
+(``pass_steps``), the steps they run passes with, and import nothing of this module.
 """
 
 from __future__ import annotations

@@ -34,17 +34,15 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import MisuseError
 from . import keys as cache_keys
 from .arguments import PassArguments
 from .child import child_pass_command, importable_name, resolve_importable
 from .keys import KEYED_LAYERS, CacheLookup, MissExplanation, same_graph
+from .pass_steps import PassSteps
 from .warm_start import ColdWarm, refuse_if_caches_disabled
-
-if TYPE_CHECKING:
-    from .probe import CacheProbe
 
 # the child's option: import NAME from FILE before anything else
 MODULE_OPTION = "--module"
@@ -132,7 +130,7 @@ def _python_path() -> str:
     return os.pathsep.join(dict.fromkeys(entries))
 
 
-def run_relocate(probe: CacheProbe, fn: Callable[..., Any] | str, args: tuple, seed: int) -> RelocatedPair:
+def run_relocate(probe: PassSteps, fn: Callable[..., Any] | str, args: tuple, seed: int) -> RelocatedPair:
     """``CacheProbe.relocate()``: the cold pass here, everything moved, the warm pass in a fresh interpreter there."""
     __tracebackhide__ = True
     refuse_if_caches_disabled("relocate()")

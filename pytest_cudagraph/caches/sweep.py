@@ -49,13 +49,13 @@ from .arguments import PassArguments
 from .child import callable_label
 from .keys import KEYED_LAYERS, CacheLookup, same_graph
 from .outputs import cold_warm_differences, compare_recorded
+from .pass_steps import PassSteps
 from .results import PassResult
 from .sweep_factors import Factor, normalized_factors
 from .warm_start import ColdWarm, refuse_if_caches_disabled
 
 if TYPE_CHECKING:
     from ..records.schema import CacheSweep
-    from .probe import CacheProbe
 
 VERDICTS = ("miss", "hit", "false-hit", "bypass")
 
@@ -281,7 +281,7 @@ def _refuse_unless_something_to_compare(fn: Any, base: PassResult) -> None:
 
 
 def run_sweep(
-    probe: CacheProbe,
+    probe: PassSteps,
     fn: Callable[..., Any],
     args: tuple,
     factors: Any = None,
@@ -324,7 +324,7 @@ def _refuse_unless_control_hits(
 
 
 def _one_factor(
-    probe: CacheProbe,
+    probe: PassSteps,
     fn: Callable[..., Any],
     arguments: PassArguments,
     factor: Factor,
@@ -358,7 +358,7 @@ def _one_factor(
 
 
 def _factor_pass(
-    probe: CacheProbe,
+    probe: PassSteps,
     name: str,
     fn: Callable[..., Any],
     arguments: PassArguments,

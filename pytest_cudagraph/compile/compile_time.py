@@ -15,7 +15,7 @@ phases add up to the total:
   partitioning, its cache lookup; with ``backend="eager"`` the backend call);
 - ``inductor_s``: Inductor (lowering and code generation, kernel compiles included);
 - ``inductor_codegen_s``: the part of ``inductor_s`` spent generating and loading code;
-- ``triton_s``: waiting for kernel compiles (Triton kernels on a GPU; on the CPU torch's
+- ``kernel_compile_s``: waiting for kernel compiles (Triton kernels on a GPU; on the CPU torch's
   same timer covers the C++ kernels); on a cold compile it is inside ``inductor_codegen_s``,
   on a cache hit it is the kernels' loading;
 - ``cache_saved_s``: not spent: what each FX-graph cache hit's entry cost when it
@@ -58,14 +58,14 @@ __all__ = [
     "compile_time_from_json",
 ]
 
-PHASES = ("dynamo_s", "aot_autograd_s", "inductor_s", "inductor_codegen_s", "triton_s", "cache_saved_s")
+PHASES = ("dynamo_s", "aot_autograd_s", "inductor_s", "inductor_codegen_s", "kernel_compile_s", "cache_saved_s")
 # the torch capabilities (_compat.COMPILE_METRIC_CAPABILITIES) each phase is computed from
 _PHASE_NEEDS = {
     "dynamo_s": ("frame_us", "backend_us"),
     "aot_autograd_s": ("backend_us", "inductor_us", "backward_us"),
     "inductor_s": ("inductor_us",),
     "inductor_codegen_s": ("codegen_us",),
-    "triton_s": ("kernel_compile_us",),
+    "kernel_compile_s": ("kernel_compile_us",),
     "cache_saved_s": ("cache_saved_us",),
 }
 
@@ -210,7 +210,7 @@ _PHASE_SOURCE = {
     "aot_autograd_s": "aot_us",
     "inductor_s": "inductor_us",
     "inductor_codegen_s": "codegen_us",
-    "triton_s": "kernel_compile_us",
+    "kernel_compile_s": "kernel_compile_us",
     "cache_saved_s": "cache_saved_us",
 }
 

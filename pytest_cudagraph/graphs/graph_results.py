@@ -4,13 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .breakable import chain_result
 from .capture_cost import CaptureCost, cost_json
-
-if TYPE_CHECKING:
-    from .graph_set import GraphSet
 
 
 @dataclass(frozen=True)
@@ -85,32 +81,3 @@ class GraphSetResult:
         if self.breakable is not None:
             out.update(self.breakable)
         return out
-
-
-def graph_set_result(graph_set: GraphSet) -> GraphSetResult:
-    """The report entry of ``graph_set`` from the figures measured so far (``GraphSet.result``)."""
-    check = graph_set._pool_check
-    return GraphSetResult(
-        sizes=graph_set.sizes,
-        captured=len(graph_set.graphs),
-        pool_bytes=graph_set.pool_bytes if graph_set.graphs else None,
-        largest_graph_bytes=max(graph_set.meter.graph_bytes.values()) if graph_set.meter.graph_bytes else None,
-        max_abs_err=graph_set._max_abs_err,
-        capture_s=graph_set.capture_s,
-        order=graph_set.order,
-        pool=graph_set.pool_mode,
-        keep_outputs=graph_set.keep_outputs,
-        cublas_workspace_bytes=graph_set.cublas_workspace_bytes,
-        graph_bytes=dict(graph_set.meter.graph_bytes) or None,
-        pool_check_passed=None if check is None else check.passed,
-        pool_live_bytes=None if check is None else check.live_bytes,
-        pool_caching_bytes=None if check is None else check.caching_bytes,
-        replay_checks=graph_set._replay_checks,
-        cost=graph_set.cost,
-        breakable=chain_result(graph_set),
-        static_input_bytes=sum(
-            t.untyped_storage().nbytes() for g in graph_set.graphs.values() for t in g.static_inputs if t.is_cuda
-        )
-        if graph_set.graphs
-        else None,
-    )

@@ -14,7 +14,8 @@ from .. import _compat
 from ..errors import InvariantViolation, MisuseError
 from ..records.record import TestRecord, current_record
 from . import open_objects
-from .breakable import resolve_break_at
+from .batch_inputs import batch_inputs, check_not_all_zero
+from .breakable import chain_result, resolve_break_at
 from .capture_cost import (
     CaptureCost,
     CaptureCostMeter,
@@ -23,8 +24,8 @@ from .capture_cost import (
     release_reading,
     with_device_bounds,
 )
-from .captured import CapturedGraph, _as_tuple, _clone_out, _fn_name, capture_callable
-from .graph_results import GraphReplayCheck, GraphSetResult, graph_set_result
+from .captured import CapturedGraph, _clone_out, _fn_name, capture_callable
+from .graph_results import GraphReplayCheck, GraphSetResult
 from .guarded import new_pool
 from .memory import PoolId, PoolMeter
 from .numerics import DeferredComparisons, TensorComparison, max_abs_error, replay_mismatch_message
@@ -49,34 +50,6 @@ def _check_options(pool: str, order: str, warmup_iters: int, size_warmup_iters: 
         raise MisuseError(
             f"size_warmup_iters={size_warmup_iters!r}: give at least 1 (each shape runs once eagerly before "
             f"its capture, so what loads on a shape's first call does not load inside the capture)"
-        )
-
-
-def _batch_inputs(make_inputs: Callable[[int], Any], size: int) -> tuple[torch.Tensor, ...]:
-    """``make_inputs(size)`` as a tuple of CUDA tensors; anything else is a MisuseError."""
-    __tracebackhide__ = True
-    inputs = _as_tuple(make_inputs(size))
-    for i, tensor in enumerate(inputs):
-        if not isinstance(tensor, torch.Tensor):
-            raise MisuseError(
-                f"make_inputs({size}) returned a {type(tensor).__name__} as input {i}; return a CUDA tensor "
-                f"or a tuple of CUDA tensors (bind other arguments into fn with functools.partial)"
-            )
-        if not tensor.is_cuda:
-            raise MisuseError(
-                f"make_inputs({size}) returned input {i} on {tensor.device}; create inputs on the GPU "
-                f"(device='cuda') so they can be captured"
-            )
-    return inputs
-
-
-def _check_not_all_zero(inputs: Sequence[torch.Tensor], size: int) -> None:
-    __tracebackhide__ = True
-    floats = [t for t in inputs if t.is_floating_point() and t.numel()]
-    if floats and all(not bool(t.any()) for t in floats):
-        raise MisuseError(
-            f"make_inputs({size}) returned only all-zero tensors; a replay check on zeros cannot tell a "
-            f"right graph from a wrong one: return fresh random inputs (e.g. torch.randn)"
         )
 
 
@@ -442,7 +415,31 @@ class GraphSet:
         """The report entry of this set (figures measured so far; nothing new is measured)."""
         if self._result is not None:
             return self._result
-        return graph_set_result(self)
+        check = self._pool_check
+        return GraphSetResult(
+            sizes=self.sizes,
+            captured=len(self.graphs),
+            pool_bytes=self.pool_bytes if self.graphs else None,
+            largest_graph_bytes=max(self.meter.graph_bytes.values()) if self.meter.graph_bytes else None,
+            max_abs_err=self._max_abs_err,
+            capture_s=self.capture_s,
+            order=self.order,
+            pool=self.pool_mode,
+            keep_outputs=self.keep_outputs,
+            cublas_workspace_bytes=self.cublas_workspace_bytes,
+            graph_bytes=dict(self.meter.graph_bytes) or None,
+            pool_check_passed=None if check is None else check.passed,
+            pool_live_bytes=None if check is None else check.live_bytes,
+            pool_caching_bytes=None if check is None else check.caching_bytes,
+            replay_checks=self._replay_checks,
+            cost=self.cost,
+            breakable=chain_result(self),
+            static_input_bytes=sum(
+                t.untyped_storage().nbytes() for g in self.graphs.values() for t in g.static_inputs if t.is_cuda
+            )
+            if self.graphs
+            else None,
+        )
 
     def close(self) -> None:
         """Free the graphs and their pool(s), and add the result to the test's record once."""
@@ -510,9 +507,9 @@ def capture_all(graph_set: GraphSet) -> None:
         cost.start(pool_bytes=0)  # a new pool holds nothing
         try:
             for position, size in enumerate(graph_set.capture_order):
-                inputs = _batch_inputs(graph_set.make_inputs, size)
+                inputs = batch_inputs(graph_set.make_inputs, size)
                 if position == 0:
-                    _check_not_all_zero(inputs, size)
+                    check_not_all_zero(inputs, size)
                 static = tuple(t.clone() for t in inputs)
                 pool = shared if shared is not None else graph_set.meter.add_pool(new_pool())
                 captured = capture_callable(
@@ -612,7 +609,7 @@ def _compare_replays(
     side: torch.cuda.Stream | None = None
     try:
         for index, (trial, size) in enumerate(entries):
-            inputs = _batch_inputs(graph_set.make_inputs, size)
+            inputs = batch_inputs(graph_set.make_inputs, size)
             if side is not None:
                 actual, expected = _replay_beside_reference(graph_set, size, inputs, reference_fn, side)
             else:

@@ -39,7 +39,7 @@ def add_options(parser: pytest.Parser) -> None:
         "--cudagraph-report",
         metavar="PATH",
         default=None,
-        help="write the run's JSON report (schema pytest-cudagraph/1) to PATH.",
+        help="write the run's JSON report (schema pytest-cudagraph/2) to PATH.",
     )
     group.addoption(
         "--cudagraph-baseline",

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .report import as_int
+from .json_values import as_int
 
 # The counters a pass shows, per layer, with their one-letter names, in display order
 # (written ``h=1``: the letter first, so a count never reads as a duration).

@@ -1,4 +1,4 @@
-"""Values as strict JSON holds them: NaN and infinities as strings, and only text in strings."""
+"""Values as strict JSON holds them (NaN and infinities as strings, only text in strings), and as a reader takes them."""
 
 from __future__ import annotations
 
@@ -55,3 +55,16 @@ def list_of(value: Any) -> list[Any]:
 def mapping_of(value: Any) -> Mapping[str, Any]:
     """``value`` if it is a mapping, else an empty one."""
     return value if isinstance(value, Mapping) else {}
+
+
+def as_int(value: Any) -> int:
+    """A count from a record: ints, floats and numeric strings count; anything else is 0."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return 0
+    return int(number) if math.isfinite(number) else 0

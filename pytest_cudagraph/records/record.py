@@ -205,7 +205,8 @@ _current: TestRecord | None = None
 
 def current_record() -> TestRecord | None:
     if _current is None and running.running():
-        return running.record()
+        made = running.record()
+        return made if isinstance(made, TestRecord) else None
     return _current
 
 

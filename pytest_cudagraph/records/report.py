@@ -1,10 +1,10 @@
 """The run report: its schema, building it from the records, and the names readers and writers use.
 
-The report is JSON with a versioned schema (``"schema": "pytest-cudagraph/1"``) so
+The report is JSON with a versioned schema (``"schema": "pytest-cudagraph/2"``) so
 that ``pytest-cudagraph compare`` can refuse a file it does not understand instead
 of comparing the wrong fields::
 
-    {"schema": "pytest-cudagraph/1",
+    {"schema": "pytest-cudagraph/2",
      "created": "2025-01-31T12:00:00+00:00",
      "env": {"torch": "2.13.0", "triton": "3.5.0", "cuda": "12.8", "gpu": "NVIDIA H200",
              "python": "3.11.9", "platform": "Linux-...", "plugin": "0.1.0",
@@ -69,14 +69,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ReportError
+from .cold_warm import passes_apart
 from .files import FileRefused, check_report_path_writable, read_regular_bytes, write_text_atomically
-from .json_values import json_safe
+from .json_values import as_int, json_safe
 from .load import collector_paused, load_report
 from .progress import NOT_RUN_LIMIT
-from .validate import MAX_DEPTH, Malformed, check_numbers, check_types, validate_report
+from .stored_once import report_as_stored
+from .validate import MAX_DEPTH, SCHEMA, Malformed, check_numbers, check_types, validate_report
 from .worker_records import encode_worker_records, merge_runs_of_one_test, merge_worker_records
-
-SCHEMA = "pytest-cudagraph/1"
 
 # Per-test sections the plugin writes; anything else is kept and compared generically.
 SECTIONS = ("recompiles", "caches", "cache_keys", "graphs", "piecewise", "reduce_overhead", "extra")
@@ -160,8 +160,6 @@ def _with_passes_apart(record: Mapping[str, Any]) -> dict[str, Any]:
     Its ``caches`` counts the test's whole life, both passes added up; readers of
     the JSON find each pass beside it (the passes themselves are under ``extra``).
     """
-    from .cold_warm import passes_apart
-
     out = dict(record)
     passes = passes_apart([record])
     if passes is not None:
@@ -289,19 +287,6 @@ def _durations(durations: Mapping[str, float]) -> dict[str, float]:
     return rounded
 
 
-def as_int(value: Any) -> int:
-    """A count from a record: ints, floats and numeric strings count; anything else is 0."""
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int):
-        return value
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
-        return 0
-    return int(number) if math.isfinite(number) else 0
-
-
 def limit_hit_count(recompiles: Mapping[str, Any] | None) -> int:
     """How many recompile-limit hits a ``recompiles`` section records (a list, or a count)."""
     hits = (recompiles or {}).get("limit_hits")
@@ -356,8 +341,6 @@ def _totals(tests: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         if isinstance(observed, Mapping):
             captured += as_int(observed.get("captured"))
         _add_cache_counts(cache_totals, record.get("caches"))
-    from .cold_warm import passes_apart  # cold_warm reads this module's as_int
-
     totals: dict[str, Any] = {
         "tests": len(tests),
         "outcomes": dict(sorted(outcomes.items())),
@@ -426,7 +409,8 @@ def _run_facts(run: Mapping[str, Any], totals: Mapping[str, Any]) -> dict[str, A
 
 
 def dumps_report(report: Mapping[str, Any]) -> str:
-    return json.dumps(json_safe(report), indent=2, allow_nan=False) + "\n"
+    """The report's file: each fact stored once (``stored_once``), which reading the file spells out again."""
+    return json.dumps(report_as_stored(json_safe(report)), indent=2, allow_nan=False) + "\n"
 
 
 def write_report(path: str | os.PathLike[str], report: Mapping[str, Any]) -> Path:

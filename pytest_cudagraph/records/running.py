@@ -13,17 +13,15 @@ closed at the test's end.  Imports nothing.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # for the annotations only: importing the record here is what this module avoids
-    from .record import TestRecord
 
 # one more at each test's begin(): the open-object registry starts afresh when it changes
 serial = 0
-_record_of: Callable[[], TestRecord] | None = None
+# The record is an object here: ``records/record.py`` reads it back as its ``TestRecord``
+# (this module sits below the record, so that marking a test imports nothing).
+_record_of: Callable[[], object] | None = None
 
 
-def begin(record_of: Callable[[], TestRecord]) -> None:
+def begin(record_of: Callable[[], object]) -> None:
     """A test starts; ``record_of()`` gives its record (made on first call)."""
     global serial, _record_of
     serial += 1
@@ -41,6 +39,6 @@ def running() -> bool:
     return _record_of is not None
 
 
-def record() -> TestRecord | None:
+def record() -> object | None:
     """The running test's record (made now if it was not), or None outside a test."""
     return _record_of() if _record_of is not None else None

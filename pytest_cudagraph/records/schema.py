@@ -1,6 +1,6 @@
 """The report's one definition: typed sections, from which validation and the published JSON Schema derive.
 
-Every section of a report (``pytest-cudagraph/1``) is a ``msgspec.Struct`` here.
+Every section of a report (``pytest-cudagraph/2``) is a ``msgspec.Struct`` here.
 ``validate.py`` checks a loaded report against these types, and
 ``pytest-cudagraph schema`` prints the JSON Schema generated from them, so a CI
 dashboard validates reports with any standard validator.
@@ -46,7 +46,7 @@ from .fields import (
 )
 
 # a name, not an address: the schema is printed by `pytest-cudagraph schema`, not served anywhere
-SCHEMA_ID = "urn:pytest-cudagraph:report:1"
+SCHEMA_ID = "urn:pytest-cudagraph:report:2"
 
 # ----------------------------------------------------------------------------
 # recompiles (compile/recompiles.py)
@@ -668,16 +668,21 @@ class FixtureSetup(Section):
 class Report(Section):
     """A pytest-cudagraph report (``--cudagraph-report``)."""
 
-    schema: Literal["pytest-cudagraph/1"]
+    # a pytest-cudagraph/1 file (an older plugin's) is read as /2 (stored_once.report_as_read)
+    schema: Literal["pytest-cudagraph/2"]
     tests: dict[str, TestRecord]
     created: Text | UnsetType = UNSET
     env: Scalars | UnsetType = UNSET
     # per layer, the cache-key components every lookup of the run shares (report.factor_cache_components);
     # a lookup's own components then lack them, and full_components puts them back
     cache_components: dict[str, Components] | UnsetType = UNSET
+    # in the file: the components every layer's table holds alike, stored once (stored_once.py); reading the
+    # file puts them back into each layer's cache_components
+    cache_components_all_layers: Components | UnsetType = UNSET
     summary: Summary | UnsetType = UNSET
-    # seconds per node id of every test that finished, for pytest-split
-    durations: dict[str, Seconds] | UnsetType = UNSET
+    # seconds per node id of every test that finished, for pytest-split; the file holds only what no record's
+    # duration_s gives (null: a record's test that did not finish), and reading it puts the rest back
+    durations: dict[str, Seconds | Null] | UnsetType = UNSET
     # what wider-scoped fixtures compiled, kept out of the tests they were set up for
     fixture_setups: list[FixtureSetup] | UnsetType = UNSET
 
@@ -690,7 +695,7 @@ def report_json_schema() -> dict[str, Any]:
         "$id": SCHEMA_ID,
         "title": "pytest-cudagraph report",
         "description": (
-            "A report written by pytest --cudagraph-report (schema pytest-cudagraph/1). "
+            "A report written by pytest --cudagraph-report (schema pytest-cudagraph/2). "
             "Every field but schema, tests and a record's outcome is optional; fields not named are allowed."
         ),
         **schema,

@@ -25,10 +25,13 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ReportError
 from ..text import clip_middle
 from .json_values import is_text
+from .stored_once import SCHEMA_V2
 
 if TYPE_CHECKING:
     from .schema import Report
 
+# the schema this pytest-cudagraph writes and reads (a /1 file is read as /2: records/stored_once)
+SCHEMA = SCHEMA_V2
 # Deeper than this, a report is not one this plugin wrote (its deepest field is 7 levels down).
 MAX_DEPTH = 64
 # compare and show do their arithmetic in floats: a larger integer is no measurement
@@ -77,8 +80,6 @@ def checked_report(data: Any, name: str = "report", *, text: str | None = None) 
     sections it does not know nest less than MAX_DEPTH deep and are otherwise kept
     as they are, so a newer plugin's report still loads.
     """
-    from .report import SCHEMA
-
     if not isinstance(data, dict) or "schema" not in data:
         raise ReportError(
             f"report {name} has no 'schema' field, so it is not a pytest-cudagraph report; "

@@ -15,8 +15,9 @@ from ..records.key_diff import lookups_of
 from ..records.loaded import RecordRead, given
 from ..records.report import as_int
 from ..records.schema import TestRecord
-from .html_parts import escape, json_block, kv_table, nonzero_counters, reasons_list, section, value_html
+from .html_parts import escape, json_block, kv_table, nonzero_counters, reasons_list, value_html
 from .key_text import lookup_why, prominent
+from .record_text import section
 
 __all__ = ["cache_keys_html", "caches_html", "counters_table", "extra_html", "pass_pair_html", "sweeps_html"]
 

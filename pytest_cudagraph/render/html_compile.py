@@ -19,7 +19,8 @@ from ..errors import ReportError
 from ..records.cold_warm import pass_pairs
 from ..records.loaded import RecordRead, given, section_or_empty, typed_section
 from ..records.schema import CompileTime, PassTime
-from .html_parts import escape, rows_table, section
+from .html_parts import escape, rows_table
+from .record_text import section
 
 __all__ = ["PHASES_SHOWN", "compile_time_html", "phase_label"]
 
@@ -49,7 +50,7 @@ PHASES_SHOWN: tuple[Phase, ...] = (
     Phase("inductor_s", "Inductor", "lowering, code generation and kernel compiles", "ph-inductor"),
     Phase("inductor_codegen_s", "code generation", "part of Inductor: generating and loading code", part=True),
     Phase(
-        "triton_s",
+        "kernel_compile_s",
         "kernel compile",
         "waiting for kernel compiles: part of code generation on a cold compile, the kernels' loading on a cache hit",
         part=True,
@@ -75,11 +76,11 @@ def _has_triton(env: Mapping[str, Any] | None) -> bool | None:
 
 
 def phase_label(key: str, env: Mapping[str, Any] | None = None) -> str:
-    """The page's name of a phase; ``triton_s`` says what it timed: without Triton, torch's wait for C++ kernels."""
+    """The page's name of a phase; ``kernel_compile_s`` names the kernels' compiler where the env says."""
     phase = _BY_KEY.get(key)
     if phase is None:
         return key
-    if key == "triton_s":
+    if key == "kernel_compile_s":
         triton = _has_triton(env)
         if triton is False:
             return "kernel compile (C++, no Triton)"
@@ -169,7 +170,7 @@ def _phase_cells(phase: Phase, entry: CompileTime) -> str:
 
 
 def _meaning(phase: Phase, env: Mapping[str, Any] | None) -> str:
-    return _NO_TRITON_MEANING if phase.key == "triton_s" and _has_triton(env) is False else phase.meaning
+    return _NO_TRITON_MEANING if phase.key == "kernel_compile_s" and _has_triton(env) is False else phase.meaning
 
 
 def _phase_table(columns: list[tuple[str, CompileTime]], env: Mapping[str, Any] | None) -> str:

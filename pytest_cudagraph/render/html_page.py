@@ -31,7 +31,6 @@ from .html_parts import (
     nodeid_html,
     reasons_list,
     record_section_html,
-    section,
     value_html,
 )
 from .html_run import HEADLINE_WIDTH, env_html, failure_headline, overview_html, summary_html
@@ -45,6 +44,7 @@ from .html_test import (
     reduce_overhead_html,
     section_html,
 )
+from .record_text import section
 
 __all__ = [
     "CSS",

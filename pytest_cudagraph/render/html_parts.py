@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..text import format_bytes, number
-from .record_text import section
 
 __all__ = [
     "Markup",
@@ -28,7 +27,6 @@ __all__ = [
     "record_section_html",
     "rest_table",
     "rows_table",
-    "section",
     "value_html",
 ]
 

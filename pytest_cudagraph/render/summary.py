@@ -14,9 +14,11 @@ Example (``pytest docs/examples --cudagraph --cudagraph-report=r.json`` on a CPU
     report written to /tmp/r.json
 
 The section fits WIDTH (120) columns, one line per test: a column empty (``-``) in
-every row is left out, a test's name is clipped in the middle where the other
-columns leave it too little room, and only a GPU run's pool and graphs cells are
-broken over lines where even a clipped name would not fit.  A skipped test that
+every row is left out; where a row would not fit, the pool cells take their compact
+form (``76.0M/42.0M 1.05x [1/3] +4.0M out``), then a test's name is shortened: its
+parametrize id and class first, its function's name last; a file's line shortens its
+directory, never the file's name.  Only where even that leaves a name too little
+room are the pool and graphs cells broken over lines.  A skipped test that
 measured nothing (a GPU test on a CPU runner) is counted under the table, not shown
 as a row of dashes.  Counters are written ``h=1``, the letter first (``1h`` and
 ``1m 1s`` beside the compile times read as durations), only those that moved.
@@ -33,6 +35,7 @@ pool ratio is worst.  Nothing here imports torch.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -47,6 +50,7 @@ from .graph_mode_text import breakable_graphs_cell
 from .record_text import NOTABLE_OUTSIDE_BYTES, section
 
 HEADER = ["test", "outcome", "graphs", "pool / largest", "recompiles", "compile", "fxgraph", "aot", "triton"]
+POOL_COLUMN = HEADER.index("pool / largest")
 
 # Beyond this many rows the table elides the middle; the report holds every test.
 DEFAULT_MAX_ROWS = 40
@@ -64,6 +68,11 @@ LEGEND_WIDTH = WIDTH
 POOL_NARROWEST = 30
 # a test's name is clipped to no fewer characters than this; the pool and graphs cells are broken first
 NAME_NARROWEST = 28
+# a shortened name: its parametrize id keeps this much before its class is clipped, at least "[...]",
+# and a class clipped to fewer than SCOPE_NARROWEST characters is left out
+PARAM_SHARE = 12
+PARAM_NARROWEST = 5
+SCOPE_NARROWEST = 6
 # the cells broken over lines where the table would not fit otherwise, and the narrowest each may get
 WRAPPED_COLUMNS = (("pool / largest", POOL_NARROWEST), ("graphs", 10))
 # a cell that says nothing: a column of only these is left out of the terminal table
@@ -175,7 +184,7 @@ def _trees_cell(trees: Mapping[str, Any]) -> str:
     return text
 
 
-def _ranks_cells(ranks: Mapping[str, Any]) -> tuple[str, str]:
+def _ranks_cells(ranks: Mapping[str, Any], compact: bool = False) -> tuple[str, str]:
     """A multi-rank test: the graphs of every rank and the world size; the pool of the rank whose ratio is worst."""
     per_rank = [r for r in ranks.get("per_rank") or [] if isinstance(r, Mapping)]
     rank_graphs = [r["graphs"] for r in per_rank if isinstance(r.get("graphs"), Mapping)]
@@ -184,15 +193,15 @@ def _ranks_cells(ranks: Mapping[str, Any]) -> tuple[str, str]:
     figures = [pool_figures(graphs) for graphs in rank_graphs]
     rated = [f for f in figures if f.ratio is not None]
     worst = max(rated, key=lambda f: f.ratio or 0.0) if rated else (figures[0] if figures else None)
-    return text, pool_text(worst) if worst is not None else "-"
+    return text, pool_text(worst, compact=compact) if worst is not None else "-"
 
 
-def _graphs_cells(record: Mapping[str, Any]) -> tuple[str, str]:
+def _graphs_cells(record: Mapping[str, Any], compact: bool = False) -> tuple[str, str]:
     graphs = section(record, "graphs")
     piecewise = section(record, "piecewise")
     ranks = section(record, "ranks")
     if not graphs and not piecewise and ranks:
-        return _ranks_cells(ranks)
+        return _ranks_cells(ranks, compact)
     observed = section(record, "observed_graphs")
     if not graphs and not piecewise and observed:  # the graphs the test body captured itself
         from .observed_text import observed_cells
@@ -200,7 +209,7 @@ def _graphs_cells(record: Mapping[str, Any]) -> tuple[str, str]:
         return observed_cells(observed)
     trees = section(record, "reduce_overhead")
     if not graphs and not piecewise and trees:
-        return _trees_cell(trees), pool_text(PoolFigures(trees.get("pool_bytes"), None, None, None))
+        return _trees_cell(trees), pool_text(PoolFigures(trees.get("pool_bytes"), None, None, None), compact=compact)
     if not graphs and not piecewise:
         return "-", "-"
     if graphs:
@@ -211,13 +220,20 @@ def _graphs_cells(record: Mapping[str, Any]) -> tuple[str, str]:
         pieces = count_noun(as_int(piecewise.get("pieces")), "piece")
         captured = as_int(piecewise.get("graphs_captured"))
         graph_text = f"{pieces}, {count_noun(captured, 'graph')}" if captured else pieces
-    return graph_text, pool_text(pool_figures(graphs or piecewise))
+    return graph_text, pool_text(pool_figures(graphs or piecewise), compact=compact)
 
 
-def pool_text(figures: PoolFigures) -> str:
-    """``60.0M / 42.0M  1.43x``: pool / largest graph, the cuBLAS workspace, the ratio, and which set."""
+def pool_text(figures: PoolFigures, *, compact: bool = False) -> str:
+    """``60.0M / 42.0M  1.43x``: pool / largest graph, the cuBLAS workspace, the ratio, and which set.
+
+    ``compact`` is the form for a row that would not fit 120 columns otherwise:
+    ``76.0M/42.0M 1.05x [1/3] +4.0M out`` (about half as wide), the cuBLAS workspace
+    left to the ratio (the legend says it is taken out) and the report.
+    """
     if figures.pool is None and figures.largest is None:
         return "-"
+    if compact:
+        return _compact_pool_text(figures)
     text = bytes_pair(figures.pool, figures.largest)
     if figures.ratio is None:
         return text + _outside_text(figures)
@@ -225,6 +241,20 @@ def pool_text(figures: PoolFigures) -> str:
     suffix = f" (+{format_bytes(figures.workspace, compact=True)} cuBLAS)" if figures.workspace else ""
     which = f" (set {figures.set_index + 1} of {figures.set_count})" if figures.set_count > 1 else ""
     return f"{text}{suffix}  {figures.ratio:.2f}x{which}{_outside_text(figures)}"
+
+
+def _compact_pool_text(figures: PoolFigures) -> str:
+    """``76.0M/42.0M 1.05x [1/3] +4.0M out``: the pool cell of a row short of room."""
+    text = f"{format_bytes(figures.pool, compact=True)}/{format_bytes(figures.largest, compact=True)}"
+    if figures.ratio is not None:
+        text += f" {figures.ratio:.2f}x"
+        if figures.set_count > 1:
+            text += f" [{figures.set_index + 1}/{figures.set_count}]"
+    if figures.outside_unreliable:
+        return text + " ? out"
+    if figures.outside is not None:
+        text += f" +{format_bytes(max(0.0, figures.outside), compact=True)} out"
+    return text
 
 
 def _outside_text(figures: PoolFigures) -> str:
@@ -250,8 +280,9 @@ def _recompiles_cell(record: Mapping[str, Any]) -> str:
     return text
 
 
-def summary_row(nodeid: str, record: Mapping[str, Any]) -> list[str]:
-    graphs, pool = _graphs_cells(record)
+def summary_row(nodeid: str, record: Mapping[str, Any], *, compact_pool: bool = False) -> list[str]:
+    """The row's cells, one per HEADER column; ``compact_pool``: the pool cell's compact form (``pool_text``)."""
+    graphs, pool = _graphs_cells(record, compact_pool)
     return [
         clip_nodeid(nodeid),
         str(record.get("outcome", "?")),
@@ -317,7 +348,10 @@ def terminal_summary_lines(
             hidden = len(listed) - max_rows
             listed = listed[:max_rows]
         rows = [row for _, row in listed]
-        lines += table_lines(rows, [nodeid for nodeid, _ in listed])
+        nodeids = [nodeid for nodeid, _ in listed]
+        compact = [summary_row(nodeid, records[nodeid], compact_pool=True)[POOL_COLUMN] for nodeid in nodeids]
+        rows = fitting_rows(rows, compact, nodeids)
+        lines += table_lines(rows, nodeids)
         if hidden:
             lines.append(f"... {hidden} more tests (use -v for all of them, or see the report)")
         unlisted = len(records) - len(listed) - hidden
@@ -340,29 +374,24 @@ def table_lines(rows: list[list[str]], nodeids: list[str] | None = None) -> list
     """The table of ``rows`` (as summary_row makes them) in WIDTH columns: one line per test, under its file.
 
     Columns empty in every row are left out (the test and outcome columns stay).  A
-    test's name (its node id past the file) is clipped in the middle where the other
-    columns leave it too little room; where even a clipped name would be too narrow
-    (a GPU run's pool cells), the pool and graphs cells are broken over lines, and
-    past that each name gets a line of its own above its row's cells.  ``nodeids``
-    (the rows' ids) put a line naming the file above each file's tests; without them
-    the first cell is shown as it is.
+    test's name (its node id past the file) is shortened where the other columns
+    leave it too little room (``fit_test_name``: the function's name stays whole where
+    it fits); where even a name of NAME_NARROWEST would not fit (a GPU run's pool
+    cells), the pool and graphs cells are broken over lines, and past that each name
+    gets a line of its own above its row's cells.  ``nodeids`` (the rows' ids) put a
+    line naming the file above each file's tests (its directory shortened to fit);
+    without them the first cell is shown as it is.
     """
     if not rows:
         return []
-    keep = [i for i in range(len(HEADER)) if i < 2 or any(row[i] not in EMPTY_CELLS for row in rows)]
-    cells = [[row[i] for i in keep] for row in rows]
-    files: list[str | None] = [None] * len(rows)
-    for index, nodeid in enumerate(nodeids or []):
-        path, sep, name = nodeid.partition("::")
-        files[index], cells[index][0] = (path, "  " + name) if sep else (None, nodeid)
-    header = [HEADER[i] for i in keep]
-    widths = [max(len(header[c]), *(len(row[c]) for row in cells)) for c in range(len(keep))]
-    needed = min(widths[0], NAME_NARROWEST)  # a name clipped no shorter than this
+    header, cells, files, widths = _layout(rows, nodeids)
+    needed = min(widths[0], NAME_NARROWEST)  # a name shortened no further than this
+    keep = [HEADER.index(name) for name in header]
     wrap = {keep.index(HEADER.index(name)): least for name, least in WRAPPED_COLUMNS if HEADER.index(name) in keep}
     for column, least in wrap.items():  # the widest first: the pool cell, then the graphs cell
         excess = needed + sum(widths[1:]) + 2 * (len(widths) - 1) - WIDTH
         if excess > 0:
-            widths[column] = max(least, len(header[column]), widths[column] - excess)
+            widths[column] = min(widths[column], max(least, len(header[column]), widths[column] - excess))
     room = WIDTH - sum(widths[1:]) - 2 * (len(widths) - 1)
     own_line = room < needed  # no room for a name even so: each name on a line of its own
     widths[0] = len(header[0]) if own_line else min(widths[0], room)
@@ -370,14 +399,13 @@ def table_lines(rows: list[list[str]], nodeids: list[str] | None = None) -> list
     shown_file = None
     for file, row in zip(files, cells):
         if file is not None and file != shown_file:
-            lines.append(file)
+            lines.append(fit_path(file, WIDTH))
             shown_file = file
         name_width = WIDTH if own_line else widths[0]
         indent = "  " if row[0].startswith("  ") else ""
         name = row[0][len(indent) :]
         if len(row[0]) > name_width:
-            width = name_width - len(indent)
-            name = clip_nodeid(name, width) if "[" in name else clip_middle(name, width)
+            name = fit_test_name(name, name_width - len(indent))
         if own_line:
             lines.append(indent + name)
         pieces = [[""] if own_line else [indent + name]]
@@ -386,6 +414,84 @@ def table_lines(rows: list[list[str]], nodeids: list[str] | None = None) -> list
             line = [piece[at] if at < len(piece) else "" for piece in pieces]
             lines.append("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
     return lines
+
+
+def fitting_rows(rows: list[list[str]], compact_pools: list[str], nodeids: list[str] | None = None) -> list[list[str]]:
+    """``rows`` as they are where the names keep what tells them apart; else with their pool cells' compact form.
+
+    What a name needs: its class and function whole and PARAM_SHARE characters of its
+    parametrize id (NAME_NARROWEST at least): where the other columns leave less room
+    than that, the pool cells, the widest, take their compact form.
+    """
+    if not rows:
+        return rows
+    _, cells, _, widths = _layout(rows, nodeids)
+    essential = max(map(_essential_length, (row[0] for row in cells)))
+    room = WIDTH - sum(widths[1:]) - 2 * (len(widths) - 1)
+    if room >= min(widths[0], max(essential, NAME_NARROWEST)):
+        return rows
+    return [[*row[:POOL_COLUMN], pool, *row[POOL_COLUMN + 1 :]] for row, pool in zip(rows, compact_pools)]
+
+
+def _essential_length(name: str) -> int:
+    """How much of a name cell (indent, class, function, parametrize id) a row should show: the id to PARAM_SHARE."""
+    bracket = name.find("[")
+    return len(name) if bracket < 0 else bracket + min(len(name) - bracket, PARAM_SHARE)
+
+
+def _layout(
+    rows: list[list[str]], nodeids: list[str] | None
+) -> tuple[list[str], list[list[str]], list[str | None], list[int]]:
+    """The columns shown (header), their cells (a test's name under its file), each row's file, each column's width."""
+    keep = [i for i in range(len(HEADER)) if i < 2 or any(row[i] not in EMPTY_CELLS for row in rows)]
+    cells = [[row[i] for i in keep] for row in rows]
+    files: list[str | None] = [None] * len(rows)
+    for index, nodeid in enumerate(nodeids or []):
+        path, sep, name = nodeid.partition("::")
+        files[index], cells[index][0] = (path, "  " + name) if sep else (None, nodeid)
+    header = [HEADER[i] for i in keep]
+    widths = [max(len(header[c]), *(len(row[c]) for row in cells)) for c in range(len(keep))]
+    return header, cells, files, widths
+
+
+def fit_test_name(name: str, width: int) -> str:
+    """A test's name past its file (``Class::test_f[id]``) in ``width``, its function's name whole where it fits.
+
+    The parametrize id is clipped in the middle first (its end is where ids differ:
+    ``[bf1...-bs16]``), down to PARAM_SHARE characters, then the class; past that the
+    class goes, then the id down to ``[...]``.  Only a function's name that leaves no
+    room for that (or is wider than ``width`` alone) is clipped, in the middle.
+    """
+    if len(name) <= width:
+        return name
+    bracket = name.find("[")  # a parametrize id opens at the first "[" (names have none; the id may hold "::")
+    base, param = (name[:bracket], name[bracket:]) if bracket > 0 else (name, "")
+    scope, colons, function = base.rpartition("::")
+    scope += colons
+    if len(function) > width:
+        return clip_middle(name, width, head_share=0.6)
+    budget = width - len(function)  # for the class and the id
+    param_share = min(len(param), PARAM_SHARE)
+    if len(scope) + param_share <= budget:
+        return scope + function + clip_middle(param, budget - len(scope), head_share=0.3)
+    if scope and budget - param_share >= SCOPE_NARROWEST:
+        return clip_middle(scope, budget - param_share) + function + clip_middle(param, param_share, head_share=0.3)
+    if param and budget >= min(len(param), PARAM_NARROWEST):
+        return function + clip_middle(param, budget, head_share=0.3)
+    if param:  # rows of one function differ only there: the id's end stays, the function is clipped for it
+        param = clip_middle(param, min(len(param), PARAM_NARROWEST), head_share=0.3)
+        return clip_middle(function, width - len(param), head_share=0.6) + param
+    return function
+
+
+def fit_path(path: str, width: int) -> str:
+    """A file's path in ``width``: its directory clipped in the middle first, the file's name whole where it fits."""
+    if len(path) <= width:
+        return path
+    directory, slash, file = path.rpartition("/")
+    if not slash or len(file) + 6 > width:
+        return clip_middle(path, width, head_share=0.3)
+    return clip_middle(directory, width - len(file) - 1, head_share=0.5) + "/" + file
 
 
 def wrapped(line: str) -> list[str]:
@@ -507,9 +613,13 @@ def legend_lines(rows: list[list[str]]) -> list[str]:
     if "off" in cache_cells:
         parts.append("off: a cache layer turned off by the user, not checked")
     pools = [row[column["pool / largest"]] for row in rows]
-    if any(cell.endswith(" outside") for cell in pools):
+    if any(re.search(r" \[\d+/\d+\]", cell) for cell in pools):
+        parts.append("[i/n]: the figures of set i, the worst ratio of the test's n GraphSets")
+    if any(cell.endswith((" outside", " out")) for cell in pools):
+        compact = any(cell.endswith(" out") for cell in pools)
         parts.append(
-            "outside: device memory behind PyTorch's allocator that the graphs held (what their release gave "
+            ("+4.0M out, " if compact else "")
+            + "outside: device memory behind PyTorch's allocator that the graphs held (what their release gave "
             "back; where no release was read, what the captures took), first use apart; ? when other "
             "processes shared the GPU"
         )

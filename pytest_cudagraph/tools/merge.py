@@ -285,7 +285,10 @@ def _join_tests(shards: list[Shard]) -> tuple[dict[str, Any], dict[str, float]]:
         # every record as read (fields no type names kept), its cache-key components whole again:
         # build_report factors them over every shard's records
         tests.update(expand_cache_components(shard.read.data))
-        durations.update(given(shard.read.report.durations) or {})
+        # null: a record's test that did not finish (a file stores it so; reading it leaves none)
+        durations.update(
+            {nodeid: s for nodeid, s in (given(shard.read.report.durations) or {}).items() if s is not None}
+        )
     return tests, durations
 
 
@@ -455,7 +458,7 @@ def durations_from_reports(
         typed = typed_report(report, name).report
         carried = given(typed.durations)
         if carried is not None:
-            read = {nodeid: float(seconds) for nodeid, seconds in carried.items()}
+            read = {nodeid: float(seconds) for nodeid, seconds in carried.items() if seconds is not None}
             _check_not_negative(name, read, "durations")
             durations.update(read)
             continue
