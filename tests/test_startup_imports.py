@@ -32,6 +32,8 @@ HOOK_MODULES = {
     "pytest_cudagraph.plugin.fixtures",
     "pytest_cudagraph.plugin.items",
     "pytest_cudagraph.plugin.marker_docs",
+    "pytest_cudagraph.plugin.options",
+    "pytest_cudagraph.plugin.run_so_far",
     "pytest_cudagraph.plugin.state_isolation",
     # the running test's slot: the record and the open-object registry take it on first use
     "pytest_cudagraph.records",

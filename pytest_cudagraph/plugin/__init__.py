@@ -10,7 +10,9 @@ plugin, or an option asks for GPU work.  The checks live in the library modules;
 this layer is the only one that imports pytest, and it only wires the library to
 pytest.  Its modules:
 
+- ``options``: the command-line and ini options and the values they accept;
 - ``activation``: the hooks every run registers, and the switch to the rest;
+- ``run_so_far``: what the run did before the switch, handed to the recorder;
 - ``startup``: the plugin switched on: options checked, then acted on (devices,
   cache root), then the feature modules registered;
 - ``collection``: marker arguments checked, GPU tests gated, module groups;
@@ -35,105 +37,17 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from . import activation, fixtures, state_isolation
-from .items import STATE_KEY
+from . import activation, fixtures, options, state_isolation
+from .items import STATE_KEY, xdist_workers
+from .run_so_far import RunSoFar
 
 if TYPE_CHECKING:
     from .session import RunState
 
-# --cudagraph-group's values (session.GROUP_CHOICES)
-GROUP_CHOICES = ("none", "module")
-# the ini option of torch_trace (torch_trace.INI_OPTION)
-TORCH_TRACE_INI = "cudagraph_capture_torch_trace"
-# --cudagraph-summary's and --cudagraph-annotations's values (job_summary, failure_annotations)
-SUMMARY_CHOICES = ("auto", "github", "off")
-ANNOTATION_CHOICES = ("auto", "github", "off")
-
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """At start-up: the plugin's command-line and ini options."""
-    group = parser.getgroup("cudagraph", "CUDA graph and torch.compile cache validation (pytest-cudagraph)")
-    group.addoption(
-        "--cudagraph",
-        action="store_true",
-        default=False,
-        help="run the tests marked cudagraph or using the cudagraphs fixture (without it they skip with 'needs --cudagraph').",
-    )
-    group.addoption(
-        "--cudagraph-require-gpu",
-        action="store_true",
-        default=False,
-        help="implies --cudagraph; stop at start with a usage error when no CUDA device is visible, "
-        "instead of skipping the GPU tests.",
-    )
-    group.addoption(
-        "--cudagraph-report",
-        metavar="PATH",
-        default=None,
-        help="write the run's JSON report (schema pytest-cudagraph/2) to PATH.",
-    )
-    group.addoption(
-        "--cudagraph-baseline",
-        metavar="PATH",
-        default=None,
-        help="compare the run against an earlier report at the end; a regression fails the session.",
-    )
-    group.addoption(
-        "--cudagraph-cache-dir",
-        metavar="PATH",
-        default=None,
-        help="root of the compile caches (Inductor, AOTAutograd, Triton) for the whole run; "
-        "default: a fresh private directory per run, used only by the plugin's checks.",
-    )
-    group.addoption(
-        "--cudagraph-devices",
-        metavar="auto|LIST",
-        default=None,
-        help="under pytest-xdist, pin each worker to one GPU, round-robin over LIST (indices such as 0,1) "
-        "or over every visible GPU (auto); a worker's GPU is its cuda:0. Without -n the run itself is "
-        "pinned to the first device of the list.",
-    )
-    group.addoption(
-        "--cudagraph-group",
-        choices=GROUP_CHOICES,
-        default="none",
-        help="module: under pytest-xdist, run all GPU tests of a module on one worker (the plugin's own "
-        "scheduling), so that they share its GPU and its module-scoped fixtures; default: none.",
-    )
-    group.addoption(
-        "--cudagraph-summary",
-        choices=SUMMARY_CHOICES,
-        default="auto",
-        help="github: append the run's summary in Markdown to $GITHUB_STEP_SUMMARY (GitHub's job summary); "
-        "auto (default): do so where that variable is set and --cudagraph-report is given; off: never.",
-    )
-    group.addoption(
-        "--cudagraph-annotations",
-        choices=ANNOTATION_CHOICES,
-        default="auto",
-        help="auto (default): under GitHub Actions (GITHUB_ACTIONS=true) print each failure of the plugin's checks "
-        "as an ::error annotation at the user's line; github: print them anywhere; off: never.",
-    )
-    parser.addini(
-        "cudagraph_capture_sizes",
-        "default batch sizes for the cudagraphs fixture, e.g. '1 2 4 8'",
-        default="",
-    )
-    parser.addini("cudagraph_rtol", "default relative tolerance of replay-vs-eager checks", default="")
-    parser.addini("cudagraph_atol", "default absolute tolerance of replay-vs-eager checks", default="")
-    parser.addini(
-        "cudagraph_baseline_fail_on",
-        "compare rules that make --cudagraph-baseline fail the run, as for 'pytest-cudagraph compare --fail-on' "
-        "(e.g. 'default,graph-breaks'); default: the default rules",
-        default="",
-    )
-    parser.addini(
-        TORCH_TRACE_INI,
-        "keep torch's structured-trace records (logger torch.__trace) in pytest's log capture and caplog; "
-        "default false: they are kept out, so a failing test's captured log shows what matters",
-        type="bool",
-        default=False,
-    )
+    options.add_options(parser)
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -151,7 +65,7 @@ def pytest_configure(config: pytest.Config) -> None:
     for doc in MARKER_DOCS.values():
         config.addinivalue_line("markers", doc)
     manager = config.pluginmanager
-    so_far = config.stash[activation.SO_FAR_KEY] = activation.RunSoFar()
+    so_far = config.stash[activation.SO_FAR_KEY] = RunSoFar()
     manager.register(so_far, "cudagraph-run-so-far")
     for name, module in (
         ("cudagraph-activation", activation),
@@ -177,7 +91,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         return None
     lines = [_header_line(state)]
     options = state.options
-    workers = activation.xdist_workers(config)
+    workers = xdist_workers(config)
     if options.devices is not None:
         if not state.devices:
             lines.append(

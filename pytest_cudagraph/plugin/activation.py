@@ -23,7 +23,7 @@ Until then each hook here checks one thing and returns.  The hooks that carry a
 test's record (its setup and its reports) live here whether or not the plugin is
 switched on, so that a test's outcome is kept from its first phase, and what the
 run did before the switch (collection errors, deselected and finished tests,
-failures) is handed to the recorder when it starts (``RunSoFar``).
+failures) is handed to the recorder when it starts (``run_so_far``).
 """
 
 from __future__ import annotations
@@ -36,54 +36,29 @@ from typing import Any
 import pytest
 
 from ..records import running
-from .items import NODEID_KEY, OUTCOME_KEY, PLUGIN_FIXTURES, PLUGIN_MARKERS, record_of
+from .items import (
+    FAILURE_KEY,
+    NODEID_KEY,
+    OUTCOME_KEY,
+    PLUGIN_FIXTURES,
+    PLUGIN_MARKERS,
+    SKIP_REASON_KEY,
+    record_of,
+    registered_marks,
+    xdist_workers,
+)
+from .run_so_far import RunSoFar
 
 # set on config.stash once the feature modules are registered
 ACTIVE_KEY = pytest.StashKey[bool]()
 # the RunSoFar of a run not yet switched on (registered in configure)
 SO_FAR_KEY: pytest.StashKey[RunSoFar] = pytest.StashKey()
-# The first failed phase's message, for the record (the report page shows failed tests with it).
-FAILURE_KEY = pytest.StashKey[dict]()
-# Why the test skipped (the terminal section counts the GPU tests the plugin skipped).
-SKIP_REASON_KEY = pytest.StashKey[str]()
 # A failure message longer than this is clipped in the middle; the terminal output keeps it whole.
 FAILURE_MESSAGE_LIMIT = 4000
 # the ini values of the plugin: any of them set switches it on at configure (they are checked there)
 INI_VALUES = ("cudagraph_capture_sizes", "cudagraph_rtol", "cudagraph_atol", "cudagraph_baseline_fail_on")
-# the registered marks' names, and how many ``markers`` lines they were read from
-_REGISTERED_KEY = pytest.StashKey[tuple]()
 # unregistered mark name -> the sentence for it if it is one edit away from a plugin marker, else None
 _UNREGISTERED_KEY = pytest.StashKey[dict]()
-
-
-class RunSoFar:
-    """What the run did before the plugin was switched on, for the recorder's progress.
-
-    Registered as a plugin until ``activate`` hands it to the recorder and
-    unregisters it: from then on the recorder counts.
-    """
-
-    def __init__(self) -> None:
-        self.collection_errors = 0
-        self.deselected: int | None = None
-        self.failures = 0
-        self.finished: list[str] = []
-
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        """After each collector: a module that does not import, a bad marker argument."""
-        if report.failed:
-            self.collection_errors += 1
-
-    def pytest_deselected(self, items: list[pytest.Item]) -> None:
-        """When -k, -m or a plugin deselects tests."""
-        self.deselected = (self.deselected or 0) + len(items)
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        """After each phase of each test: failures, as pytest counts them for -x, and finished tests."""
-        if report.failed and not hasattr(report, "wasxfail"):
-            self.failures += 1
-        if report.when == "teardown":
-            self.finished.append(report.nodeid)
 
 
 def is_active(config: pytest.Config) -> bool:
@@ -136,28 +111,6 @@ def wanted_from_start(config: pytest.Config) -> bool:
     if _option(config, "splits") and _option(config, "group"):
         return True  # pytest-split's counting must be registered before pytest-split's own hooks
     return _option(config, "hypothesis_profile") == "cudagraph"
-
-
-def xdist_workers(config: pytest.Config) -> int:
-    """How many xdist workers this (controller) process starts; 0 without xdist or with -n 0."""
-    count = _option(config, "numprocesses")
-    return int(count) if isinstance(count, int) and config.getoption("dist") != "no" else 0
-
-
-def registered_marks(config: pytest.Config) -> set[str]:
-    """The names of the marks pytest knows: its own, the plugins', and the ini file's ``markers``.
-
-    Read again only when a line was added (a conftest file collected later may register marks), not
-    for every collected function.
-    """
-    lines = config.getini("markers")
-    cached = config.stash.get(_REGISTERED_KEY, None)
-    if cached is None or cached[0] != len(lines):
-        cached = config.stash[_REGISTERED_KEY] = (
-            len(lines),
-            {line.split(":")[0].split("(")[0].strip() for line in lines},
-        )
-    return cached[1]
 
 
 def _misspelled(config: pytest.Config, name: str, registered: set[str]) -> bool:

@@ -11,18 +11,17 @@ from pathlib import Path
 import pytest
 
 from ..records.record import TestRecord
-from .activation import registered_marks
 from .items import (
     GATED_FIXTURES,
     GPU_FIXTURES,
     MARKERS_KEY,
     STATE_KEY,
     marked_cudagraph_or_using,
+    registered_marks,
     uses_plugin,
 )
 from .markers import MarkerArgumentError, misspelled_marker_message, parse_item_markers
-
-WORKER_GROUPS = "cudagraph_groups_dir"
+from .xdist import WORKER_GROUPS
 
 
 def check_collected_items(collector: pytest.Collector, report: pytest.CollectReport, items: list[pytest.Item]) -> None:

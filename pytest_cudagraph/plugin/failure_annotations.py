@@ -28,8 +28,8 @@ import pytest
 
 from ..render.failure_line import failure_cause, failure_rule, failure_site
 from ..render.workflow_commands import error_command
-from . import ANNOTATION_CHOICES  # --cudagraph-annotations's values, defined with the options
 from .items import is_worker
+from .options import ANNOTATION_CHOICES  # --cudagraph-annotations's values, defined with the options
 from .session import RunState
 
 __all__ = ["ANNOTATION_CHOICES", "Annotations", "annotation_lines", "annotation_path", "register", "wanted"]

@@ -39,7 +39,7 @@ import pytest
 
 from ..compile.call_site import innermost_user_frame, relative_path
 from ..errors import CaptureError, CudagraphError, InvariantViolation, MisuseError, StaleGraphError
-from .activation import FAILURE_KEY
+from .items import FAILURE_KEY
 
 # a marker's check that failed: (rule, the user's line or None), noted before it fails the test
 CHECK_FAILURE_KEY = pytest.StashKey[tuple]()

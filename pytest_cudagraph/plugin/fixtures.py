@@ -144,6 +144,16 @@ def cudagraph_ranks(request: pytest.FixtureRequest) -> Iterator[RanksFixture]:
     fails, or hangs, fails the test within the timeout with its own message and
     where the other ranks were; the report gets a ``ranks`` section.
     """
-    from .rank_fixture import ranks_handle
+    from .rank_fixture import RanksFixture
 
-    yield ranks_handle(request)
+    state = run_state(request)
+    marker = request.node.stash.get(MARKERS_KEY, {}).get("cudagraph")
+    yield RanksFixture(
+        record=record_of(request.node),
+        world_size=marker.world_size if marker else None,
+        timeout=marker.timeout if marker else None,
+        align_collectives=marker.align_collectives if marker else True,
+        enabled=state.options.enabled,
+        pinned_device=state.pinned_device,
+        **_capture_defaults(request),
+    )

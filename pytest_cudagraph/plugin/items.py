@@ -1,7 +1,8 @@
 """What the plugin keeps on pytest's objects, and which tests it concerns.
 
 The stash keys of the run and of each test item, the markers and fixture sets that
-put a test under the plugin, and the record of a test.  Every module of the plugin
+put a test under the plugin, the record of a test, the marks pytest knows, and which
+xdist process this is.  Every module of the plugin
 layer reads these, and a run that uses no feature of the plugin loads this module
 too: it imports nothing but pytest (the types of the stash keys are named, not
 imported), and none of it imports torch.
@@ -38,6 +39,12 @@ RUN_ID_KEY = pytest.StashKey[tuple]()
 # The node id as collected: ``--dist loadgroup`` appends "@group" to it on workers,
 # and the report must name a test the same way however the run was distributed.
 NODEID_KEY = pytest.StashKey[str]()
+# the registered marks' names, and how many ``markers`` lines they were read from
+REGISTERED_MARKS_KEY = pytest.StashKey[tuple]()
+# The first failed phase's message, for the record (the report page shows failed tests with it).
+FAILURE_KEY = pytest.StashKey[dict]()
+# Why the test skipped (the terminal section counts the GPU tests the plugin skipped).
+SKIP_REASON_KEY = pytest.StashKey[str]()
 
 # the names of the plugin's markers, and of its fixtures
 PLUGIN_MARKERS = frozenset(MARKER_DOCS)
@@ -52,6 +59,35 @@ GATED_FIXTURES = frozenset({"cudagraphs"})
 def is_worker(config: pytest.Config) -> bool:
     """True in an xdist worker process (the controller, or a run without xdist, writes the report)."""
     return getattr(config, "workerinput", None) is not None
+
+
+def xdist_workers(config: pytest.Config) -> int:
+    """How many xdist workers this (controller) process starts; 0 without xdist or with -n 0."""
+    count = _option(config, "numprocesses")
+    return int(count) if isinstance(count, int) and config.getoption("dist") != "no" else 0
+
+
+def _option(config: pytest.Config, name: str) -> Any:
+    try:
+        return config.getoption(name)
+    except ValueError:  # the plugin that adds it (xdist) is not installed
+        return None
+
+
+def registered_marks(config: pytest.Config) -> set[str]:
+    """The names of the marks pytest knows: its own, the plugins', and the ini file's ``markers``.
+
+    Read again only when a line was added (a conftest file collected later may register marks), not
+    for every collected function.
+    """
+    lines = config.getini("markers")
+    cached = config.stash.get(REGISTERED_MARKS_KEY, None)
+    if cached is None or cached[0] != len(lines):
+        cached = config.stash[REGISTERED_MARKS_KEY] = (
+            len(lines),
+            {line.split(":")[0].split("(")[0].strip() for line in lines},
+        )
+    return cached[1]
 
 
 def uses_plugin(item: pytest.Item) -> bool:

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from ..errors import UsageProblem
-from . import SUMMARY_CHOICES  # --cudagraph-summary's values, defined with the options
 from .items import PROGRESS_KEY, is_worker
+from .options import SUMMARY_CHOICES  # --cudagraph-summary's values, defined with the options
 from .session import RunState
 
 __all__ = ["SUMMARY_CHOICES", "SUMMARY_ENV", "JobSummary", "check_summary_option", "register", "summary_markdown"]

@@ -14,8 +14,9 @@ other workers may be using too (its pool figures then include nothing of theirs:
 pools are measured per process, but memory can run short).
 
 Importing this module imports no torch.  The fixture itself is ``fixtures``', which
-imports this module when a test asks for it: pytest registers the fixtures in every
-run, and this module's dataclass is built only for a test that uses it.
+imports this module when a test asks for it and builds the handle from the test's
+marker and the run's options: pytest registers the fixtures in every run, and this
+module's dataclass is built only for a test that uses it.
 """
 
 from __future__ import annotations
@@ -26,8 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .fixtures import _capture_defaults, run_state
-from .items import MARKERS_KEY, record_of
 from .markers import DEFAULT_RANK_TIMEOUT_S
 
 if TYPE_CHECKING:
@@ -127,19 +126,3 @@ class RanksFixture:
             self._sections = RankSections()
         self._sections.add(result)
         self.record.set("ranks", self._sections)
-
-
-def ranks_handle(request: pytest.FixtureRequest) -> RanksFixture:
-    """The ``cudagraph_ranks`` fixture's handle for the requesting test (``fixtures.cudagraph_ranks``)."""
-    state = run_state(request)
-    marker = request.node.stash.get(MARKERS_KEY, {}).get("cudagraph")
-    handle = RanksFixture(
-        record=record_of(request.node),
-        world_size=marker.world_size if marker else None,
-        timeout=marker.timeout if marker else None,
-        align_collectives=marker.align_collectives if marker else True,
-        enabled=state.options.enabled,
-        pinned_device=state.pinned_device,
-        **_capture_defaults(request),
-    )
-    return handle

@@ -26,16 +26,17 @@ from ..records.json_values import json_safe
 from ..records.progress import RunProgress
 from ..records.record import CACHE_START_EMPTY, CACHE_START_SHARED, StartedCaches, TestRecord, set_current_record
 from . import pytest_split as shards
-from .activation import FAILURE_KEY, SKIP_REASON_KEY, RunSoFar
 from .fixture_compiles import REPORT_SETUPS_ATTR, watch_of
 from .items import (
     CACHE_KEYS_KEY,
     CACHE_SNAPSHOT_KEY,
+    FAILURE_KEY,
     MARKERS_KEY,
     OUTCOME_KEY,
     PROGRESS_KEY,
     RECORD_KEY,
     RUN_ID_KEY,
+    SKIP_REASON_KEY,
     STATE_KEY,
     STORED_KEYS_KEY,
     is_worker,
@@ -44,6 +45,7 @@ from .items import (
     uses_plugin,
 )
 from .markers import MarkerArgumentError, parse_item_markers
+from .run_so_far import RunSoFar
 from .session import RunState
 
 REPORT_RECORD_ATTR = "cudagraph_record"

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..envvars import EnvironmentPatch
 from ..errors import UsageProblem
-from . import GROUP_CHOICES  # --cudagraph-group's values, defined with the options
 from .markers import MarkerArgumentError, parse_capture_sizes
+from .options import GROUP_CHOICES  # --cudagraph-group's values, defined with the options
 
 if TYPE_CHECKING:
     from ..caches.cache_root import CacheRoot

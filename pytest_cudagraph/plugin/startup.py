@@ -19,16 +19,12 @@ import pytest
 
 from ..envvars import CHILD_PASS_ENV, INSTRUCTIONS_ENV
 from ..errors import ReportError, UsageProblem
-from .activation import xdist_workers
-from .items import PROGRESS_KEY, STATE_KEY, is_worker
+from .items import PROGRESS_KEY, STATE_KEY, is_worker, xdist_workers
 from .session import RunState, read_options
+from .xdist import WORKER_DEVICES, WORKER_ROOT
 
 if TYPE_CHECKING:
-    from .activation import RunSoFar
-
-WORKER_DEVICES = "cudagraph_devices"
-# set by the xdist controller in each worker's workerinput: the run's shared cache root
-WORKER_ROOT = "cudagraph_cache_root"
+    from .run_so_far import RunSoFar
 
 
 def start_features(

@@ -30,7 +30,7 @@ from collections.abc import Iterator
 import pytest
 
 from .. import _compat
-from . import TORCH_TRACE_INI as INI_OPTION
+from .options import TORCH_TRACE_INI as INI_OPTION
 
 __all__ = ["INI_OPTION", "detach_pytest_handlers", "detach_pytest_handlers_from_torch_trace"]
 

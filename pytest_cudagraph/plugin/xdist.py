@@ -14,11 +14,15 @@ from typing import Any
 import pytest
 
 from ..records.progress import RunProgress
-from .collection import WORKER_GROUPS
 from .items import is_worker
 from .session import RunState
-from .startup import WORKER_DEVICES, WORKER_ROOT
 
+# what the controller hands each worker in its workerinput: the GPUs to pin workers to (round-robin),
+# the run's shared cache root, and where a worker writes its module groups (--cudagraph-group=module)
+WORKER_DEVICES = "cudagraph_devices"
+WORKER_ROOT = "cudagraph_cache_root"
+WORKER_GROUPS = "cudagraph_groups_dir"
+# what a worker sends back in its workeroutput: the records of tests refused at collection, the deselected count
 WORKER_RECORDS = "cudagraph_records"
 WORKER_DESELECTED = "cudagraph_deselected"
 
