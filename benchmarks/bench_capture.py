@@ -38,7 +38,7 @@ import time
 import torch
 
 from pytest_cudagraph import capture_graphs
-from pytest_cudagraph.text import format_bytes
+from pytest_cudagraph.render.plain_text import format_bytes
 
 SIZES = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, 513, 16))
 D = 1024

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from pytest_cudagraph.plugin.failure_annotations import annotation_lines, annotation_path
 from pytest_cudagraph.records.comparison import Regression
 from pytest_cudagraph.render.failure_line import failure_cause
+from pytest_cudagraph.render.plain_text import clip_middle, terminal_safe
 from pytest_cudagraph.render.workflow_commands import MESSAGE_WIDTH, error_command, escape_data, escape_property
-from pytest_cudagraph.text import clip_middle, terminal_safe
 
 # the runner's unescaping, in its order: %0D, %0A (and for properties %3A, %2C), then %25
 DATA_ESCAPES = (("\r", "%0D"), ("\n", "%0A"), ("%", "%25"))

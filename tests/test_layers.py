@@ -40,7 +40,6 @@ TOP_LEVEL = {
     "__main__": "entry",
     "errors": "base",
     "envvars": "base",
-    "text": "base",
     "strategies": "library",
 }
 # what each layer may import (besides itself)

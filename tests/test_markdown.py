@@ -21,8 +21,8 @@ from sample_reports import graph_record, modified, recompile_events_record, samp
 from pytest_cudagraph.records.report import build_report
 from pytest_cudagraph.render.markdown import comparison_markdown, run_markdown
 from pytest_cudagraph.render.markdown_blocks import WIDTH, code, paragraph, table, text
+from pytest_cudagraph.render.plain_text import terminal_safe
 from pytest_cudagraph.render.summary import HEADER, summary_row
-from pytest_cudagraph.text import terminal_safe
 from pytest_cudagraph.tools import cli
 from pytest_cudagraph.tools.compare import compare_reports
 from pytest_cudagraph.tools.compare_rules import INCOMPLETE_RULE

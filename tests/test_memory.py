@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from pytest_cudagraph.graphs.memory import PoolMeter, pool_usage_from_segments, round_request, segment_size_for
 from pytest_cudagraph.graphs.pool_blocks import LARGE_BUFFER, SMALL_BUFFER
 from pytest_cudagraph.graphs.pool_check import SizeMemory, format_size_table
-from pytest_cudagraph.text import MIB, format_bytes
+from pytest_cudagraph.render.plain_text import MIB, format_bytes
 
 
 @pytest.mark.parametrize(

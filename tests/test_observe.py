@@ -30,7 +30,7 @@ from pytest_cudagraph.graphs.observe_verdict import (
 from pytest_cudagraph.graphs.pool_blocks import LiveBlock
 from pytest_cudagraph.records.record import TestRecord
 from pytest_cudagraph.records.schema import TestRecord as TypedRecord
-from pytest_cudagraph.text import MIB
+from pytest_cudagraph.render.plain_text import MIB
 
 ENGINE = CallSite("engine.py", 42, "with torch.cuda.graph(g, pool=self.pool):", "capture")
 OTHER = CallSite("engine.py", 90, "with torch.cuda.graph(g):", "capture_prefill")

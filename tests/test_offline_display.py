@@ -10,9 +10,9 @@ from sample_reports import ENV_2_13, MiB, graph_record, graph_set_record
 
 from pytest_cudagraph.records.record import merge_graph_sets
 from pytest_cudagraph.records.report import build_report, load_report, write_report
+from pytest_cudagraph.render.plain_text import NODEID_WIDTH, clip_nodeid
 from pytest_cudagraph.render.show import render_html
 from pytest_cudagraph.render.summary import summary_row, terminal_summary_lines
-from pytest_cudagraph.text import NODEID_WIDTH, clip_nodeid
 from pytest_cudagraph.tools.cli import main
 
 LONG_ID = "tests/test_model.py::test_decode[" + "config-" * 430 + "bs16]"  # 3000+ characters

@@ -23,7 +23,7 @@ from pytest_cudagraph.graphs.pool_check import (
     segment_growth,
     with_block_frames,
 )
-from pytest_cudagraph.text import MIB
+from pytest_cudagraph.render.plain_text import MIB
 
 POOL = (0, 1)
 

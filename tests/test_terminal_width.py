@@ -12,8 +12,8 @@ from sample_reports import ENV_2_13, graph_record, modified, sample_report, warm
 from pytest_cudagraph.records.cold_warm import pass_pairs
 from pytest_cudagraph.records.report import build_report
 from pytest_cudagraph.render.counter_text import counts_text, letters_in
+from pytest_cudagraph.render.plain_text import fit_table, format_table, wrap_words
 from pytest_cudagraph.render.summary import HEADER, legend_lines, summary_row, terminal_summary_lines
-from pytest_cudagraph.text import fit_table, format_table, wrap_words
 from pytest_cudagraph.tools.cli import main
 from pytest_cudagraph.tools.compare import compare_reports
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..records.key_diff import KEYED_LAYERS
-from ..text import count_noun
+from ..render.plain_text import count_noun
 from .lookups import OUTCOMES, VALUE_LIMIT, CacheLookup, MissExplanation, clip, explain_miss
 
 

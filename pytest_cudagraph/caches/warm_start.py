@@ -22,7 +22,7 @@ from typing import Any
 from .. import _compat as compat
 from ..compile.compile_time import warm_cold_ratio
 from ..errors import InvariantViolation
-from ..text import count_noun, format_table
+from ..render.plain_text import count_noun, format_table
 from . import keys as cache_keys
 from .graph_code import graph_change
 from .keys import KEYED_LAYERS, MissExplanation

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import InvariantViolation, MisuseError
-from ..text import expected_changes
+from ..render.plain_text import expected_changes
 
 
 def checked_deltas(what: str, deltas: Mapping[str, Any], known: Sequence[str], example: str) -> dict[str, int]:

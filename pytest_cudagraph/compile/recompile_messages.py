@@ -13,7 +13,7 @@ from typing import Any
 
 from .._compat import MARK_DYNAMIC_CALL
 from ..render import record_text
-from ..text import clip
+from ..render.plain_text import clip
 
 # guard rows a failure shows (the rest are in the report)
 MAX_REASONS_SHOWN = record_text.MAX_GUARD_ROWS

@@ -70,7 +70,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import MisuseError
-from ..text import MIB, format_bytes, format_table, short_seconds, signed_bytes
+from ..render.plain_text import MIB, format_bytes, format_table, short_seconds, signed_bytes
 
 __all__ = [
     "CaptureCost",

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..compile.call_site import CallSite
-from ..text import count_noun, format_bytes, format_table, short_seconds, signed_bytes
+from ..render.plain_text import count_noun, format_bytes, format_table, short_seconds, signed_bytes
 from .pool_blocks import LiveBlock, describe_live_blocks
 
 __all__ = [

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..compile.call_site import is_library_file, relative_path
-from ..text import MIB, format_bytes
+from ..render.plain_text import MIB, format_bytes
 
 __all__ = ["LiveBlock", "describe_live_blocks", "live_blocks_from_segments", "read_live_blocks"]
 

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..text import format_bytes, format_table
+from ..render.plain_text import format_bytes, format_table
 from .pool_blocks import LARGE_BUFFER, SMALL_BUFFER, LiveBlock, describe_live_blocks
 
 __all__ = ["PoolCheck", "SizeMemory", "format_size_table", "segment_growth"]

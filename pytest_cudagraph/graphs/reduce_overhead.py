@@ -56,7 +56,7 @@ from ..compile.call_site import (
 from ..compile.guard_failures import local_names
 from ..errors import InvariantViolation
 from ..records.record import TestRecord, current_record
-from ..text import count_noun
+from ..render.plain_text import count_noun
 from .rerecords import FunctionRerecords, count_rerecords
 from .tree_recordings import RecordingCount
 

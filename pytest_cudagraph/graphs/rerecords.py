@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import _compat as compat
-from ..text import count_noun
+from ..render.plain_text import count_noun
 
 __all__ = ["FunctionRerecords", "count_rerecords", "rerecord_failure", "rerecord_remedy", "shape_text"]
 

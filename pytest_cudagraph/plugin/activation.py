@@ -269,7 +269,7 @@ def keep_outcome(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestRe
 
 def skip_reason(report: pytest.TestReport) -> str:
     """The reason given to ``pytest.skip()`` or a skip mark, without pytest's "Skipped: " prefix."""
-    from ..text import clip_middle
+    from ..render.plain_text import clip_middle
 
     longrepr = report.longrepr
     reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
@@ -278,7 +278,7 @@ def skip_reason(report: pytest.TestReport) -> str:
 
 def failure_message(report: pytest.TestReport) -> str:
     """What the test failed with: pytest's crash line (the exception and its message), else the long text."""
-    from ..text import clip_middle
+    from ..render.plain_text import clip_middle
 
     crash = getattr(report.longrepr, "reprcrash", None)
     message = getattr(crash, "message", None)

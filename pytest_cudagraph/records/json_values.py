@@ -68,3 +68,29 @@ def as_int(value: Any) -> int:
     except (TypeError, ValueError, OverflowError):
         return 0
     return int(number) if math.isfinite(number) else 0
+
+
+def number(value: Any, *, finite: bool = False) -> float | None:
+    """A number from a report or a record as a float; None when it is absent or no number.
+
+    The one NaN rule: NaN is a measurement (a replay error that went NaN, written as
+    the string ``"nan"``), never an absence, so ``"nan"`` and ``float("nan")`` give
+    NaN and ``"inf"`` gives infinity; an integer beyond a float's range gives an
+    infinity of its sign.  ``finite=True`` is for arithmetic that needs a finite
+    value (a chart's scale): NaN and infinities give None.  Booleans are no numbers.
+    """
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        try:
+            result = float(value)
+        except OverflowError:  # load_report refuses such an int; a live record may still hold one
+            result = math.inf if value > 0 else -math.inf
+    elif isinstance(value, str):
+        try:
+            result = float(value)
+        except ValueError:
+            return None
+    else:
+        return None
+    return None if finite and not math.isfinite(result) else result

@@ -23,7 +23,6 @@ import typing
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ReportError
-from ..text import clip_middle
 from .json_values import is_text
 from .stored_once import SCHEMA_V2
 
@@ -344,7 +343,11 @@ def _words(type_: Any) -> str:
 
 def short(value: Any, limit: int = 60) -> str:
     """``repr(value)`` cut in the middle to ``limit`` characters (a node id can be 3000 long)."""
-    return clip_middle(repr(value), limit)
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    head = (limit - 3) // 2
+    return text[:head] + "..." + text[len(text) - (limit - 3 - head) :]
 
 
 def field_path(path: tuple[Any, ...]) -> str:

@@ -27,8 +27,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..records.comparison import Comparison, RunCompleteness, TestComparison, run_notes, selection_text
-from ..text import clip, count_noun, format_bytes, format_table, number
+from ..records.json_values import number
 from .key_text import compare_lines, explain_command, run_wide_lines
+from .plain_text import clip, count_noun, format_bytes, format_table
 
 __all__ = [
     "changed_test_lines",

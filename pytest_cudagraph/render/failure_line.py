@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..text import clip
+from .plain_text import clip
 
 __all__ = ["CAUSE_WIDTH", "failure_cause", "failure_rule", "failure_site"]
 

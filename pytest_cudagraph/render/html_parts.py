@@ -13,7 +13,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..text import format_bytes, number
+from ..records.json_values import number
+from .plain_text import format_bytes
 
 __all__ = [
     "Markup",

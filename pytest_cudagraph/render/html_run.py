@@ -12,8 +12,8 @@ from ..records.cold_warm import PASS_COUNTERS, added_up, disabled_layers, pass_p
 from ..records.loaded import RecordRead, filled, given, is_set
 from ..records.report import as_int
 from ..records.schema import Failure, Summary, TestRecord
-from ..text import bytes_pair, clip, count_noun, format_bytes
 from .html_parts import Markup, badge, escape, kv_table, nodeid_html, nonzero_counters, value_html
+from .plain_text import bytes_pair, clip, count_noun, format_bytes
 from .record_text import section
 from .shard_text import describe_shard
 from .summary import HEADER, legend_lines, pool_figures, summary_row

@@ -27,8 +27,8 @@ from ..records.schema import (
     ReduceOverhead,
     TestRecord,
 )
-from ..text import count_noun
 from .html_parts import escape, reasons_list, record_section_html, rest_table, rows_table
+from .plain_text import count_noun
 from .record_text import (
     COST_HEADER,
     GUARD_HEADER,

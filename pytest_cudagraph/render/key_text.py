@@ -42,7 +42,7 @@ from ..records.key_diff import (
     shared_components,
 )
 from ..records.loaded import LoadedReport, given
-from ..text import clip, clip_middle, clip_nodeid, count_noun, format_table
+from .plain_text import clip, clip_middle, clip_nodeid, count_noun, format_table
 
 if TYPE_CHECKING:
     from ..records.schema import TestRecord

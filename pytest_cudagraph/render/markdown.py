@@ -36,11 +36,11 @@ from typing import Any
 
 from ..records.comparison import Comparison, TestComparison
 from ..records.report import summarize
-from ..text import clip_nodeid, count_noun
 from .compare_text import delta_text, explain_command_of, incomplete_lines, summary_line, value_text
 from .failure_line import failure_cause, failure_rule, failure_site
 from .key_text import compare_lines, run_wide_lines
 from .markdown_blocks import WIDTH, code, fenced, paragraph, table, text
+from .plain_text import clip_nodeid, count_noun
 from .summary import (
     ATTENTION_OUTCOMES,
     EMPTY_CELLS,

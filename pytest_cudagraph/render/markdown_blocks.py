@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..text import terminal_safe
+from .plain_text import terminal_safe
 
 __all__ = ["WIDTH", "code", "fenced", "paragraph", "table", "text"]
 

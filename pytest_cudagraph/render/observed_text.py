@@ -15,8 +15,8 @@ from typing import Any
 from ..records.loaded import given
 from ..records.report import as_int
 from ..records.schema import ObservedGraph, ObservedGraphs
-from ..text import count_noun, format_bytes, format_table, short_seconds, signed_bytes
 from .html_parts import escape, reasons_list, rest_table, rows_table
+from .plain_text import count_noun, format_bytes, format_table, short_seconds, signed_bytes
 
 __all__ = ["OBSERVED_HEADER", "observed_cells", "observed_head", "observed_html", "observed_lines", "observed_rows"]
 

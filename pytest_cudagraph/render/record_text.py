@@ -20,10 +20,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..records.json_values import mapping_of
+from ..records.json_values import mapping_of, number
 from ..records.loaded import LoadedReport, filled, given, section_or_empty, typed_report, typed_section
 from ..records.report import as_int
-from ..text import (
+from .plain_text import (
     MIB,
     bytes_pair,
     clip,
@@ -31,7 +31,6 @@ from ..text import (
     count_noun,
     format_bytes,
     format_table,
-    number,
     short_seconds,
     signed_bytes,
 )

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..records.loaded import given, typed_section
-from ..text import count_noun
+from .plain_text import count_noun
 
 if TYPE_CHECKING:
     from ..records.schema import Shard

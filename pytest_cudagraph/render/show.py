@@ -45,15 +45,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..records.json_values import number
 from ..records.loaded import LoadedReport, RecordRead, given, is_set, typed_report
 from ..records.schema import Graphs, GraphSet, Summary
-from ..text import clip_nodeid, format_bytes, number
 from .html_caches import cache_keys_html, caches_html, extra_html
 from .html_compile import compile_time_html
 from .html_page import CSS
 from .html_parts import badge, escape, kv_table, nodeid_html
 from .html_run import env_html, overview_html, summary_html
 from .html_test import capture_cost_html, failure_html, recompiles_html, section_html
+from .plain_text import clip_nodeid, format_bytes
 from .summary import (
     disabled_layer_lines,
     first_use_lines,

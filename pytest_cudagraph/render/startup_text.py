@@ -19,7 +19,7 @@ of its statistic are ``records.startup``'s.  Nothing here imports torch.
 from __future__ import annotations
 
 from ..records.startup import FIGURES, SPREAD, STATISTIC, StartupResult, Stats
-from ..text import count_noun, format_table
+from .plain_text import count_noun, format_table
 
 __all__ = ["startup_table_lines"]
 

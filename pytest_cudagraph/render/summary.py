@@ -42,11 +42,12 @@ from pathlib import Path
 from typing import Any
 
 from ..records.cold_warm import disabled_layers, pass_pairs
+from ..records.json_values import number
 from ..records.report import as_int, limit_hit_count, summarize
-from ..text import bytes_pair, clip_middle, clip_nodeid, count_noun, format_bytes, number, wrap_words
 from .compile_time_text import compile_time_cell
 from .counter_text import LETTER_MEANING, cold_to_warm_text, counter_text, counts_text, letters_in
 from .graph_mode_text import breakable_graphs_cell
+from .plain_text import bytes_pair, clip_middle, clip_nodeid, count_noun, format_bytes, wrap_words
 from .record_text import NOTABLE_OUTSIDE_BYTES, section
 
 HEADER = ["test", "outcome", "graphs", "pool / largest", "recompiles", "compile", "fxgraph", "aot", "triton"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..records.schema import CacheSweep, SweepFactor
-from ..text import clip, count_noun, format_table
+from .plain_text import clip, count_noun, format_table
 
 __all__ = ["VERDICT_WORDS", "WHAT_TO_DO", "factor_why", "grouped", "sweep_failure_text", "sweep_lines", "sweeps_of"]
 

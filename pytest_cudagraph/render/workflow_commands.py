@@ -16,7 +16,7 @@ as everything the plugin prints from a record.  Nothing here imports torch.
 
 from __future__ import annotations
 
-from ..text import clip_middle, terminal_safe
+from .plain_text import clip_middle, terminal_safe
 
 __all__ = ["MESSAGE_WIDTH", "TITLE_WIDTH", "error_command", "escape_data", "escape_property"]
 

@@ -40,7 +40,7 @@ from ..errors import CudagraphError, ReportError
 from ..records.comparison import run_completeness
 from ..records.loaded import LoadedReport, read_report
 from ..records.report import collector_paused, load_report, write_text_atomically
-from ..text import clip, count_noun, terminal_safe
+from ..render.plain_text import clip, count_noun, terminal_safe
 from .cli_arguments import build_parser
 from .compare import compare_reports
 from .compare_rules import parse_rules

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from ..text import MIB
+from ..render.plain_text import MIB
 from .compare_rules import (
     ALL_RULES,
     DEFAULT_MEMORY_FLOOR_BYTES,

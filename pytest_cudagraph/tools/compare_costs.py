@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 from msgspec import UnsetType
 
+from ..records.json_values import number
 from ..records.loaded import filled, given, section_or_empty
 from ..records.report import OUTSIDE_DEVICE_FIGURES, as_int
 from ..records.schema import (
@@ -32,7 +33,7 @@ from ..records.schema import (
     TestRecord,
 )
 from ..records.startup import NOISE_MADS, median_absolute_deviation, outlying_runs
-from ..text import count_noun, format_bytes, number
+from ..render.plain_text import count_noun, format_bytes
 from .compare_noise import CAPTURE_PAGES_BYTES, ORDER_DEPENDENT_FIGURES
 from .compare_noise import mapping_of as _mapping
 from .compare_results import TestComparison

@@ -15,10 +15,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..records.comparison import list_of, mapping_of  # importable from here too: compare's readers use them
+from ..records.json_values import number
 from ..records.loaded import RecordRead, given, section_or_empty
 from ..records.report import as_int
 from ..records.schema import Graphs
-from ..text import MIB, number
+from ..render.plain_text import MIB
 
 if TYPE_CHECKING:
     from ..records.schema import CaptureCost, GraphSet, TestRecord

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import MisuseError
 from ..records.comparison import COMPARISON_SCHEMA
-from ..text import MIB
+from ..render.plain_text import MIB
 from .instructions import DEFAULT_INSTRUCTIONS_THRESHOLD
 
 __all__ = [

@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING
 
 from msgspec import UNSET, UnsetType
 
+from ..records.json_values import number
 from ..records.key_diff import TestKeyDiff
 from ..records.loaded import RecordRead, filled, given, section_or_empty
 from ..records.record import CACHE_START_EMPTY, CACHE_START_SHARED
 from ..records.report import as_int
 from ..records.schema import CacheLayer, Caches, GraphBreaks, TestRecord
-from ..text import clip, count_noun, format_bytes, number
+from ..render.plain_text import clip, count_noun, format_bytes
 from .compare_costs import instruction_rule, memory_rule, time_rules
 from .compare_noise import both_released, keyed_set_data, unpaired_set_notes, within_noise
 from .compare_pairing import paired_sets, table_changes

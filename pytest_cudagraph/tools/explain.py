@@ -18,7 +18,7 @@ from ..errors import MisuseError
 from ..records.key_diff import diff_reports, has_cache_keys, records_cache_keys
 from ..records.loaded import read_report
 from ..render.key_text import explain_lines, one_run_lines
-from ..text import clip
+from ..render.plain_text import clip
 
 __all__ = ["BadTest", "explain_arguments", "explain_report_lines", "pick_test"]
 

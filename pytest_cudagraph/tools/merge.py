@@ -33,9 +33,9 @@ from ..records.loaded import LoadedReport, given, section_or_empty, typed_report
 from ..records.report import build_report, expand_cache_components
 from ..records.schema import Shard as ShardSection
 from ..records.schema import Summary
+from ..render.plain_text import clip_nodeid
 from ..render.shard_text import NAMED_LIMIT as _NAMED_LIMIT
 from ..render.shard_text import groups_text, ranges_text
-from ..text import clip_nodeid
 
 # The env fields that make a build: shards that differ in one of them ran different software or
 # hardware, and their merged report would claim one build ran the whole suite.  Others (the platform

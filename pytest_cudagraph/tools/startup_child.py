@@ -26,9 +26,10 @@ from typing import Any
 
 from ..errors import ReportError
 from ..records.comparison import mapping_of
+from ..records.json_values import number
 from ..records.report import load_report
 from ..records.startup import RunSample
-from ..text import clip, number
+from ..render.plain_text import clip
 from .instructions import INSTRUCTIONS_ENV, callgrind_command, callgrind_total
 
 __all__ = [

@@ -58,7 +58,7 @@ from ..records.startup import (
     RunSample,
     StartupResult,
 )
-from ..text import clip, count_noun
+from ..render.plain_text import clip, count_noun
 from .instructions import INSTRUCTIONS_NOTE
 from .startup_child import (
     Interrupts,

@@ -19,7 +19,7 @@ from mlp_model import MLP
 from pytest_cudagraph import InvariantViolation, capture_graphs
 from pytest_cudagraph.graphs.capture_cost import shared_device
 from pytest_cudagraph.records.record import current_record
-from pytest_cudagraph.text import format_bytes
+from pytest_cudagraph.render.plain_text import format_bytes
 
 pytestmark = pytest.mark.cudagraph
 

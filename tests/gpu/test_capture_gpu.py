@@ -17,8 +17,8 @@ from mlp_model import MLP
 from pytest_cudagraph import CaptureError, InvariantViolation, StaleGraphError, capture_graphs
 from pytest_cudagraph.graphs.memory import graph_pool_segments
 from pytest_cudagraph.records.record import current_record
+from pytest_cudagraph.render.plain_text import format_bytes
 from pytest_cudagraph.strategies import capture_sizes, dtypes
-from pytest_cudagraph.text import format_bytes
 
 pytestmark = pytest.mark.cudagraph
 

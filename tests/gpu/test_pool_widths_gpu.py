@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from pytest_cudagraph import InvariantViolation
-from pytest_cudagraph.text import format_bytes
+from pytest_cudagraph.render.plain_text import format_bytes
 
 pytestmark = pytest.mark.cudagraph
 

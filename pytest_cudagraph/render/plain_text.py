@@ -1,4 +1,4 @@
-"""Text for people: tables, byte sizes, report numbers and clipped ids, one helper per job.
+"""Text for people: tables, byte sizes, seconds and clipped ids, one helper per job.
 
 The terminal summary, ``compare``, ``show`` and the library's failure messages all
 print through these, so a pool reads the same everywhere::
@@ -7,12 +7,13 @@ print through these, so a pool reads the same everywhere::
         -> ["test  pool", "t::a  60.0M"]
     format_bytes(62914560)        -> "60.0 MiB"     (1536 -> "1.5 KiB", 12 -> "12 B", None -> "-")
     bytes_pair(62914560, None)    -> "60.0M / -"    (a pool and its largest graph, in a narrow column)
-    number("nan")                 -> nan            (None when absent or not a number)
     clip("a  long\\nreason", 10)   -> "a long ..."
     clip_nodeid(a_3000_char_id)   -> "tests/test_model.py::test_decode[xxx...xxx-bs16]"
     terminal_safe("t\x1b[8m")     -> "t\\x1b[8m"   (a report's text cannot drive the terminal)
 
-Pure string work: no torch, no pytest, no other module of the package.
+Pure string work: no torch, no pytest; of the package only ``records.json_values``. The library's
+failure messages use it too, which is why the library may import render/. A report's
+numbers are read by ``records.json_values.number``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from ..records.json_values import number
 
 __all__ = [
     "KIB",
@@ -34,7 +37,6 @@ __all__ = [
     "fit_table",
     "format_bytes",
     "format_table",
-    "number",
     "terminal_safe",
     "wrap_words",
 ]
@@ -148,32 +150,6 @@ def wrap_words(text: str, width: int) -> list[str]:
 # ----------------------------------------------------------------------------
 # numbers and bytes
 # ----------------------------------------------------------------------------
-
-
-def number(value: Any, *, finite: bool = False) -> float | None:
-    """A number from a report or a record as a float; None when it is absent or no number.
-
-    The one NaN rule: NaN is a measurement (a replay error that went NaN, written as
-    the string ``"nan"``), never an absence, so ``"nan"`` and ``float("nan")`` give
-    NaN and ``"inf"`` gives infinity; an integer beyond a float's range gives an
-    infinity of its sign.  ``finite=True`` is for arithmetic that needs a finite
-    value (a chart's scale): NaN and infinities give None.  Booleans are no numbers.
-    """
-    if value is None or isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        try:
-            result = float(value)
-        except OverflowError:  # load_report refuses such an int; a live record may still hold one
-            result = math.inf if value > 0 else -math.inf
-    elif isinstance(value, str):
-        try:
-            result = float(value)
-        except ValueError:
-            return None
-    else:
-        return None
-    return None if finite and not math.isfinite(result) else result
 
 
 def format_bytes(value: Any, *, compact: bool = False) -> str:

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_cudagraph.text import (
+from pytest_cudagraph.records.json_values import number
+from pytest_cudagraph.render.plain_text import (
     KIB,
     MIB,
     NODEID_WIDTH,
@@ -18,7 +19,6 @@ from pytest_cudagraph.text import (
     count_noun,
     format_bytes,
     format_table,
-    number,
 )
 
 # ----------------------------------------------------------------------------
