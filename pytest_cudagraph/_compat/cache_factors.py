@@ -68,7 +68,7 @@ def has_inductor_config(entry: str) -> bool:
     return entry in getattr(inductor_config, "_config", {})
 
 
-def inductor_config_patch(values: dict[str, Any]) -> contextlib.AbstractContextManager:
+def inductor_config_patch(values: dict[str, Any]) -> contextlib.AbstractContextManager[None]:
     """``torch._inductor.config.patch(values)``: the entries set for the block, put back after it."""
     import torch._inductor.config as inductor_config
 

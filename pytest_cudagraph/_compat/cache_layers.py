@@ -148,7 +148,7 @@ def cache_disabled_reasons() -> list[str]:
     return reasons
 
 
-def enable_default_off_caches() -> contextlib.AbstractContextManager:
+def enable_default_off_caches() -> contextlib.ExitStack:
     """Turn on, for the block, the cache layers this torch leaves off by default and nobody set.
 
     The FX-graph cache is on by default in every supported torch; AOTAutograd's is
@@ -390,7 +390,7 @@ def changed_compile_config() -> dict[str, dict[str, Any]]:
     return out
 
 
-def applied_compile_config(config: dict[str, dict[str, Any]]) -> contextlib.AbstractContextManager:
+def applied_compile_config(config: dict[str, dict[str, Any]]) -> contextlib.ExitStack:
     """Patch the modules named in ``changed_compile_config()`` output for the block."""
     import importlib
 

@@ -150,7 +150,7 @@ def _name_and_kind(func: Any) -> tuple[str, str | None]:
     return found
 
 
-def collective_call(func: Any, args: tuple, kwargs: dict) -> dict[str, Any] | None:
+def collective_call(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any] | None:
     """What a dispatched collective op sends: ``{"kind", "op", "dtype", "count", "group", "reduce"}``, or None.
 
     None for an op that is not a collective (``wait_tensor`` included).  ``count``

@@ -44,6 +44,9 @@ from typing import Any
 
 __all__ = ["TreeCallMeter", "cudagraph_skip_context"]
 
+# A recording's shape: each dynamic tensor input's shape, or the int inputs where no tensor is dynamic
+RecordedShape = tuple[tuple[int, ...] | int, ...]
+
 # what a user reaches for against re-recording, as this torch names it: dynamic dims, the recorded sizes
 RERECORD_REMEDY_NAMES = {
     "mark_dynamic": "torch._dynamo.mark_dynamic",
@@ -243,7 +246,7 @@ def _name(manager: Any, function_id: Any) -> str:
         return f"function {_function_key(function_id)}"
 
 
-def _recording_event(manager: Any, function_id: Any, inputs: Any) -> tuple[str, tuple] | None:
+def _recording_event(manager: Any, function_id: Any, inputs: Any) -> tuple[str, RecordedShape] | None:
     """``(function, shape)`` of a recording about to happen, or None where it cannot be read.
 
     The function is the user's frame that called the compiled code (Dynamo runs a
@@ -260,7 +263,7 @@ def _recording_event(manager: Any, function_id: Any, inputs: Any) -> tuple[str, 
         wrapped = manager.ids_to_funcs[function_id]
         static = set(getattr(wrapped, "static_input_idxs", ()) or ())
         inputs = list(inputs)
-        shapes: tuple[tuple[int, ...] | int, ...] = tuple(
+        shapes: RecordedShape = tuple(
             tuple(int(d) for d in t.shape)
             for i, t in enumerate(inputs)
             if isinstance(t, torch.Tensor) and i not in static
@@ -318,7 +321,7 @@ class TreeCallMeter:
     def __init__(self) -> None:
         self.regions: dict[Any, dict[str, Any]] = {}
         # every recording as (function, shape), in order (graphs/rerecords.py counts them)
-        self.recordings: list[tuple[str, tuple]] = []
+        self.recordings: list[tuple[str, RecordedShape]] = []
         # every call of record_function, its function and shape read or not
         self.recorded_graphs = 0
         # called before each recording, before torch runs its own recording callbacks
@@ -342,15 +345,15 @@ class TreeCallMeter:
         if self.on_before_recording is not None:
             self.on_before_recording()
 
-    def on_recording(self, function: str, shape: tuple) -> None:
+    def on_recording(self, function: str, shape: RecordedShape) -> None:
         self.recordings.append((function, shape))
 
     def intact(self) -> bool:
         """Whether the meter still sees every call: nothing patched the tree manager's methods over its own."""
         return self.available and _Patch.intact()
 
-    def calls(self) -> Counter:
-        total: Counter = Counter()
+    def calls(self) -> Counter[str]:
+        total: Counter[str] = Counter()
         for region in self.regions.values():
             total.update(region["calls"])
         return total

@@ -253,7 +253,7 @@ def has_fail_on_recompile_stance() -> bool:
     return hasattr(torch, "compiler") and hasattr(torch.compiler, "set_stance")
 
 
-def error_on_recompile() -> contextlib.AbstractContextManager:
+def error_on_recompile() -> contextlib.AbstractContextManager[None]:
     """Make the first recompile of any function raise ``torch._dynamo.exc.RecompileError`` (2.4+).
 
     First compiles pass; the error message holds the guard-failure reasons.
@@ -265,7 +265,7 @@ def error_on_recompile() -> contextlib.AbstractContextManager:
     return patched
 
 
-def fail_on_any_compile() -> contextlib.AbstractContextManager:
+def fail_on_any_compile() -> contextlib.AbstractContextManager[None]:
     """Refuse Dynamo compiles inside the block (the warm-up is over).
 
     ``torch.compiler.set_stance("fail_on_recompile")`` where its refusal names the

@@ -288,7 +288,7 @@ class _Observation:
             cls.undo.append((owner, name, originals[name], wrapper))
 
 
-def _pool_argument(args: tuple, kwargs: dict) -> tuple[int, int] | None:
+def _pool_argument(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int, int] | None:
     """The pool ``capture_begin(pool=None, ...)`` was given (a ``graph_pool_handle()`` or a ``MemPool``), or None."""
     pool = args[0] if args else kwargs.get("pool")
     pool = getattr(pool, "id", pool)

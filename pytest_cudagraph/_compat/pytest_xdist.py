@@ -99,7 +99,8 @@ def xdist_scope_scheduling(config: Any, log: Any, scope_of: Callable[[str], str]
     """
     from xdist.scheduler import LoadScopeScheduling
 
-    class ScopeOfScheduling(LoadScopeScheduling):
+    # xdist ships no type information, so its scheduler is Any to mypy
+    class ScopeOfScheduling(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
             return scope_of(nodeid)
 
