@@ -1,6 +1,6 @@
 """Cost of ``pytest-cudagraph compare`` on two 10,000-test reports, against reading the JSON alone.
 
-Builds two synthetic reports of schema ``pytest-cudagraph/1`` with the package's
+Builds two synthetic reports of schema ``pytest-cudagraph/2`` with the package's
 own ``report.build_report`` and ``record.merge_graph_sets``, written by
 ``report.write_report`` as ``--cudagraph-report`` writes them.  Their records
 are shaped like those in docs/reports/: recompile watches with guard-failure
