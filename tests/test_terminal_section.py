@@ -96,8 +96,8 @@ def test_gpu_tests_skipped_for_want_of_a_gpu_are_one_line_per_reason():
     assert f"2 GPU tests skipped, not listed: {NO_CUDA}" in lines
     assert "1 GPU test skipped, not listed: needs --cudagraph" in lines
     assert "1 other skipped test measured nothing, not listed" in lines
-    # one row per test that measured something, under its file
-    assert lines[:3] == ["test  outcome  recompiles", "t.py", "  e   passed   0"]
+    # one row per test that measured something, under its file; all passed, so no outcome column
+    assert lines[:3] == ["test  recompiles", "t.py", "  e   0"]
     assert not any("the user's own reason" in line for line in lines)
 
 
@@ -255,7 +255,8 @@ def test_each_test_is_one_line_under_its_file_and_no_column_is_empty():
     lines = terminal_summary_lines(_cpu_examples(), None)
     assert max(map(len, lines)) <= 120, "\n".join(lines)
     table = lines[: next(i for i, line in enumerate(lines) if " used the plugin: " in line)]
-    assert table[0].split() == ["test", "outcome", "recompiles", "fxgraph", "aot"]  # Triton moved nothing: no column
+    # Triton moved nothing: no column; every row passed (the totals line says so): no outcome column
+    assert table[0].split() == ["test", "recompiles", "fxgraph", "aot"]
     assert table[1:] == [
         f"{EXAMPLES}test_compile_cache_cases.py",
         table[2],
@@ -264,7 +265,7 @@ def test_each_test_is_one_line_under_its_file_and_no_column_is_empty():
         f"{EXAMPLES}test_recompile_cases.py",
         table[6],
     ]
-    assert table[2].split()[:2] == ["test_warm_start_in_process_forward_and_backward", "passed"]
+    assert table[2].split()[:2] == ["test_warm_start_in_process_forward_and_backward", "-"]
     assert "m=1 s=1 -> h=1  m=1 s=1 -> h=1" in table[2]
     # the GPU tests that skipped are not rows of dashes: one line counts them
     assert not any("skipped" in line for line in table)
@@ -286,12 +287,29 @@ def test_the_legend_says_what_every_column_shown_holds():
     assert "triton" not in legend and "graphs:" not in legend
 
 
-def test_a_name_too_long_for_its_row_is_clipped_in_the_middle_not_wrapped():
+def test_a_function_name_too_wide_for_its_column_gets_a_line_of_its_own_whole():
     long_name = "test_" + "a_very_long_name_" * 6 + "end"
     records = {f"t.py::{long_name}": warm_start_record(), "t.py::test_b": recompile_record(1)}
     lines = terminal_summary_lines(records, None)
-    row = next(line for line in lines if line.startswith("  test_a_very"))
-    assert len(row) <= 120 and "..." in row and row.split()[0].endswith("_end") and "passed" in row
+    at = lines.index(f"  {long_name}")  # whole, alone on its line
+    assert lines[at + 1].startswith("   ") and "m=1 s=1 -> h=1" in lines[at + 1]  # its cells under it
+    assert lines[at + 2].startswith("  test_b ") and lines[at + 2].split()[1] == "1"  # a name that fits: one line
+    assert max(map(len, lines)) <= 120
+
+
+def test_a_function_name_wider_than_the_terminal_is_clipped_in_the_middle():
+    long_name = "test_" + "a_very_long_name_" * 8 + "end"
+    lines = terminal_summary_lines({f"t.py::{long_name}": warm_start_record()}, None)
+    name = next(line for line in lines if line.startswith("  test_a_very"))
+    assert len(name) <= 120 and "..." in name and name.endswith("_end")
+
+
+def test_the_outcome_column_shows_where_outcomes_differ():
+    failed = recompile_record(1)
+    failed["outcome"] = "failed"
+    lines = terminal_summary_lines({"t.py::test_a": failed, "t.py::test_b": recompile_record(0)}, None)
+    assert lines[0].split()[:2] == ["test", "outcome"]
+    assert [line.split()[:2] for line in lines[2:4]] == [["test_a", "failed"], ["test_b", "passed"]]
 
 
 def test_a_recompile_limit_hit_in_a_test_that_passed_is_no_alarm():

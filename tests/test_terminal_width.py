@@ -112,10 +112,11 @@ def test_a_gpu_row_with_a_wide_pool_fits_120_columns_on_one_line():
     records = {"tests/test_mlp.py::test_mlp": record, "tests/test_mlp.py::test_warm": warm_start_record()}
     lines = terminal_summary_lines(records, None)
     assert max(map(len, lines)) <= WIDTH, "\n".join(lines)
-    # the test's name under its file, every cell on its one line: the pool cell in its compact form
-    assert lines[1] == "tests/test_mlp.py"
-    assert lines[2].split() == "test_mlp passed 4 (1-8) 76.0M/42.0M 1.05x [1/3] +4.0M out 0 h=1 h=1 l=3".split()
-    assert lines[3].split()[:2] == ["test_warm", "passed"] and lines[4].startswith("2 tests used the plugin")
+    # the test's name under its file, every cell on its one line: the pool cell in its compact form; every
+    # row passed, so no outcome column (the totals line says so)
+    assert lines[0].split()[:2] == ["test", "graphs"] and lines[1] == "tests/test_mlp.py"
+    assert lines[2].split() == "test_mlp 4 (1-8) 76.0M/42.0M 1.05x [1/3] +4.0M out 0 h=1 h=1 l=3".split()
+    assert lines[3].split()[:2] == ["test_warm", "-"] and lines[4].startswith("2 tests used the plugin: 2 passed")
     # the legend says what the compact cell's notations are
     legend = " ".join(lines[5:])
     assert "[i/n]: the figures of set i" in legend and "+4.0M out, outside: device memory" in legend
@@ -123,11 +124,11 @@ def test_a_gpu_row_with_a_wide_pool_fits_120_columns_on_one_line():
 
 def test_columns_empty_in_every_row_are_left_out_of_the_terminal_table():
     lines = terminal_summary_lines(sample_report()["tests"], None, max_rows=None)
-    assert lines[0].split() == ["test", "outcome", "graphs", "pool", "/", "largest", "recompiles"] + [
+    assert lines[0].split() == ["test", "graphs", "pool", "/", "largest", "recompiles"] + [
         "fxgraph",
         "aot",
         "triton",
-    ]  # no compile column: the sample report has no compile time
+    ]  # no compile column: the sample report has no compile time; no outcome column: every row listed passed
     # the HTML overview keeps every column (it reads summary_row, which is unchanged in shape)
     assert len(summary_row(DECODE, sample_report()["tests"][DECODE])) == len(HEADER)
 

@@ -374,12 +374,13 @@ def _measured_nothing(record: Mapping[str, Any], row: list[str]) -> bool:
 def table_lines(rows: list[list[str]], nodeids: list[str] | None = None) -> list[str]:
     """The table of ``rows`` (as summary_row makes them) in WIDTH columns: one line per test, under its file.
 
-    Columns empty in every row are left out (the test and outcome columns stay).  A
-    test's name (its node id past the file) is shortened where the other columns
-    leave it too little room (``fit_test_name``: the function's name stays whole where
-    it fits); where even a name of NAME_NARROWEST would not fit (a GPU run's pool
-    cells), the pool and graphs cells are broken over lines, and past that each name
-    gets a line of its own above its row's cells.  ``nodeids`` (the rows' ids) put a
+    Columns empty in every row are left out, and the outcome column where every row
+    passed (the totals line says so).  A test's name (its node id past the file) is
+    shortened where the other columns leave it too little room (``fit_test_name``: the
+    parametrize id and the class first); a function's name wider than its column gets
+    a line of its own above its row's cells, whole.  Where even a name of
+    NAME_NARROWEST would not fit (a GPU run's pool cells), the pool and graphs cells
+    are broken over lines, and past that each name gets a line of its own.  ``nodeids`` (the rows' ids) put a
     line naming the file above each file's tests (its directory shortened to fit);
     without them the first cell is shown as it is.
     """
@@ -402,14 +403,16 @@ def table_lines(rows: list[list[str]], nodeids: list[str] | None = None) -> list
         if file is not None and file != shown_file:
             lines.append(fit_path(file, WIDTH))
             shown_file = file
-        name_width = WIDTH if own_line else widths[0]
         indent = "  " if row[0].startswith("  ") else ""
         name = row[0][len(indent) :]
-        if len(row[0]) > name_width:
+        # a function's name is never clipped for the table: one too wide for the column gets a line of its own
+        alone = own_line or len(indent) + len(_function_name(name)) > widths[0]
+        name_width = WIDTH if alone else widths[0]
+        if len(indent) + len(name) > name_width:
             name = fit_test_name(name, name_width - len(indent))
-        if own_line:
+        if alone:
             lines.append(indent + name)
-        pieces = [[""] if own_line else [indent + name]]
+        pieces = [[""] if alone else [indent + name]]
         pieces += [wrap_words(cell, widths[c]) if c in wrap else [cell] for c, cell in enumerate(row) if c]
         for at in range(max(map(len, pieces))):
             line = [piece[at] if at < len(piece) else "" for piece in pieces]
@@ -434,6 +437,12 @@ def fitting_rows(rows: list[list[str]], compact_pools: list[str], nodeids: list[
     return [[*row[:POOL_COLUMN], pool, *row[POOL_COLUMN + 1 :]] for row, pool in zip(rows, compact_pools)]
 
 
+def _function_name(name: str) -> str:
+    """The function's name in a name cell (``Class::test_f[id]`` -> ``test_f``)."""
+    bracket = name.find("[")  # a parametrize id opens at the first "[" (the id may hold "::")
+    return (name[:bracket] if bracket > 0 else name).rpartition("::")[2]
+
+
 def _essential_length(name: str) -> int:
     """How much of a name cell (indent, class, function, parametrize id) a row should show: the id to PARAM_SHARE."""
     bracket = name.find("[")
@@ -444,7 +453,13 @@ def _layout(
     rows: list[list[str]], nodeids: list[str] | None
 ) -> tuple[list[str], list[list[str]], list[str | None], list[int]]:
     """The columns shown (header), their cells (a test's name under its file), each row's file, each column's width."""
-    keep = [i for i in range(len(HEADER)) if i < 2 or any(row[i] not in EMPTY_CELLS for row in rows)]
+    # the outcome column shows where outcomes differ; a table of passed tests says so in its totals line
+    keep = [
+        i
+        for i in range(len(HEADER))
+        if i == 0
+        or (any(row[i] != "passed" for row in rows) if i == 1 else any(row[i] not in EMPTY_CELLS for row in rows))
+    ]
     cells = [[row[i] for i in keep] for row in rows]
     files: list[str | None] = [None] * len(rows)
     for index, nodeid in enumerate(nodeids or []):
