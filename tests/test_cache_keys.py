@@ -464,6 +464,31 @@ def test_deep_malformed_or_foreign_index_files_are_ignored_each_with_its_reason(
     assert "fxgraph-cold-6.json: not JSON" in reasons["fxgraph-cold-6.json"]
 
 
+@pytest.mark.parametrize(
+    "field, value, reason",
+    [
+        ("components", ["gm", "h"], "lookup.components is not a mapping"),
+        ("components", {"gm": ["h"]}, "component gm is not a [hash, value] pair"),
+        ("functorch_config", "donated_buffer=True", "lookup.functorch_config is not a mapping"),
+        ("functorch_config", {"donated_buffer": True}, "a functorch config value is not a string"),
+        ("components", None, None),
+        ("functorch_config", None, None),
+    ],
+)
+def test_the_mappings_of_an_index_entrys_lookup_are_checked_and_null_is_none(tmp_path: Path, field, value, reason):
+    index, directory = _index_with_one_good_entry(tmp_path)
+    good = json.loads((directory / "fxgraph-test-1.json").read_text())
+    (directory / "fxgraph-cold-1.json").write_text(json.dumps({**good, "lookup": {**good["lookup"], field: value}}))
+    contents = index.read()
+    if reason is None:
+        assert sorted(contents.stored) == ["fxgraph-cold-1.json", "fxgraph-test-1.json"] and not contents.notes
+    else:
+        assert contents.notes == (
+            f"ignored 1 entry of the key index {directory} that no run of this plugin wrote "
+            f"(fxgraph-cold-1.json: {reason})",
+        )
+
+
 @pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="giving a file to another uid takes root")
 def test_an_index_entry_of_another_user_is_not_read(tmp_path: Path):
     index, directory = _index_with_one_good_entry(tmp_path)

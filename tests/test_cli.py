@@ -485,7 +485,10 @@ def test_show_never_writes_the_page_over_the_report(reports, tmp_path):
         result = run_cli("show", base, "--html", page)
         assert result.returncode == 2, result.stdout
         assert result.stdout == "" and result.stderr.count("\n") == 1
-        assert result.stderr.startswith(f"pytest-cudagraph: --html {page} is the report {base}, which writing the page")
+        assert result.stderr == (
+            f"pytest-cudagraph: --html {page} is the report {base}, which writing the page would overwrite; "
+            f"give another path for the page, such as {base.with_suffix('.html').name}\n"
+        )
     linked = run_cli("show", tmp_path / "link.json", "--html", base)
     assert linked.returncode == 2 and "is the report" in linked.stderr
     assert base.read_bytes() == before

@@ -85,6 +85,22 @@ def test_the_table_shows_base_new_and_change_side_by_side():
     assert any("graph pool 60.0 MiB -> 90.0 MiB (+50.0%, threshold 10%)" in line for line in lines)
 
 
+def test_the_graphs_and_pool_rules_name_both_runs_figures():
+    new = modified(sample_report(), DECODE, "graphs.captured", 5)
+    new = modified(new, DECODE, "graphs.pool_bytes", 90 * MiB)
+    new = modified(new, SPLIT, "piecewise.graphs_captured", 24)
+    messages = {(r.nodeid, r.rule, r.message) for r in compare_reports(sample_report(), new).regressions}
+    assert messages == {
+        (SPLIT, "graphs", "piecewise captured 24 CUDA graphs, 12 before"),
+        (DECODE, "graphs", "captured 5 CUDA graphs, 4 before"),
+        (
+            DECODE,
+            "pool",
+            "graph pool 60.0 MiB -> 90.0 MiB (+50.0%, threshold 10%); largest graph 42.0 MiB -> 42.0 MiB",
+        ),
+    }
+
+
 def test_environment_diff_heads_the_text():
     base = sample_report()
     new = sample_report(env={**ENV_2_13, "torch": "2.14.1+cu128", "triton": "3.6.0", "vllm": "0.9.0"})

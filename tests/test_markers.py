@@ -93,6 +93,42 @@ def test_max_recompiles_rejects(n):
         parse_max_recompiles((n,), {})
 
 
+@pytest.mark.parametrize(
+    "parse, kwargs, sentence",
+    [
+        (
+            parse_cudagraph,
+            {"world_size": 0},
+            "@pytest.mark.cudagraph: world_size=0 is not a positive integer; "
+            "give the number of ranks (one GPU each), such as world_size=2",
+        ),
+        (
+            parse_cudagraph,
+            {"max_rerecords": -2},
+            "@pytest.mark.cudagraph: max_rerecords=-2 is not a non-negative integer; give how many times a "
+            "reduce-overhead function may be recorded again at a new input shape, such as max_rerecords=4",
+        ),
+        (
+            parse_max_recompiles,
+            {"n": 1.0},
+            "@pytest.mark.max_recompiles: n=1.0 is not a non-negative integer; "
+            "give the number of recompiles the test may cause, such as n=0",
+        ),
+    ],
+)
+def test_a_count_argument_out_of_range_is_one_sentence_naming_it_and_the_fix(parse, kwargs, sentence):
+    with pytest.raises(MarkerArgumentError) as info:
+        parse((), kwargs)
+    assert str(info.value) == sentence
+
+
+@given(st.integers(min_value=1, max_value=64), st.integers(min_value=0, max_value=64))
+def test_cudagraph_counts_come_back_as_ints_and_none_when_left_out(world_size, max_rerecords):
+    marker = parse_cudagraph((), {"world_size": world_size, "max_rerecords": max_rerecords})
+    assert (marker.world_size, marker.max_rerecords) == (world_size, max_rerecords)
+    assert (parse_cudagraph((), {}).world_size, parse_cudagraph((), {}).max_rerecords) == (None, None)
+
+
 def test_max_recompiles_rejects_extra_arguments():
     with pytest.raises(MarkerArgumentError, match="too many positional arguments"):
         parse_max_recompiles((1, 2), {})

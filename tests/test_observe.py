@@ -625,3 +625,28 @@ def test_an_observation_on_the_cpu_records_nothing_and_reports_an_empty_section(
     assert section["captured"] == 0 and section["missing_sizes"] == [1, 2]
     with pytest.raises(InvariantViolation, match=r"sizes \[1, 2\] were never captured: the graphs captured no size"):
         observed.check()
+
+
+def test_a_listeners_error_goes_back_to_that_listener_and_what_its_handler_raises_stays_in_the_gateway():
+    from pytest_cudagraph._compat import graph_observer
+
+    class Listener:
+        def __init__(self, handler_raises: bool):
+            self.handler_raises, self.told = handler_raises, []
+
+        def replayed(self, key):
+            raise KeyError(key)
+
+        def observer_failed(self, error):
+            self.told.append(error)
+            if self.handler_raises:
+                raise RuntimeError("this listener cannot take its own error")
+
+    calm, fragile = Listener(False), Listener(True)
+    own = ValueError("the observation's own error")
+    with _compat.observing_graphs(calm), _compat.observing_graphs(fragile):
+        graph_observer._Observation.publish("replayed", 7)
+        graph_observer._Observation.failed(own)
+    for listener in (calm, fragile):
+        assert [repr(error) for error in listener.told] == ["KeyError(7)", repr(own)]
+    assert _installed() == ([], 0)

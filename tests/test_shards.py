@@ -426,7 +426,10 @@ def test_merge_never_overwrites_a_shard_even_through_a_link(tmp_path):
     for output in (paths[1], tmp_path / "latest.json", tmp_path / "." / "shard-2.json"):
         result = run_cli("merge", *paths, "-o", output)
         assert result.returncode == 2, result.stdout
-        assert f"is the shard report {paths[1]}" in result.stderr
+        assert result.stderr == (
+            f"pytest-cudagraph: -o {output} is the shard report {paths[1]}, which merging would overwrite; "
+            "give another path for the merged report, such as all.json\n"
+        )
     assert paths[1].read_bytes() == before
 
 
@@ -446,7 +449,11 @@ def test_durations_command_writes_pytest_splits_format(tmp_path):
     assert result.stdout.startswith(f"wrote {out}: durations of 12 tests")
     assert json.loads(out.read_text()) == DURATIONS
     refused = run_cli("durations", *paths, "-o", paths[0])
-    assert refused.returncode == 2 and f"is the report {paths[0]}" in refused.stderr
+    assert refused.returncode == 2
+    assert refused.stderr == (
+        f"pytest-cudagraph: -o {paths[0]} is the report {paths[0]}, which writing the durations would overwrite; "
+        "give pytest-split's durations file, such as .test_durations\n"
+    )
     assert json.loads(paths[0].read_text())["summary"]["shard"]["group"] == 1
 
 

@@ -142,19 +142,13 @@ class _Observation:
             try:
                 getattr(listener, method)(*args)
             except Exception as error:  # the captured code must never see an observer's error
-                try:
-                    listener.observer_failed(error)
-                except Exception:
-                    pass  # a listener that cannot take its own error: nothing more can be done here
+                _tell_failed(listener, error)
 
     @classmethod
     def failed(cls, error: Exception) -> None:
         """The observation's own error (not a listener's): every listener is told, the captured code is not."""
         for listener in list(cls.listeners):
-            try:
-                listener.observer_failed(error)
-            except Exception:
-                pass  # a listener that cannot take its own error: nothing more can be done here
+            _tell_failed(listener, error)
 
     @classmethod
     def track(cls, graph: Any) -> int:
@@ -286,6 +280,14 @@ class _Observation:
             wrapper.__doc__ = originals[name].__doc__
             setattr(owner, name, wrapper)
             cls.undo.append((owner, name, originals[name], wrapper))
+
+
+def _tell_failed(listener: Any, error: Exception) -> None:
+    """Hand ``error`` to ``listener``; whatever it raises stays here, as the captured code must never see it."""
+    try:
+        listener.observer_failed(error)
+    except Exception:
+        pass  # a listener that cannot take its own error: nothing more can be done here
 
 
 def _pool_argument(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[int, int] | None:

@@ -73,8 +73,14 @@ def failing_guards_of_recompile() -> list[GuardFailure] | None:
 GuardFailure = dict[str, Any]
 
 
-class RecordFailure(Protocol):
-    """Keep one failing guard of the entry being walked (a repeat of one already kept is dropped)."""
+class FailureRecorder:
+    """Keeps the failing guards of the entry being walked, in ``failures``; called once per failing guard (a repeat
+    of one already kept is dropped)."""
+
+    def __init__(self, entry_id: str) -> None:
+        self.entry_id = entry_id
+        self.failures: list[GuardFailure] = []
+        self._seen: set[tuple[str, str, str]] = set()
 
     def __call__(
         self,
@@ -85,7 +91,22 @@ class RecordFailure(Protocol):
         actual: object,
         message: str | None = None,
         **extra: object,
-    ) -> None: ...
+    ) -> None:
+        key = (kind, code, str(extra.get("property")))
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        d: GuardFailure = dict(
+            entry=self.entry_id,
+            kind=kind,
+            source=source,
+            code=code,
+            expected=expected,
+            actual=actual,
+            message=message or _strip_L(code),
+        )
+        d.update(extra)
+        self.failures.append(d)
 
 
 class TensorMismatch(TypedDict):
@@ -574,33 +595,8 @@ def _failures_for_entry(
         return [_deleted_entry(eid, gm)]
     scope = _Scope(gm, f_locals)
     code_parts = list(getattr(gm, "code_parts", None) or [])
-    out: list[GuardFailure] = []
-    seen: set[tuple[str, str, str]] = set()
-
-    def record(
-        kind: str,
-        source: str | None,
-        code: str,
-        expected: object,
-        actual: object,
-        message: str | None = None,
-        **extra: object,
-    ) -> None:
-        key = (kind, code, str(extra.get("property")))
-        if key in seen:
-            return
-        seen.add(key)
-        d: GuardFailure = dict(
-            entry=eid,
-            kind=kind,
-            source=source,
-            code=code,
-            expected=expected,
-            actual=actual,
-            message=message or _strip_L(code),
-        )
-        d.update(extra)
-        out.append(d)
+    record = FailureRecorder(eid)
+    out = record.failures
 
     root = gm.root
     pairs = _leaf_guards(root)  # (manager source, leaf)
@@ -670,7 +666,7 @@ def _leaf_guards(root: RootGuardManager) -> list[tuple[str | None, LeafGuard]]:
 
 
 def _check_part(
-    scope: _Scope, gm: GuardManagerWrapper, kind: str, msrc: str | None, vp: str, code: str, record: RecordFailure
+    scope: _Scope, gm: GuardManagerWrapper, kind: str, msrc: str | None, vp: str, code: str, record: FailureRecorder
 ) -> None:
     """Evaluate one verbose code part ``vp`` (``code`` once stripped) of a leaf guard; ``record`` what failed."""
     try:

@@ -198,6 +198,16 @@ def _text(value: Any, what: str, *, null: bool = False, limit: int | None = None
     return value
 
 
+def _mapping(item: dict[str, Any], name: str) -> dict[Any, Any]:
+    """The lookup's ``name`` field: a mapping, empty when it is absent or null; else _BadEntry."""
+    value = item.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _BadEntry(f"lookup.{name} is not a mapping")
+    return value
+
+
 def _stored_key(data: Any) -> StoredKey:
     """What ``KeyIndex.store`` writes, checked: every field of the type and form it writes, or _BadEntry."""
     if not isinstance(data, dict) or not isinstance(data.get("lookup"), dict):
@@ -210,25 +220,17 @@ def _stored_key(data: Any) -> StoredKey:
         raise _BadEntry("lookup.graph is not a graph number")
     for name in ("key", "pass", "detail", "bypass_reason", "note"):
         _text(item.get(name), f"lookup.{name}", null=True)
-    components = item.get("components")
-    if components is not None:
-        if not isinstance(components, dict):
-            raise _BadEntry("lookup.components is not a mapping")
-        for name, pair in components.items():
-            _text(name, "a component name", limit=VALUE_LIMIT)
-            if not isinstance(pair, list) or len(pair) != 2:
-                raise _BadEntry(f"component {_escaped(name)} is not a [hash, value] pair")
-            _text(pair[0], f"the hash of {_escaped(name)}", limit=VALUE_LIMIT)
-            value = _text(pair[1], f"the value of {_escaped(name)}", null=True, limit=VALUE_LIMIT)
-            if value is not None and not value.isprintable():  # a kept value is one printable line (readable_value)
-                raise _BadEntry(f"the value of {_escaped(name)} is not one printable line")
-    config = item.get("functorch_config")
-    if config is not None:
-        if not isinstance(config, dict):
-            raise _BadEntry("lookup.functorch_config is not a mapping")
-        for name, value in config.items():
-            _text(name, "a functorch config name", limit=VALUE_LIMIT)
-            _text(value, "a functorch config value", limit=VALUE_LIMIT)
+    for name, pair in _mapping(item, "components").items():
+        _text(name, "a component name", limit=VALUE_LIMIT)
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise _BadEntry(f"component {_escaped(name)} is not a [hash, value] pair")
+        _text(pair[0], f"the hash of {_escaped(name)}", limit=VALUE_LIMIT)
+        value = _text(pair[1], f"the value of {_escaped(name)}", null=True, limit=VALUE_LIMIT)
+        if value is not None and not value.isprintable():  # a kept value is one printable line (readable_value)
+            raise _BadEntry(f"the value of {_escaped(name)} is not one printable line")
+    for name, config_value in _mapping(item, "functorch_config").items():
+        _text(name, "a functorch config name", limit=VALUE_LIMIT)
+        _text(config_value, "a functorch config value", limit=VALUE_LIMIT)
     created = _text(data.get("created"), "created", limit=200)
     torch_version = _text(data.get("torch_version"), "torch_version", limit=200)
     run_id = _text(data.get("run_id", ""), "run_id", limit=200)

@@ -14,21 +14,8 @@ what changed::
     for lookup in log.lookups:
         print(lookup.layer, lookup.outcome, lookup.key, len(lookup.components or ()))
 
-**Which lookups are "the same graph".**  A warm lookup is matched with a cold one
-of the same layer, first by the hash of its graph code (the ``gm`` component: the
-same code is the same graph, whatever else changed), and, when no cold lookup has
-that hash (the code itself changed, or torch gave no components), by compile
-order: the cold lookup with the same graph number (the 1-based order of that
-layer's lookups within the pass, or within the test outside a pass).  Several
-cold lookups with the same code (one function compiled for two shapes) are told
-apart by the graph number too.  See ``same_graph``.
-
-**Comparing.**  Components are compared by hash, name by name; a name present on
-one side only is a difference (torch writes no line for an empty list or dict).
-The readable values are for display only: some hold object addresses or
-undecodable bytes.  AOTAutograd's ``autograd_config`` is one opaque pickle of
-functorch's config; a snapshot of that config taken at each lookup names the
-entries that differ (``autograd_config[donated_buffer]: True -> False``).
+Which lookups are "the same graph" (matched by the hash of the graph code, then by
+compile order) and how two lookups' components are compared: see ``lookups``.
 
 **What torch leaves out** (``_compat.cache_lookup_gaps()``): a bypassed lookup has
 no key and no components; torch 2.6-2.7 give no components for the FX lookups of

@@ -34,12 +34,12 @@ from ..errors import InvariantViolation, MisuseError
 from . import keys as cache_keys
 from .arguments import PassArguments
 from .child import callable_label, child_pass_command, importable_name, resolve_importable
-from .keys import MissExplanation
 from .pass_steps import PassSteps
 from .results import PassResult
 from .warm_start import ColdWarm, refuse_if_caches_disabled
 
 PORTABLE_MODES = ("inprocess", "subprocess")
+PORTABLE_CALL = "compile_cache.portable()"
 # the child's option: load the artifacts in FILE into its cache directory before its pass
 LOAD_ARTIFACTS_OPTION = "--load-artifacts"
 _TRITON_ACTIVITY = ("compiled", "loaded", "new_kernel_dirs", "bundler_saved_files", "listener_compiled")
@@ -48,6 +48,8 @@ _TRITON_ACTIVITY = ("compiled", "loaded", "new_kernel_dirs", "bundler_saved_file
 @dataclass(frozen=True)
 class PortablePair(ColdWarm):
     """``(source, moved)`` of ``portable()``, with what the moved pass did with Triton kernels."""
+
+    call_name = PORTABLE_CALL
 
     @property
     def triton_used(self) -> bool:
@@ -75,16 +77,6 @@ class PortablePair(ColdWarm):
                 f"the moved pass compiled {compiled} again",
             )
         return problems
-
-    def check(
-        self,
-        rtol: float | None = None,
-        atol: float | None = None,
-        context: str | None = None,
-        across_runs: tuple[MissExplanation, ...] = (),
-    ) -> None:
-        __tracebackhide__ = True
-        super().check(rtol=rtol, atol=atol, context=context or "compile_cache.portable()", across_runs=across_runs)
 
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "triton": self.triton_note}
@@ -161,4 +153,4 @@ def run_portable(
         moved = probe.run_child_pass(
             cmd, out_path=out_path, what=f"{target}(...)", env=env, cwd=str(Path.cwd()), name="moved"
         )
-    return portable_pair(source, moved, moved_dir, arguments.changed_problem("compile_cache.portable()") or "")
+    return portable_pair(source, moved, moved_dir, arguments.changed_problem(PORTABLE_CALL) or "")

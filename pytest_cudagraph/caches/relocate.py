@@ -40,7 +40,7 @@ from ..errors import MisuseError
 from . import keys as cache_keys
 from .arguments import PassArguments
 from .child import child_pass_command, importable_name, resolve_importable
-from .keys import KEYED_LAYERS, CacheLookup, MissExplanation, same_graph
+from .keys import KEYED_LAYERS, CacheLookup, same_graph
 from .pass_steps import PassSteps
 from .warm_start import ColdWarm, refuse_if_caches_disabled
 
@@ -65,20 +65,11 @@ class RelocatedPair(ColdWarm):
     """``(cold, warm)`` of ``relocate()``: the warm pass ran in a fresh interpreter after everything moved."""
 
     moves: tuple[Move, ...] = ()
+    call_name = RELOCATE_CALL
 
     def problems(self, rtol: float | None = None, atol: float | None = None) -> list[str]:
         """The warm-start invariant's problems, the components that hold a moved path first."""
         return path_components(self.cold.lookups, self.warm.lookups, self.moves) + super().problems(rtol, atol)
-
-    def check(
-        self,
-        rtol: float | None = None,
-        atol: float | None = None,
-        context: str | None = None,
-        across_runs: tuple[MissExplanation, ...] = (),
-    ) -> None:
-        __tracebackhide__ = True
-        super().check(rtol=rtol, atol=atol, context=context or "compile_cache.relocate()", across_runs=across_runs)
 
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "moved": {move.what: [move.old, move.new] for move in self.moves}}

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from .. import _compat as compat
 from ..compile.compile_time import warm_cold_ratio
@@ -42,6 +42,8 @@ class ColdWarm:
     # the passes shared arguments that could not be copied, and one changed them: the line that says so
     # (``arguments.PassArguments.changed_problem``); the outputs are then not compared
     arguments_problem: str = ""
+    # the call a failure message names when check() is given no context (None: cold_warm(mode=...))
+    call_name: ClassVar[str | None] = None
 
     def __iter__(self) -> Iterator[PassResult]:
         return iter((self.cold, self.warm))
@@ -77,7 +79,9 @@ class ColdWarm:
         problems = self.problems(rtol=rtol, atol=atol)
         if problems:
             raise InvariantViolation(
-                format_failure(self, problems, rtol=rtol, atol=atol, context=context, across_runs=across_runs)
+                format_failure(
+                    self, problems, rtol=rtol, atol=atol, context=context or self.call_name, across_runs=across_runs
+                )
             )
 
     @property

@@ -390,6 +390,13 @@ class OutsideCheck:
     limit_bytes: int
 
     option = "outside"
+    # the message over the limit: what took the memory, what that memory is, and what shows the size it went at
+    spender = "the capture"
+    spent_on = (
+        "memory the instantiated graphs hold, or a library's own cudaMalloc while capturing (not the warm-ups' "
+        "first use: see the 'first use' column)"
+    )
+    shown_in = "the table"
 
     @property
     def figure(self) -> int | None:
@@ -406,14 +413,6 @@ class OutsideCheck:
         if figure is None or self.cost.unreliable:
             return None
         return figure <= self.limit_bytes
-
-    def _over(self, figure: int) -> str:
-        return (
-            f"the capture took {format_bytes(figure)} of device memory behind PyTorch's allocator, more than "
-            f"outside={format_bytes(self.limit_bytes)} allows; that is memory the instantiated graphs hold, or a "
-            f"library's own cudaMalloc while capturing (not the warm-ups' first use: see the 'first use' "
-            f"column); the table shows at which size it went:\n" + self.cost.table()
-        )
 
     def message(self) -> str:
         figure = self.figure
@@ -433,7 +432,11 @@ class OutsideCheck:
                 f"check_pool({self.option}={format_bytes(self.limit_bytes)}) gives no verdict: {self.cost.unreliable}; "
                 f"{fix}\n" + self.cost.table()
             )
-        return self._over(figure)
+        return (
+            f"{self.spender} took {format_bytes(figure)} of device memory behind PyTorch's allocator, more than "
+            f"{self.option}={format_bytes(self.limit_bytes)} allows; that is {self.spent_on}; {self.shown_in} shows "
+            f"at which size it went:\n" + self.cost.table()
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {"limit_bytes": self.limit_bytes, "behind_allocator_bytes": self.figure, "passed": self.passed}
@@ -448,18 +451,16 @@ class FirstUseCheck(OutsideCheck):
     """
 
     option = "first_use"
+    spender = "the warm-ups"
+    spent_on = (
+        "kernels loaded on first use, library handles, and buffers a library allocated itself on its first call "
+        "(cudaMalloc: NCCL, a workspace set up outside PyTorch)"
+    )
+    shown_in = "the 'first use' column"
 
     @property
     def figure(self) -> int | None:
         return self.cost.first_use_bytes
-
-    def _over(self, figure: int) -> str:
-        return (
-            f"the warm-ups took {format_bytes(figure)} of device memory behind PyTorch's allocator, more than "
-            f"first_use={format_bytes(self.limit_bytes)} allows; that is kernels loaded on first use, library "
-            f"handles, and buffers a library allocated itself on its first call (cudaMalloc: NCCL, a workspace "
-            f"set up outside PyTorch); the 'first use' column shows at which size it went:\n" + self.cost.table()
-        )
 
     def to_json(self) -> dict[str, Any]:
         return {"limit_bytes": self.limit_bytes, "first_use_bytes": self.figure, "passed": self.passed}

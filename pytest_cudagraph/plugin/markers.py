@@ -100,6 +100,14 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
+def _count(marker: str, arg: str, value: Any, least: int, fix: str) -> int:
+    """A whole-number argument of at least ``least`` (0 or 1); ``fix`` says what to give instead."""
+    if not _is_int(value) or value < least:
+        kind = "positive" if least == 1 else "non-negative"
+        raise MarkerArgumentError(f"@pytest.mark.{marker}: {arg}={value!r} is not a {kind} integer; give {fix}")
+    return int(value)
+
+
 def _tolerance(marker: str, arg: str, value: Any) -> float | None:
     if value is None:
         return None
@@ -159,10 +167,9 @@ def parse_cudagraph(args: tuple, kwargs: dict) -> CudagraphMarker:
             "when any reduce-overhead region ran without a CUDA graph, or leave it out"
         )
     world_size = bound["world_size"]
-    if world_size is not None and (not _is_int(world_size) or world_size < 1):
-        raise MarkerArgumentError(
-            f"@pytest.mark.cudagraph: world_size={world_size!r} is not a positive integer; "
-            "give the number of ranks (one GPU each), such as world_size=2"
+    if world_size is not None:
+        world_size = _count(
+            "cudagraph", "world_size", world_size, 1, "the number of ranks (one GPU each), such as world_size=2"
         )
     timeout = bound["timeout"]
     if timeout is not None and (
@@ -173,11 +180,12 @@ def parse_cudagraph(args: tuple, kwargs: dict) -> CudagraphMarker:
             f"give how long ranks may wait on each other, such as timeout=60 (default {DEFAULT_RANK_TIMEOUT_S:g})"
         )
     max_rerecords = bound["max_rerecords"]
-    if max_rerecords is not None and (not _is_int(max_rerecords) or max_rerecords < 0):
-        raise MarkerArgumentError(
-            f"@pytest.mark.cudagraph: max_rerecords={max_rerecords!r} is not a non-negative integer; give how many "
-            "times a reduce-overhead function may be recorded again at a new input shape, such as max_rerecords=4"
+    if max_rerecords is not None:
+        fix = (
+            "how many times a reduce-overhead function may be recorded again at a new input shape, "
+            "such as max_rerecords=4"
         )
+        max_rerecords = _count("cudagraph", "max_rerecords", max_rerecords, 0, fix)
     align_collectives = bound["align_collectives"]
     if not isinstance(align_collectives, bool):
         raise MarkerArgumentError(
@@ -189,12 +197,12 @@ def parse_cudagraph(args: tuple, kwargs: dict) -> CudagraphMarker:
         **observed,
         align_collectives=align_collectives,
         break_at=_break_at(bound["break_at"]),
-        max_rerecords=None if max_rerecords is None else int(max_rerecords),
+        max_rerecords=max_rerecords,
         capture_sizes=None if sizes is None else parse_capture_sizes(sizes, "@pytest.mark.cudagraph: capture_sizes"),
         rtol=_tolerance("cudagraph", "rtol", bound["rtol"]),
         atol=_tolerance("cudagraph", "atol", bound["atol"]),
         trees=trees,
-        world_size=None if world_size is None else int(world_size),
+        world_size=world_size,
         timeout=None if timeout is None else float(timeout),
     )
 
@@ -231,12 +239,9 @@ def _break_at(value: Any) -> tuple[str, ...] | None:
 
 def parse_max_recompiles(args: tuple, kwargs: dict) -> MaxRecompilesMarker:
     n = _bind("max_recompiles", _max_recompiles, args, kwargs)["n"]
-    if not _is_int(n) or n < 0:
-        raise MarkerArgumentError(
-            f"@pytest.mark.max_recompiles: n={n!r} is not a non-negative integer; "
-            f"give the number of recompiles the test may cause, such as n=0"
-        )
-    return MaxRecompilesMarker(n=int(n))
+    return MaxRecompilesMarker(
+        n=_count("max_recompiles", "n", n, 0, "the number of recompiles the test may cause, such as n=0")
+    )
 
 
 def parse_compile_cache(args: tuple, kwargs: dict) -> CompileCacheMarker:

@@ -169,12 +169,11 @@ def _explain(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 def _show(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from ..render.summary import terminal_summary_lines
 
-    if args.html is not None and _same_file(Path(args.html), [args.report]) is not None:
-        return _fail(
-            f"--html {args.html} is the report {args.report}, which writing the page would overwrite; "
-            f"give another path for the page, such as {Path(args.report).with_suffix('.html').name}",
-            stderr,
-        )
+    if args.html is not None:
+        fix = f"another path for the page, such as {Path(args.report).with_suffix('.html').name}"
+        refusal = _overwrites_input("--html", args.html, [args.report], "report", "writing the page", fix)
+        if refusal is not None:
+            return _fail(refusal, stderr)
     try:
         loaded = read_report(args.report)
     except ReportError as exc:
@@ -236,6 +235,15 @@ def _same_file(output: Path, inputs: Sequence[str]) -> str | None:
     return None
 
 
+def _overwrites_input(option: str, output: str, inputs: Sequence[str], kind: str, writing: str, fix: str) -> str | None:
+    """The refusal ``"-o OUT is the report IN, which writing the durations would overwrite; give FIX"`` when the
+    path given to ``option`` names one of the command's ``inputs`` (each a ``kind``); None when it names none."""
+    clash = _same_file(Path(output), inputs)
+    if clash is None:
+        return None
+    return f"{option} {output} is the {kind} {clash}, which {writing} would overwrite; give {fix}"
+
+
 def _load_all(paths: Sequence[str]) -> list[tuple[str, LoadedReport]]:
     return [(path, read_report(path)) for path in paths]
 
@@ -257,13 +265,10 @@ def _merge(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from .merge import merge_shard_reports
 
     out = Path(args.output)
-    clash = _same_file(out, args.shards)
-    if clash is not None:
-        return _fail(
-            f"-o {args.output} is the shard report {clash}, which merging would overwrite; "
-            f"give another path for the merged report, such as all.json",
-            stderr,
-        )
+    fix = "another path for the merged report, such as all.json"
+    refusal = _overwrites_input("-o", args.output, args.shards, "shard report", "merging", fix)
+    if refusal is not None:
+        return _fail(refusal, stderr)
     try:
         merged = merge_shard_reports(_load_all(args.shards))
     except ReportError as exc:
@@ -285,13 +290,10 @@ def _durations(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from .merge import durations_file_text, durations_from_reports
 
     out = Path(args.output)
-    clash = _same_file(out, args.reports)
-    if clash is not None:
-        return _fail(
-            f"-o {args.output} is the report {clash}, which writing the durations would overwrite; "
-            f"give pytest-split's durations file, such as .test_durations",
-            stderr,
-        )
+    fix = "pytest-split's durations file, such as .test_durations"
+    refusal = _overwrites_input("-o", args.output, args.reports, "report", "writing the durations", fix)
+    if refusal is not None:
+        return _fail(refusal, stderr)
     try:
         durations, notes = durations_from_reports(_load_all(args.reports))
     except ReportError as exc:

@@ -303,21 +303,17 @@ def _graph_rules(
     """graphs, pool, numerics (CUDA graphs and piecewise)."""
     b_graphs, n_graphs = filled(base_graphs), filled(new_graphs)
     if b_graphs is not None and n_graphs is not None:
-        before, after = as_int(b_graphs.captured), as_int(n_graphs.captured)
-        if after > before:
-            flag("graphs", f"captured {after} CUDA graphs, {before} before", "graphs.captured")
-        pool_before, pool_after = number(b_graphs.pool_bytes), number(n_graphs.pool_bytes)
-        if pool_before and pool_after is not None:
-            growth = pool_after - pool_before
-            if growth > pool_before * limits.pool_threshold and growth > POOL_MIN_GROWTH_BYTES:
-                flag(
-                    "pool",
-                    f"graph pool {format_bytes(pool_before)} -> {format_bytes(pool_after)} "
-                    f"(+{growth / pool_before:.1%}, threshold {limits.pool_threshold:.0%}); largest graph "
-                    f"{format_bytes(given(b_graphs.largest_graph_bytes))} -> "
-                    f"{format_bytes(given(n_graphs.largest_graph_bytes))}",
-                    "graphs.pool_bytes",
-                )
+        more = _more_graphs(b_graphs.captured, n_graphs.captured)
+        if more is not None:
+            flag("graphs", f"captured {more}", "graphs.captured")
+        grown = _pool_growth(b_graphs.pool_bytes, n_graphs.pool_bytes, limits)
+        if grown is not None:
+            flag(
+                "pool",
+                f"graph pool {grown}; largest graph {format_bytes(given(b_graphs.largest_graph_bytes))} -> "
+                f"{format_bytes(given(n_graphs.largest_graph_bytes))}",
+                "graphs.pool_bytes",
+            )
     for section, b_section, n_section in (
         ("graphs", given(base_graphs), given(new_graphs)),
         ("piecewise", given(base_pw), given(new_pw)),
@@ -335,29 +331,46 @@ def _graph_rules(
                 )
     b_pw, n_pw = filled(base_pw), filled(new_pw)
     if b_pw is not None and n_pw is not None:
-        before, after = as_int(b_pw.graphs_captured), as_int(n_pw.graphs_captured)
-        if after > before:
-            flag("graphs", f"piecewise captured {after} CUDA graphs, {before} before", "piecewise.graphs_captured")
+        more = _more_graphs(b_pw.graphs_captured, n_pw.graphs_captured)
+        if more is not None:
+            flag("graphs", f"piecewise captured {more}", "piecewise.graphs_captured")
 
 
 def _observed_rules(base: ObservedGraphs | None, new: ObservedGraphs | None, limits: Limits, flag: Flag) -> None:
     """graphs and pool for the graphs the test body captured itself (``observed_graphs``)."""
     if base is None or new is None:
         return
-    before, after = as_int(base.captured), as_int(new.captured)
-    if after > before:
-        flag("graphs", f"the test body captured {after} CUDA graphs, {before} before", "observed_graphs.captured")
-    pool_before, pool_after = number(base.pool_bytes), number(new.pool_bytes)
-    if pool_before and pool_after is not None:
-        growth = pool_after - pool_before
-        if growth > pool_before * limits.pool_threshold and growth > POOL_MIN_GROWTH_BYTES:
-            flag(
-                "pool",
-                f"observed graphs' pools {format_bytes(pool_before)} -> {format_bytes(pool_after)} "
-                f"(+{growth / pool_before:.1%}, threshold {limits.pool_threshold:.0%}); pools "
-                f"{as_int(base.pools)} -> {as_int(new.pools)}",
-                "observed_graphs.pool_bytes",
-            )
+    more = _more_graphs(base.captured, new.captured)
+    if more is not None:
+        flag("graphs", f"the test body captured {more}", "observed_graphs.captured")
+    grown = _pool_growth(base.pool_bytes, new.pool_bytes, limits)
+    if grown is not None:
+        flag(
+            "pool",
+            f"observed graphs' pools {grown}; pools {as_int(base.pools)} -> {as_int(new.pools)}",
+            "observed_graphs.pool_bytes",
+        )
+
+
+def _more_graphs(base_captured: object, new_captured: object) -> str | None:
+    """The graphs rule's figures, ``"3 CUDA graphs, 2 before"``, when the new run captured more; else None."""
+    before, after = as_int(base_captured), as_int(new_captured)
+    return f"{after} CUDA graphs, {before} before" if after > before else None
+
+
+def _pool_growth(base_bytes: object, new_bytes: object, limits: Limits) -> str | None:
+    """The pool rule's figures, ``"1.0 MiB -> 2.0 MiB (+100.0%, threshold 10%)"``, when the pool grew past both
+    ``limits.pool_threshold`` and ``POOL_MIN_GROWTH_BYTES``; else None."""
+    pool_before, pool_after = number(base_bytes), number(new_bytes)
+    if not pool_before or pool_after is None:
+        return None
+    growth = pool_after - pool_before
+    if growth > pool_before * limits.pool_threshold and growth > POOL_MIN_GROWTH_BYTES:
+        return (
+            f"{format_bytes(pool_before)} -> {format_bytes(pool_after)} "
+            f"(+{growth / pool_before:.1%}, threshold {limits.pool_threshold:.0%})"
+        )
+    return None
 
 
 def _new_reasons(base_rec: Recompiles, new_rec: Recompiles) -> str:
