@@ -16,7 +16,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sample_reports import ENV_2_13, components, lookup, recompile_events_record, warm_start_record
 
-from pytest_cudagraph.records.report import build_report, dumps_report, full_components, load_report, write_report
+from pytest_cudagraph.records.report import (
+    build_report,
+    dumps_report,
+    expand_cache_components,
+    full_components,
+    load_report,
+    write_report,
+)
 from pytest_cudagraph.records.stored_once import report_as_read, report_as_stored
 from pytest_cudagraph.records.worker_records import encode_worker_records, merge_worker_records
 from pytest_cudagraph.tools.merge import merge_shard_reports
@@ -347,3 +354,20 @@ def test_any_record_with_passes_reads_back_as_it_was_built(cold, warm, test_fram
         ]
     }
     assert report_as_read(json.loads(json.dumps(report_as_stored(report)))) == report
+
+
+def test_a_real_runs_shards_merge_into_its_records(tmp_path):
+    """The warm starts' records, written by two shards and merged, read back as the run recorded them."""
+    real = load_report(REAL)
+    # each lookup with its whole components, as the plugin holds its records before it writes them
+    records = {nodeid: record for nodeid, record in expand_cache_components(real).items() if "cache_keys" in record}
+    halves = (dict(list(records.items())[::2]), dict(list(records.items())[1::2]))
+    shards = []
+    for group, half in enumerate(halves, start=1):
+        shard = {"group": group, "splits": 2, "algorithm": "least_duration", "selected": len(half)}
+        report = build_report(ENV_2_13, half, run={"complete": True, "shard": shard})
+        shards.append((f"shard-{group}.json", load_report(write_report(tmp_path / f"shard-{group}.json", report))))
+    merged = load_report(write_report(tmp_path / "all.json", merge_shard_reports(shards)))
+    assert merged["tests"] == json.loads(json.dumps(build_report(ENV_2_13, records)))["tests"]
+    original = whole_lookups(real)
+    assert whole_lookups(merged) == {nodeid: original[nodeid] for nodeid in records}
