@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from .. import _compat as compat
-from ..compile.compile_time import warm_cold_ratio
 from ..errors import InvariantViolation
+from ..records.cold_warm import warm_cold_ratio
 from ..render.plain_text import count_noun, format_table
 from . import keys as cache_keys
 from .graph_code import graph_change

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .. import _compat as compat
+from ..records.cold_warm import pass_times
 from ..records.record import TestRecord, current_record
 from .dynamo_log import function_label
 
@@ -296,38 +297,15 @@ def finish_test_compile_time(watch: CompileTimeWatch, record: TestRecord) -> Com
 
     ``watch`` was started at the test's setup with ``report=False``; the passes
     are read from what the record already holds (``PassResult.compile_time`` under
-    ``extra``), so a pair run by the marker or by ``cold_warm()`` is listed.
+    ``extra``), so a pair run by the marker or by ``cold_warm()`` is listed
+    (``records.cold_warm.pass_times``: the report's file stores them there only).
     """
-    from ..records.cold_warm import pass_pairs
-
     result = watch.stop()
-    pairs = []
-    for pair in pass_pairs(record.to_json()):
-        cold_pass, warm_pass = pair.source.get("cold") or {}, pair.source.get("warm") or {}
-        cold, warm = cold_pass.get("compile_time"), warm_pass.get("compile_time")
-        if isinstance(cold, Mapping) and isinstance(warm, Mapping):
-            entry = {
-                "label": pair.label,
-                "cold_s": cold.get("total_s"),
-                "warm_s": warm.get("total_s"),
-                "warm_cold_ratio": warm_cold_ratio(cold.get("total_s"), warm.get("total_s")),
-            }
-            # each pass's process start-up (interpreter, imports, the CPU probe), not in its compile time
-            for name, one in (("cold", cold_pass), ("warm", warm_pass)):
-                if isinstance(one.get("startup_s"), (int, float)):
-                    entry[f"{name}_startup_s"] = one["startup_s"]
-            pairs.append(entry)
+    pairs = pass_times(record.to_json())
     if pairs:
         result = replace(result, passes=tuple(pairs))
     record.set("compile_time", result)
     return result
-
-
-def warm_cold_ratio(cold_s: Any, warm_s: Any) -> float | None:
-    """``warm / cold`` (0.03: the warm start compiled in 3% of the cold one's time); None when cold took no time."""
-    if not isinstance(cold_s, (int, float)) or not isinstance(warm_s, (int, float)) or cold_s <= 0:
-        return None
-    return round(warm_s / cold_s, 4)
 
 
 def compile_time_from_json(data: Any) -> CompileTime | None:

@@ -109,6 +109,38 @@ def extra_keys_read_whole(record: Mapping[str, Any]) -> set[str]:
     return whole
 
 
+def pass_times(record: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The compile time of each of the record's pairs, as its ``compile_time.passes`` lists them.
+
+    ``{"label", "cold_s", "warm_s", "warm_cold_ratio", "cold_startup_s"?, "warm_startup_s"?}``
+    per pair whose passes both have a ``compile_time``: each pass's total, and its
+    process start-up (interpreter, imports, the CPU probe), which is not in that total.
+    """
+    entries = []
+    for pair in pass_pairs(record):
+        cold_pass, warm_pass = pair.source.get("cold") or {}, pair.source.get("warm") or {}
+        cold, warm = cold_pass.get("compile_time"), warm_pass.get("compile_time")
+        if isinstance(cold, Mapping) and isinstance(warm, Mapping):
+            entry = {
+                "label": pair.label,
+                "cold_s": cold.get("total_s"),
+                "warm_s": warm.get("total_s"),
+                "warm_cold_ratio": warm_cold_ratio(cold.get("total_s"), warm.get("total_s")),
+            }
+            for name, one in (("cold", cold_pass), ("warm", warm_pass)):
+                if isinstance(one.get("startup_s"), (int, float)):
+                    entry[f"{name}_startup_s"] = one["startup_s"]
+            entries.append(entry)
+    return entries
+
+
+def warm_cold_ratio(cold_s: Any, warm_s: Any) -> float | None:
+    """``warm / cold`` (0.03: the warm start compiled in 3% of the cold one's time); None when cold took no time."""
+    if not isinstance(cold_s, (int, float)) or not isinstance(warm_s, (int, float)) or cold_s <= 0:
+        return None
+    return round(warm_s / cold_s, 4)
+
+
 def _stats(one_pass: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any]]:
     stats = one_pass.get("stats")
     if not isinstance(stats, Mapping):
