@@ -653,7 +653,7 @@ def test_the_help_says_what_every_command_does_and_each_usage_line_what_it_takes
 
 
 def test_the_schema_id_is_a_name_the_reference_gives():
-    from pytest_cudagraph.records.schema import report_json_schema
+    from pytest_cudagraph.records.json_schema import report_json_schema
 
     schema_id = report_json_schema()["$id"]
     assert schema_id == "urn:pytest-cudagraph:report:2"

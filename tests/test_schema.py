@@ -30,8 +30,8 @@ from sample_reports import (
 )
 
 from pytest_cudagraph.errors import ReportError
+from pytest_cudagraph.records.json_schema import report_json_schema
 from pytest_cudagraph.records.report import build_report, load_report, validate_report, write_report
-from pytest_cudagraph.records.schema import report_json_schema
 from pytest_cudagraph.records.stored_once import report_as_read
 
 # the test extra installs it; a runner that installs the package alone skips these, saying why

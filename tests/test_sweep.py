@@ -23,8 +23,8 @@ from pytest_cudagraph.caches.results import CacheStats, PassResult
 from pytest_cudagraph.caches.sweep import FactorVerdict, SweepResult, SweepsSection, judge
 from pytest_cudagraph.caches.sweep_factors import Factor, default_factors, normalized_factors
 from pytest_cudagraph.errors import InvariantViolation, MisuseError, ReportError
+from pytest_cudagraph.records.json_schema import report_json_schema
 from pytest_cudagraph.records.report import build_report, validate_report
-from pytest_cudagraph.records.schema import report_json_schema
 from pytest_cudagraph.render.html_caches import sweeps_html
 from pytest_cudagraph.render.record_text import detail_lines
 from pytest_cudagraph.render.sweep_text import sweep_lines, sweeps_of

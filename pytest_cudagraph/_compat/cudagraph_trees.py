@@ -100,18 +100,10 @@ class _Patch:
 
     @classmethod
     def _install(cls) -> bool:
-        try:
-            from torch._inductor import cudagraph_trees
-            from torch._inductor.output_code import CompiledFxGraph
-
-            manager = cudagraph_trees.CUDAGraphTreeManager
-            for name in ("_run", "execute_node", "record_function", "run_eager"):
-                if not callable(getattr(manager, name, None)):
-                    return False
-            if "__call__" not in CompiledFxGraph.__dict__:
-                return False
-        except Exception:
+        patched = _patched_classes()
+        if patched is None:
             return False
+        manager, CompiledFxGraph = patched
         state = cls.state
         cls.generation += 1
         generation = cls.generation
@@ -147,18 +139,6 @@ class _Patch:
 
             return _run
 
-        def outcome_wrapper(outcome: str) -> Any:
-            def make(original: Any) -> Any:
-                def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
-                    call = getattr(state, "call", None)
-                    if call is not None and call["outcome"] is None:
-                        call["outcome"] = outcome
-                    return original(self, *args, **kwargs)
-
-                return wrapped
-
-            return make
-
         def graph_call_wrapper(original: Any) -> Any:
             def __call__(self: Any, inputs: Any) -> Any:
                 if not live():
@@ -179,9 +159,9 @@ class _Patch:
 
         try:
             patch(manager, "_run", run_wrapper)
-            patch(manager, "execute_node", outcome_wrapper("replayed"))
-            patch(manager, "record_function", outcome_wrapper("recorded"))
-            patch(manager, "run_eager", outcome_wrapper("warmup"))
+            patch(manager, "execute_node", _outcome_wrapper(state, "replayed"))
+            patch(manager, "record_function", _outcome_wrapper(state, "recorded"))
+            patch(manager, "run_eager", _outcome_wrapper(state, "warmup"))
             patch(manager, "record_function", _recording_wrapper(cls._publish, live))
             patch(CompiledFxGraph, "__call__", graph_call_wrapper)
         except Exception:
@@ -196,6 +176,38 @@ class _Patch:
                 getattr(meter, method)(*args)
             except Exception:  # a meter must never break the user's call
                 pass
+
+
+def _patched_classes() -> tuple[Any, Any] | None:
+    """``(CUDAGraphTreeManager, CompiledFxGraph)`` where this torch has every method the meter patches; else None."""
+    try:
+        from torch._inductor import cudagraph_trees
+        from torch._inductor.output_code import CompiledFxGraph
+
+        manager = cudagraph_trees.CUDAGraphTreeManager
+        for name in ("_run", "execute_node", "record_function", "run_eager"):
+            if not callable(getattr(manager, name, None)):
+                return None
+        if "__call__" not in CompiledFxGraph.__dict__:
+            return None
+    except Exception:
+        return None
+    return manager, CompiledFxGraph
+
+
+def _outcome_wrapper(state: threading.local, outcome: str) -> Any:
+    """The patch of a manager method that books the running call's ``outcome`` (the first one booked stands)."""
+
+    def make(original: Any) -> Any:
+        def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+            call = getattr(state, "call", None)
+            if call is not None and call["outcome"] is None:
+                call["outcome"] = outcome
+            return original(self, *args, **kwargs)
+
+        return wrapped
+
+    return make
 
 
 def _recording_wrapper(publish: Any, live: Any) -> Any:

@@ -1,8 +1,8 @@
-"""The steps a pair of passes is made of, as ``portable``, ``relocate`` and ``sweep`` call them on a probe.
+"""The steps a pair of passes is made of, as ``cold_warm``, ``portable``, ``relocate`` and ``sweep`` run them on a probe.
 
-``CacheProbe`` (``probe``) is the front: its ``portable()``, ``relocate()`` and
-``sweep()`` hand themselves to those modules, which need only these steps of it.
-Typed here, below all four, so that none of them imports the probe.
+``CacheProbe`` (``probe``) is the front: its ``cold_warm()``, ``portable()``,
+``relocate()`` and ``sweep()`` hand themselves to those modules, which need only
+these steps of it.  Typed here, below all five, so that none of them imports the probe.
 """
 
 from __future__ import annotations

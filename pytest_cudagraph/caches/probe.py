@@ -66,14 +66,14 @@ The probe's parts, by job: ``results`` (``CacheStats``, ``PassResult``,
 ``warm_start`` (``ColdWarm``, the invariant and its message), ``outputs`` (the
 cold/warm comparison of outputs), ``child`` (the warm pass in a fresh interpreter),
 ``portable`` (portable cache artifacts).  Their public names are importable from
-here too.  ``portable``, ``relocate`` and ``sweep`` get the probe as ``PassSteps``
-(``pass_steps``), the steps they run passes with, and import nothing of this module.
+here too.  ``cold_warm``, ``portable``, ``relocate`` and ``sweep`` get the probe as
+``PassSteps`` (``pass_steps``), the steps they run passes with, and import nothing
+of this module.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import tempfile
 import time
@@ -93,11 +93,11 @@ from .cache_root import CacheRoot, ensure_private_dir
 from .child import (
     child_environment,
     child_pass,
-    child_pass_command,
     importable_name,
     resolve_importable,
     write_pass_output,
 )
+from .cold_warm import cold_warm_target, run_cold_warm
 from .keys import CacheLookup, MissExplanation
 from .outputs import cold_warm_differences
 from .portable import PortablePair, run_portable
@@ -405,28 +405,11 @@ class CacheProbe:
         given).  Nothing is asserted here: call ``.check()``.
         """
         self._require_active("cold_warm")
-        if mode not in ("inprocess", "subprocess"):
-            raise MisuseError(
-                f"cold_warm(mode={mode!r}) is not a known mode; use mode='inprocess' or mode='subprocess'"
-            )
-        refuse_if_caches_disabled("cold_warm()")
-        call = f"compile_cache.cold_warm(mode={mode!r})"
-        target = importable_name(fn, call) if mode == "subprocess" else None
-        call_fn = resolve_importable(fn, call) if isinstance(fn, str) else fn
+        target, call_fn = cold_warm_target(fn, mode)
         arguments = PassArguments(args)
         pair_dir = self.new_pass_directory("cold_warm")
         self._last_pair_dir = pair_dir
-        if target is not None:
-            # the child's spec holds the arguments as they were given, before any pass ran on them
-            cmd, out_path, env = child_pass_command(target, args, seed, pair_dir, call)
-        cold = self.run_pass_on_copy("cold", call_fn, arguments, seed, pair_dir)
-        if target is None:
-            warm = self.run_pass_on_copy("warm", call_fn, arguments, seed, pair_dir)
-        else:
-            warm = self.run_child_pass(cmd, out_path=out_path, what=f"{target}(...)", env=env, cwd=os.getcwd())
-        changed = arguments.changed_problem("compile_cache.cold_warm()") if target is None else None
-        pair = ColdWarm(cold=cold, warm=warm, mode=mode, cache_dir=str(pair_dir), arguments_problem=changed or "")
-        cache_keys.annotate_active(pair.explanations())
+        pair = run_cold_warm(self, target, call_fn, arguments, seed, pair_dir, mode)
         self._pairs.append(pair)
         return pair
 

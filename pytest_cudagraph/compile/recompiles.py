@@ -34,18 +34,10 @@ from typing import Any
 from .. import _compat as compat
 from ..errors import InvariantViolation, MisuseError
 from ..records.record import current_record
-from .call_site import CallSite, resumed_function, user_call_site
-from .dynamo_log import (
-    DynamoLogTap,
-    function_from_refusal,
-    graph_break_description,
-    limit_hit_description,
-    reasons_from_message,
-    recompiled_code,
-    recompiled_function,
-)
+from .dynamo_log import DynamoLogTap, function_from_refusal, reasons_from_message
 from .expect import ExpectBlock, checked_deltas
-from .guard_failures import FailedGuard, evaluated_guard, flat_reason
+from .guard_failures import flat_reason
+from .recompile_log import RecompileLog
 from .recompile_messages import compile_refused, happened_inside, too_many_recompiles
 from .recompile_stats import (
     FunctionRecompiles,
@@ -123,16 +115,12 @@ class RecompileWatch:
 
     def __init__(self, *, raise_on_recompile: bool = False):
         self.raise_on_recompile = raise_on_recompile
-        self._events: list[_Event] = []
-        self._orphan_limit_hits: list[str] = []
-        # a limit hit with no recompile record before it (its attempt was not logged as one)
-        self._orphan_events: list[_Event] = []
+        # every recompile, limit hit and graph break's site, as Dynamo's logs tell them
+        self._log = RecompileLog()
         self._active = False
-        self._seen: dict[Any, tuple[list, int]] = {}
         self._breaks_before: dict[str, int] = {}
         self._breaks_after: dict[str, int] | None = None
-        self._break_sites: list[GraphBreakSite] = []
-        self._tap = DynamoLogTap(self._on_recompile, self._on_limit_hit, self._on_graph_break)
+        self._tap = DynamoLogTap(self._log.on_recompile, self._log.on_limit_hit, self._log.on_graph_break)
         # what refused recompiles once raise_on_recompile had set it (None: not asked)
         self._refusing: Any = None
 
@@ -142,12 +130,8 @@ class RecompileWatch:
             raise MisuseError("this RecompileWatch is already active; create a new one with watch_recompiles()")
         compat.register_dynamo_loggers()
 
-        self._events.clear()
-        self._orphan_limit_hits.clear()
-        self._orphan_events.clear()
-        self._break_sites.clear()
+        self._log.start()
         self._breaks_after = None
-        self._seen = _guard_failure_positions()
         self._breaks_before = dict(compat.graph_break_counter())
         self._refusing = None
         self._tap.attach()
@@ -251,7 +235,7 @@ class RecompileWatch:
             read=self.figures,
             active=lambda: self._active,
             needs="an active watch: use it inside `with watch_recompiles() as w:`",
-            start=lambda: (len(self._events), len(self._orphan_limit_hits)),
+            start=lambda: (len(self._log.events), len(self._log.orphan_limit_hits)),
             explain=lambda start_state: _happened_since(self, start_state),
             enters_as=self,
         )
@@ -265,76 +249,37 @@ class RecompileWatch:
             "graph_breaks": self.graph_breaks.count,
         }
 
-    # -- listening --------------------------------------------------------
-    def _new_guard_failures(self) -> list[str]:
-        new: list[str] = []
-        now = _guard_failure_positions()
-        for code, (reasons, length) in now.items():
-            before = self._seen.get(code)
-            start = before[1] if before is not None and before[0] is reasons else 0
-            new.extend(reasons[start:length])
-        self._seen = now
-        return new
-
-    def _on_recompile(self, message: str) -> None:
-        reasons = self._new_guard_failures() or reasons_from_message(message)
-        code = recompiled_code(message)
-        self._events.append(
-            _Event(
-                recompiled_function(message),
-                reasons,
-                call_site=_call_site(code),
-                evaluated=_evaluated_guards(),
-            )
-        )
-
-    def _on_graph_break(self, message: str) -> None:
-        described = graph_break_description(message)
-        if described is not None:
-            reason, location = described
-            self._break_sites.append(GraphBreakSite(reason, location, user_call_site()))
-
-    def _on_limit_hit(self, message: str) -> None:
-        function, text = limit_hit_description(message)
-        # Dynamo logs the reasons of this attempt just before the WARNING: that
-        # attempt compiled nothing, so it is booked as the limit hit.
-        if self._events and self._events[-1].function == function and self._events[-1].limit_hit is None:
-            self._events[-1].limit_hit = text
-        else:
-            self._orphan_limit_hits.append(text)
-            self._orphan_events.append(_Event(function, [], call_site=_call_site(None), limit_hit=text))
-
     # -- figures ----------------------------------------------------------
     @property
     def count(self) -> int:
-        return sum(1 for e in self._events if e.limit_hit is None)
+        return sum(1 for e in self._log.events if e.limit_hit is None)
 
     @property
     def reasons(self) -> list[str]:
-        return [r for e in self._events if e.limit_hit is None for r in e.reasons]
+        return [r for e in self._log.events if e.limit_hit is None for r in e.reasons]
 
     @property
     def limit_hits(self) -> list[str]:
-        return [e.limit_hit for e in self._events if e.limit_hit is not None] + list(self._orphan_limit_hits)
+        return [e.limit_hit for e in self._log.events if e.limit_hit is not None] + list(self._log.orphan_limit_hits)
 
     @property
     def by_function(self) -> dict[str, FunctionRecompiles]:
-        return _by_function(self._events)
+        return _by_function(self._log.events)
 
     @property
     def events(self) -> list[RecompileEvent]:
         """Every recompile and limit hit as a :class:`RecompileEvent`, in order: call site, guards, verbatim text."""
-        return [e.public() for e in self._events] + [e.public() for e in self._orphan_events]
+        return [e.public() for e in self._log.events] + [e.public() for e in self._log.orphan_events]
 
     @property
     def verbatim_reasons(self) -> list[str]:
         """Torch's guard-failure reasons exactly as it wrote them (comments, user stacks), for exact matching."""
-        return [r for e in self._events if e.limit_hit is None for r in e.verbatim]
+        return [r for e in self._log.events if e.limit_hit is None for r in e.verbatim]
 
     @property
     def graph_breaks(self) -> GraphBreaks:
         after = self._breaks_after if self._breaks_after is not None else dict(compat.graph_break_counter())
-        return _graph_breaks_since(self._breaks_before, after, self._break_sites)
+        return _graph_breaks_since(self._breaks_before, after, self._log.break_sites)
 
     @property
     def lost_sight(self) -> str | None:
@@ -393,7 +338,7 @@ class RecompileWatch:
         )
 
     def _refusal_message(self, exc: BaseException, when: str) -> str:
-        return _refusal_message(self._events, exc, when)
+        return _refusal_message(self._log.events, exc, when)
 
     def __repr__(self) -> str:
         return (
@@ -439,41 +384,11 @@ class _NoCompileBlock:
 EXPECT_FIGURES = ("count", "reasons", "limit_hits", "graph_breaks")
 
 
-def _evaluated_guards() -> list[FailedGuard] | None:
-    """The watch's own evaluation of every cached entry's guards, inside the recompile record; None if not done."""
-    found = compat.failing_guards_of_recompile()
-    return None if found is None else [evaluated_guard(item) for item in found]
-
-
-def _call_site(code: tuple[str, str, int] | None) -> CallSite | None:
-    """The user's line that called the function being recompiled: its own frame (``code``) is not it."""
-
-    # The code after a graph break is a resume function Dynamo made, called from the
-    # frame of the function that broke: that frame is the compiled code too.
-    resumed = resumed_function(code[0]) if code is not None else None
-
-    def is_compiled_function(frame: Any) -> bool:
-        f_code = frame.f_code
-        if code is None:
-            return False
-        if (f_code.co_name, f_code.co_filename, f_code.co_firstlineno) == code:
-            return True
-        return resumed is not None and f_code.co_name == resumed and f_code.co_filename == code[1]
-
-    return user_call_site(is_compiled_function)
-
-
-def _guard_failure_positions() -> dict[Any, tuple[list, int]]:
-    # The list object is kept, not only its length: reset() drops the lists,
-    # and a fresh list as long as the old one must still read as new.
-    return {code: (reasons, len(reasons)) for code, reasons in list(compat.guard_failures_table().items())}
-
-
 def _happened_since(watch: RecompileWatch, start_state: tuple[int, int]) -> list[str]:
     """What ``RecompileWatch.expect``'s failure lists: the recompiles and limit hits since ``start_state``."""
-    events = watch._events[start_state[0] :]
+    events = watch._log.events[start_state[0] :]
     hits = [e.limit_hit for e in events if e.limit_hit is not None]
-    hits += watch._orphan_limit_hits[start_state[1] :]
+    hits += watch._log.orphan_limit_hits[start_state[1] :]
     return happened_inside([e.public() for e in events], hits, [r for e in events for r in e.reasons])
 
 

@@ -133,12 +133,7 @@ def capture_graphs(
     """
     __tracebackhide__ = True
     _SIGNATURE.bind(fn, make_inputs, sizes, **options)  # a wrong argument is a TypeError first, as before
-    if not _compat.cuda_available():
-        raise CaptureError(
-            f"capture_graphs needs a CUDA device and torch {torch.__version__} sees none "
-            f"(torch.cuda.is_available() is False); run on a GPU machine, or use the cudagraphs fixture, "
-            f"which skips there"
-        )
+    _require_cuda()
     graph_set = GraphSet(fn, make_inputs, sizes, **options)
     try:
         capture_all(graph_set)
@@ -147,6 +142,17 @@ def capture_graphs(
         graph_set.close()
         raise
     return graph_set
+
+
+def _require_cuda() -> None:
+    """CaptureError where torch sees no CUDA device: the plain API has no test to skip, the fixture does."""
+    __tracebackhide__ = True
+    if not _compat.cuda_available():
+        raise CaptureError(
+            f"capture_graphs needs a CUDA device and torch {torch.__version__} sees none "
+            f"(torch.cuda.is_available() is False); run on a GPU machine, or use the cudagraphs fixture, "
+            f"which skips there"
+        )
 
 
 # The options are GraphSet's, defined there once; help() and inspect show them here.

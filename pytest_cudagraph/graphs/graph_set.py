@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -15,22 +15,20 @@ from ..errors import InvariantViolation, MisuseError
 from ..records.record import TestRecord, current_record
 from . import open_objects
 from .batch_inputs import batch_inputs, check_not_all_zero
-from .breakable import chain_result, resolve_break_at
+from .breakable import resolve_break_at
 from .capture_cost import (
     CaptureCost,
     CaptureCostMeter,
     collection_paused,
-    outside_limit,
-    release_reading,
-    with_device_bounds,
 )
 from .captured import CapturedGraph, _clone_out, _fn_name, capture_callable
 from .graph_results import GraphReplayCheck, GraphSetResult
+from .graph_set_release import graph_set_result, release_and_record
 from .guarded import new_pool
 from .memory import PoolId, PoolMeter
 from .numerics import DeferredComparisons, TensorComparison, max_abs_error, replay_mismatch_message
-from .pool_blocks import read_live_blocks
-from .pool_check import PoolCheck, with_block_frames
+from .pool_check import PoolCheck
+from .pool_measuring import capture_in_fresh_pool, measured_pool_check
 from .reference_overlap import StateWatch, serial_reason
 from .sizes import capture_sizes_in_order
 
@@ -51,41 +49,6 @@ def _check_options(pool: str, order: str, warmup_iters: int, size_warmup_iters: 
             f"size_warmup_iters={size_warmup_iters!r}: give at least 1 (each shape runs once eagerly before "
             f"its capture, so what loads on a shape's first call does not load inside the capture)"
         )
-
-
-def _capture_in_fresh_pool(
-    fn: Callable[..., Any],
-    static_inputs: Sequence[torch.Tensor],
-    stream: torch.cuda.Stream,
-    label: str,
-    break_at: Sequence[Any] = (),
-    keep_outputs: bool = True,
-) -> tuple[PoolId, CapturedGraph]:
-    """Capture ``fn`` alone into a new pool, to measure its own high-water mark: ``(pool, graph)``."""
-    pool = new_pool()
-    probe = capture_callable(
-        fn,
-        static_inputs,
-        pool=pool,
-        stream=stream,
-        warmup_iters=1,
-        label=f"{label} (measured alone)",
-        keep_outputs=keep_outputs,
-        break_at=break_at,
-    )
-    return pool, probe
-
-
-class _Released:
-    """Graphs captured to be measured, released together."""
-
-    def __init__(self, graphs: Sequence[CapturedGraph]) -> None:
-        self.graphs = list(graphs)
-
-    def release(self) -> None:
-        for graph in self.graphs:
-            graph.release()
-        self.graphs.clear()
 
 
 def _worse_error(current: float | None, err: float | None) -> float | None:
@@ -277,49 +240,7 @@ class GraphSet:
 
     def _capture_alone(self, size: int) -> tuple[PoolId, CapturedGraph]:
         label = f"batch size {size}"
-        return _capture_in_fresh_pool(self.fn, self.graph(size).static_inputs, self.stream, label, self.break_at)
-
-    def _capture_largest_first(self) -> tuple[PoolId, _Released]:
-        """Every size again, largest first, into one fresh pool, outputs released: what the order is judged against."""
-        pool = new_pool()
-        graphs = []
-        for size in sorted(self.sizes, reverse=True):
-            graphs.append(
-                capture_callable(
-                    self.fn,
-                    self.graph(size).static_inputs,
-                    pool=pool,
-                    stream=self.stream,
-                    warmup_iters=1,
-                    label=f"batch size {size} (captured largest first, to compare)",
-                    keep_outputs=False,
-                    break_at=self.break_at,
-                )
-            )
-        return pool, _Released(graphs)
-
-    def _with_allocating_lines(self, check: PoolCheck) -> PoolCheck:
-        """The check with the stack of each live block, from one more capture of the first size that left one.
-
-        Allocation stacks cost every allocation a stack walk, so they are recorded
-        only here, once something was found live: the size is captured again alone,
-        as it was (outputs kept or not), and its live blocks' stacks are matched to
-        the blocks found by size.
-        """
-        size = next(s for s, blocks in check.live if blocks)
-        with _compat.allocation_stacks():
-            pool, probe = _capture_in_fresh_pool(
-                self.fn,
-                self.graph(size).static_inputs,
-                self.stream,
-                f"batch size {size}",
-                self.break_at,
-                keep_outputs=self.keep_outputs,
-            )
-            traced = read_live_blocks([pool], self.device)
-        probe.release()
-        torch.cuda.empty_cache()
-        return with_block_frames(check, traced)
+        return capture_in_fresh_pool(self.fn, self.graph(size).static_inputs, self.stream, label, self.break_at)
 
     @property
     def graph_bytes(self) -> dict[int, int]:
@@ -337,21 +258,7 @@ class GraphSet:
         """The pool check's figures without raising (see ``check_pool``)."""
         __tracebackhide__ = True
         self._require_open()
-        # before any measuring capture
-        outside_bytes = None if outside is None else outside_limit(outside)
-        first_use_bytes = None if first_use is None else outside_limit(first_use, "first_use")
-        check = self.meter.check_against_alone(
-            slack,
-            self._capture_alone,
-            capture_order=self.capture_order,
-            pool_mode=self.pool_mode,
-            order=self.order,
-            keep_outputs=self.keep_outputs,
-            capture_largest_first=self._capture_largest_first,
-        )
-        if any(rule == "kept alive" for rule, _ in check.causes):
-            check = self._with_allocating_lines(check)
-        check = with_device_bounds(check, self.cost, outside_bytes, first_use_bytes)
+        check = measured_pool_check(self, slack, outside, first_use)
         self._pool_check = check
         return check
 
@@ -415,31 +322,7 @@ class GraphSet:
         """The report entry of this set (figures measured so far; nothing new is measured)."""
         if self._result is not None:
             return self._result
-        check = self._pool_check
-        return GraphSetResult(
-            sizes=self.sizes,
-            captured=len(self.graphs),
-            pool_bytes=self.pool_bytes if self.graphs else None,
-            largest_graph_bytes=max(self.meter.graph_bytes.values()) if self.meter.graph_bytes else None,
-            max_abs_err=self._max_abs_err,
-            capture_s=self.capture_s,
-            order=self.order,
-            pool=self.pool_mode,
-            keep_outputs=self.keep_outputs,
-            cublas_workspace_bytes=self.cublas_workspace_bytes,
-            graph_bytes=dict(self.meter.graph_bytes) or None,
-            pool_check_passed=None if check is None else check.passed,
-            pool_live_bytes=None if check is None else check.live_bytes,
-            pool_caching_bytes=None if check is None else check.caching_bytes,
-            replay_checks=self._replay_checks,
-            cost=self.cost,
-            breakable=chain_result(self),
-            static_input_bytes=sum(
-                t.untyped_storage().nbytes() for g in self.graphs.values() for t in g.static_inputs if t.is_cuda
-            )
-            if self.graphs
-            else None,
-        )
+        return graph_set_result(self, self._pool_check, self._max_abs_err, self._replay_checks)
 
     def close(self) -> None:
         """Free the graphs and their pool(s), and add the result to the test's record once."""
@@ -449,23 +332,7 @@ class GraphSet:
         self._final_pool_bytes = result.pool_bytes
         self.closed = True
         self._result = result
-        # What comes back is what the set held: read the device before and after the
-        # graphs go, each time with the allocator's cached blocks given back first.
-        # A reading that fails (a sticky CUDA error) costs the figure, never the release
-        # or the record.
-        before = _settled_reading(self.device)
-        try:
-            for captured in self.graphs.values():
-                captured.release()
-            self.graphs.clear()
-        finally:
-            # released pools are only "freeable": give their segments back to the device
-            after = _settled_reading(self.device) if before is not None else None
-            if self.cost is not None and after is not None:
-                self.cost = self.cost.released(release_reading(self.device, before, after))
-                result = self._result = replace(result, cost=self.cost)
-            if self.record is not None and result.captured:
-                self.record.add_graph_set(result)
+        release_and_record(self, result)
 
     def _require_open(self) -> None:
         __tracebackhide__ = True
@@ -481,19 +348,6 @@ class GraphSet:
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"{len(self.graphs)} graph{'s' if len(self.graphs) != 1 else ''}"
         return f"<GraphSet {self.name} sizes={list(self.sizes)} pool={self.pool_mode} {state}>"
-
-
-def _settled_reading(device: int) -> tuple[int, int] | None:
-    """``(free, reserved)`` once the device is idle and the allocator's cached blocks are given back.
-
-    None when the device cannot be read (an earlier CUDA error the synchronize reports).
-    """
-    try:
-        torch.cuda.synchronize(device)
-        torch.cuda.empty_cache()
-        return _compat.device_memory_reading(device)
-    except RuntimeError:
-        return None
 
 
 def capture_all(graph_set: GraphSet) -> None:

@@ -22,6 +22,12 @@ ANNOTATION_CHOICES = ("auto", "github", "off")
 def add_options(parser: pytest.Parser) -> None:
     """The plugin's command-line and ini options, added to pytest's parser."""
     group = parser.getgroup("cudagraph", "CUDA graph and torch.compile cache validation (pytest-cudagraph)")
+    _add_command_line_options(group)
+    _add_ini_options(parser)
+
+
+def _add_command_line_options(group: pytest.OptionGroup) -> None:
+    """``--cudagraph`` and the ``--cudagraph-*`` options, in the plugin's group of ``pytest --help``."""
     group.addoption(
         "--cudagraph",
         action="store_true",
@@ -83,6 +89,10 @@ def add_options(parser: pytest.Parser) -> None:
         help="auto (default): under GitHub Actions (GITHUB_ACTIONS=true) print each failure of the plugin's checks "
         "as an ::error annotation at the user's line; github: print them anywhere; off: never.",
     )
+
+
+def _add_ini_options(parser: pytest.Parser) -> None:
+    """The ``cudagraph_*`` ini options: the fixtures' defaults, the baseline's rules, torch's trace records."""
     parser.addini(
         "cudagraph_capture_sizes",
         "default batch sizes for the cudagraphs fixture, e.g. '1 2 4 8'",

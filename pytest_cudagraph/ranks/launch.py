@@ -237,12 +237,35 @@ def run_ranks(
     _check_arguments(world_size, timeout, backend)
     module, qualname = body_reference(body)
     _check_picklable(args)
-    from .. import _compat
-
     placed = _placed(backend, int(world_size), devices)
+    result = _spawn_and_watch(
+        args, placed, backend, float(timeout), module, qualname, env, seed, sizes, rtol, atol, align_collectives
+    )
+    if not result.passed:
+        raise R.RanksFailed(result)
+    return result
+
+
+def _spawn_and_watch(
+    args: tuple[Any, ...],
+    placed: list[int | None],
+    backend: str,
+    timeout_s: float,
+    module: str,
+    qualname: str,
+    env: Mapping[str, str] | None,
+    seed: int,
+    sizes: Sequence[int] | None,
+    rtol: float | None,
+    atol: float | None,
+    align_collectives: bool,
+) -> R.RanksResult:
+    """Spawn one process per rank of ``placed`` and watch them to the end: the run's result, passed or not."""
+    __tracebackhide__ = True
     import torch.multiprocessing as torch_mp
 
-    timeout_s = float(timeout)
+    from .. import _compat
+
     context = torch_mp.get_context("spawn")
     store, port = _compat.rendezvous_store_server()
     watched, watching = _keeper_pipe(context)
@@ -264,8 +287,6 @@ def run_ranks(
                 watching.close()  # a keeper still there (none should be) now stops its group
                 del store
         watch.echo_output()
-    if not result.passed:
-        raise R.RanksFailed(result)
     return result
 
 

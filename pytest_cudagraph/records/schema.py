@@ -45,9 +45,6 @@ from .fields import (
     Texts,
 )
 
-# a name, not an address: the schema is printed by `pytest-cudagraph schema`, not served anywhere
-SCHEMA_ID = "urn:pytest-cudagraph:report:2"
-
 # ----------------------------------------------------------------------------
 # recompiles (compile/recompiles.py)
 # ----------------------------------------------------------------------------
@@ -685,18 +682,3 @@ class Report(Section):
     durations: dict[str, Seconds | Null] | UnsetType = UNSET
     # what wider-scoped fixtures compiled, kept out of the tests they were set up for
     fixture_setups: list[FixtureSetup] | UnsetType = UNSET
-
-
-def report_json_schema() -> dict[str, Any]:
-    """The report's JSON Schema (draft 2020-12), generated from the types above."""
-    schema = msgspec.json.schema(Report)
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": SCHEMA_ID,
-        "title": "pytest-cudagraph report",
-        "description": (
-            "A report written by pytest --cudagraph-report (schema pytest-cudagraph/2). "
-            "Every field but schema, tests and a record's outcome is optional; fields not named are allowed."
-        ),
-        **schema,
-    }

@@ -390,8 +390,8 @@ def _startup_output_clash(args: argparse.Namespace) -> str | None:
 
 
 def _schema(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from ..records.json_schema import report_json_schema
     from ..records.report import write_text_atomically
-    from ..records.schema import report_json_schema
 
     text = json.dumps(report_json_schema(), indent=2) + "\n"
     if args.output is None:

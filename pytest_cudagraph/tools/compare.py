@@ -102,7 +102,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from ..records.key_diff import diff_reports, records_cache_keys
+from ..records.key_diff import ReportKeyDiff, diff_reports, records_cache_keys
 from ..records.loaded import LoadedReport, given, typed_report
 from .compare_costs import (
     compile_time_off_notes,
@@ -111,7 +111,7 @@ from .compare_costs import (
     time_rule_notes,
 )
 from .compare_pairing import env_diff, paired_tests
-from .compare_results import Comparison, run_completeness
+from .compare_results import Comparison, TestComparison, run_completeness
 from .compare_rules import (
     DEFAULT_INSTRUCTIONS_THRESHOLD,
     DEFAULT_MEMORY_FLOOR_BYTES,
@@ -178,20 +178,7 @@ def compare_reports(
     both, new_ids, vanished = paired_tests(base_tests, new_tests)
     # only where both runs record lookups: against an earlier plugin's report, compare as before
     keys = diff_reports(base_read, new_read) if records_cache_keys(base_read) and records_cache_keys(new_read) else None
-    tests = tuple(
-        compare_test(
-            n,
-            base_read.record(n),
-            new_read.record(n),
-            selected,
-            limits,
-            include_timings,
-            keys.tests.get(n) if keys is not None else None,
-        )
-        for n in sorted(both)
-    )
-    if keys is not None:
-        tests = tuple(replace(t, cache_keys=keys.tests.get(t.nodeid)) for t in tests)
+    tests = _compared_tests(base_read, new_read, both, selected, limits, include_timings, keys)
     new_run = run_completeness(new_read)
     return Comparison(
         env_changes=env_changes,
@@ -213,3 +200,30 @@ def compare_reports(
         + memory_rule_notes(selected, base_tests, new_tests, both)
         + instruction_rule_notes(selected, tests),
     )
+
+
+def _compared_tests(
+    base_read: LoadedReport,
+    new_read: LoadedReport,
+    both: list[str],
+    selected: tuple[str, ...],
+    limits: Limits,
+    include_timings: bool,
+    keys: ReportKeyDiff | None,
+) -> tuple[TestComparison, ...]:
+    """Each test of both runs compared, in node-id order, with its cache keys' diff where both runs record keys."""
+    tests = tuple(
+        compare_test(
+            n,
+            base_read.record(n),
+            new_read.record(n),
+            selected,
+            limits,
+            include_timings,
+            keys.tests.get(n) if keys is not None else None,
+        )
+        for n in sorted(both)
+    )
+    if keys is not None:
+        tests = tuple(replace(t, cache_keys=keys.tests.get(t.nodeid)) for t in tests)
+    return tests
