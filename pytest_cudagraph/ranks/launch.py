@@ -29,6 +29,7 @@ either there whole or not at all.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import math
 import numbers
@@ -238,29 +239,21 @@ def run_ranks(
     module, qualname = body_reference(body)
     _check_picklable(args)
     placed = _placed(backend, int(world_size), devices)
-    result = _spawn_and_watch(
-        args, placed, backend, float(timeout), module, qualname, env, seed, sizes, rtol, atol, align_collectives
-    )
+    # every rank's spec but the two parts known only once the run starts: the store's port and the directory
+    specs_for = functools.partial(
+        _rank_specs, placed, backend, timeout_s=float(timeout), module=module, qualname=qualname, env=env,
+        seed=seed, sizes=sizes, rtol=rtol, atol=atol, align_collectives=align_collectives,
+    )  # fmt: skip
+    result = _spawn_and_watch(args, specs_for, float(timeout))
     if not result.passed:
         raise R.RanksFailed(result)
     return result
 
 
 def _spawn_and_watch(
-    args: tuple[Any, ...],
-    placed: list[int | None],
-    backend: str,
-    timeout_s: float,
-    module: str,
-    qualname: str,
-    env: Mapping[str, str] | None,
-    seed: int,
-    sizes: Sequence[int] | None,
-    rtol: float | None,
-    atol: float | None,
-    align_collectives: bool,
+    args: tuple[Any, ...], specs_for: Callable[..., list[RankSpec]], timeout_s: float
 ) -> R.RanksResult:
-    """Spawn one process per rank of ``placed`` and watch them to the end: the run's result, passed or not."""
+    """Spawn one process per rank (``specs_for(port=, directory=)``) and watch them to the end: the result, passed or not."""
     __tracebackhide__ = True
     import torch.multiprocessing as torch_mp
 
@@ -270,10 +263,7 @@ def _spawn_and_watch(
     store, port = _compat.rendezvous_store_server()
     watched, watching = _keeper_pipe(context)
     with tempfile.TemporaryDirectory(prefix="cudagraph-ranks-") as directory:
-        specs = _rank_specs(
-            placed, backend, port, timeout_s, directory, module, qualname, env, seed, sizes, rtol, atol,
-            align_collectives,
-        )  # fmt: skip
+        specs = specs_for(port=port, directory=directory)
         watch = _Watch(specs, timeout_s)
         try:
             _spawn(context, watch, args, watched)
