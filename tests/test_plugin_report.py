@@ -105,7 +105,7 @@ def test_report_env_hook_records_and_terminal_summary(pytester):
             f"report written to {report_path}",
         ]
     )
-    header = next(line for line in result.stdout.lines if line.startswith("test ") and "outcome" in line)
+    header = next(line for line in result.stdout.lines if line.startswith("test ") and "recompiles" in line)
     assert "graphs" not in header and "fxgraph" not in header
     assert "test_not_using_the_plugin" not in result.stdout.str().split("= cudagraph =")[1]
 
