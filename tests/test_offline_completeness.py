@@ -263,3 +263,99 @@ def test_a_crashed_test_counts_as_failing():
     assert [(r.nodeid, r.rule, r.message) for r in comparison.regressions] == [
         (DECODE, "outcome", "outcome passed -> crashed")
     ]
+
+
+# ----------------------------------------------------------------------------
+# compare: reports that share no test compare nothing, and say so
+# ----------------------------------------------------------------------------
+
+QUICKSTART = "tests/test_quickstart.py::test_one"
+
+
+def other_suite_report() -> dict:
+    """A complete run of another suite: one test, none of the sample's."""
+    return build_report(
+        ENV_2_13, {QUICKSTART: {"outcome": "passed", "duration_s": 0.1}}, exitstatus=0, run=COMPLETE_RUN
+    )
+
+
+def test_reports_that_share_no_test_are_nothing_compared_not_no_regression():
+    comparison = compare_reports(sample_report(), other_suite_report(), labels=("base.json", "qs.json"))
+    assert comparison.regressed and comparison.nothing_compared
+    assert [(r.nodeid, r.rule) for r in comparison.regressions] == [("", "nothing-compared")]
+    lines = comparison.format_text().splitlines()
+    assert lines[-1] == (
+        "NOTHING COMPARED: no test is in both reports (5 vanished, 1 new); check the paths, "
+        "or compare reports of one suite"
+    )
+    assert "no regression" not in "\n".join(lines)
+    assert not any(line.startswith("nothing-compared:") for line in lines)  # the verdict says it, once
+
+
+@pytest.mark.parametrize("rules", [None, ["none"], ["all"]])
+def test_nothing_compared_fires_whatever_the_rules(rules):
+    comparison = compare_reports(sample_report(), other_suite_report(), rules=rules)
+    assert "nothing-compared" in comparison.rule_counts()
+    assert comparison.format_text().splitlines()[-1].startswith("NOTHING COMPARED: no test is in both reports")
+
+
+def test_the_json_form_of_nothing_compared_counts_no_compared_test():
+    data = json.loads(json.dumps(compare_reports(sample_report(), other_suite_report()).to_json()))
+    assert (data["regressed"], data["compared"], data["rule_counts"]) == (True, 0, {"nothing-compared": 1})
+    assert data["regressions"][0]["nodeid"] == ""
+    assert data["new_tests"] == [QUICKSTART] and len(data["vanished_tests"]) == 5
+    assert compare_reports(sample_report(), sample_report()).to_json()["compared"] == 5
+
+
+def test_an_empty_base_or_an_incomplete_new_run_is_not_nothing_compared():
+    empty = build_report(ENV_2_13, {}, exitstatus=5, run=COMPLETE_RUN)
+    assert not compare_reports(empty, other_suite_report()).regressed  # the base has nothing to compare
+    crashed = interrupted_report(list(sample_report()["tests"]))
+    comparison = compare_reports(sample_report(), crashed)
+    assert [r.rule for r in comparison.regressions] == ["incomplete"]  # INCOMPLETE already says why
+    assert comparison.format_text().splitlines()[-1].startswith("REGRESSION: 0 tests in both reports")
+
+
+def test_the_cli_exits_1_with_nothing_compared_in_text_json_and_markdown(tmp_path):
+    reports = {"base.json": sample_report(), "qs.json": other_suite_report()}
+    code, out, err = run_cli("compare", "base.json", "qs.json", tmp_path=tmp_path, reports=reports)
+    assert (code, err) == (1, "")
+    assert out.splitlines()[-1].startswith("NOTHING COMPARED: no test is in both reports (5 vanished, 1 new)")
+    code, out, _ = run_cli("compare", "base.json", "qs.json", "--json", tmp_path=tmp_path, reports=reports)
+    assert code == 1 and json.loads(out)["rule_counts"] == {"nothing-compared": 1}
+    code, out, _ = run_cli("compare", "base.json", "qs.json", "--markdown", tmp_path=tmp_path, reports=reports)
+    assert code == 1
+    assert "**NOTHING COMPARED**: no test is in both reports (5 vanished, 1 new); check the paths" in out
+    assert "#### Regressions" not in out
+
+
+def test_most_tests_vanished_is_said_loudly_without_failing():
+    base = sample_report()
+    new = copy.deepcopy(base)
+    for nodeid in (DECODE, SPLIT, GPU_ONLY):
+        del new["tests"][nodeid]
+    comparison = compare_reports(base, new, labels=("base.json", "new.json"))
+    assert not comparison.regressed and comparison.mostly_vanished
+    lines = comparison.format_text().splitlines()
+    assert lines[-1].startswith(
+        "no regression, but MOST TESTS VANISHED (3 of the 5 of base.json): 2 tests in both reports: "
+    )
+    warning = (
+        "warning: 3 of the 5 tests of base.json vanished, so most of it was not compared; "
+        "run the same selection, or add vanished to --fail-on to fail on it"
+    )
+    assert warning in lines and warning in comparison.to_json()["notes"]
+    # half or fewer vanished: the verdict is the plain one
+    new["tests"][GPU_ONLY] = base["tests"][GPU_ONLY]
+    text = compare_reports(base, new).format_text()
+    assert text.splitlines()[-1].startswith("no regression: 3 tests in both reports") and "warning" not in text
+
+
+def test_most_tests_vanished_with_the_vanished_rule_is_a_regression():
+    base = sample_report()
+    new = copy.deepcopy(base)
+    for nodeid in (DECODE, SPLIT, GPU_ONLY):
+        del new["tests"][nodeid]
+    comparison = compare_reports(base, new, rules=["default", "vanished"])
+    assert comparison.rule_counts() == {"vanished": 1}
+    assert comparison.format_text().splitlines()[-1].startswith("REGRESSION: 2 tests in both reports")

@@ -336,3 +336,34 @@ def test_the_warm_pass_child_never_writes_the_runs_report_from_addopts(pytester:
     passes = _report(pytester.path / "run.json")["tests"]["test_child.py::test_warm_pass_in_a_child"]
     marker = passes["extra"]["compile_cache"]
     assert marker["cold"]["process"] == "this interpreter" and marker["warm"]["process"] != "this interpreter"
+
+
+FIXTURE_WITHOUT_MARKER = """
+import pytest
+import torch
+
+
+def test_fixture_without_marker_compiles(compile_cache):
+    fn = torch.compile(lambda x: torch.sin(x) * 3.0, backend="eager")
+    compile_cache.record("out", fn(torch.randn(3)))
+
+
+def test_fixture_without_marker_reads_its_counters(compile_cache):
+    assert compile_cache.stats().fxgraph["hit"] == 0  # the fixture's other uses need no marker
+"""
+
+
+def test_record_of_the_fixture_without_the_marker_fails_naming_the_fix(pytester):
+    pytester.makepyfile(test_record=FIXTURE_WITHOUT_MARKER)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed") == 1 and outcomes.get("passed") == 1, result.stdout.str()
+    result.stdout.fnmatch_lines(
+        [
+            "*compile_cache.record() compares the cold and warm passes of @pytest.mark.compile_cache; this test "
+            "has no such marker, so nothing would be compared: add the marker, or use "
+            "compile_cache.cold_warm(fn, ...)*",
+            "FAILED test_record.py::test_fixture_without_marker_compiles*",
+        ]
+    )
+    result.stdout.no_fnmatch_line("*pytest_cudagraph/caches/probe.py*")  # no traceback from inside the plugin

@@ -250,6 +250,54 @@ def test_baseline_without_regression_keeps_the_session_green(pytester):
     result.stdout.fnmatch_lines(["no regression: 3 tests in both reports: * 0 regressed; 0 new, 0 vanished*"])
 
 
+def _other_suite_baseline(pytester, nodeids: list[str]):
+    """A baseline of ``nodeids``, each passed without plugin figures (written from another suite's run)."""
+    records = {nodeid: {"outcome": "passed", "recompiles": {"count": 0}} for nodeid in nodeids}
+    return write_report(pytester.path / "other.json", build_report({"torch": torch.__version__}, records))
+
+
+NO_TORCH_WORK = """
+import pytest
+
+
+@pytest.mark.max_recompiles(0)
+def test_one():
+    pass
+"""
+
+
+def test_a_baseline_that_shares_no_test_with_the_run_fails_it_as_nothing_compared(pytester):
+    pytester.makepyfile(test_quick=NO_TORCH_WORK)
+    baseline = _other_suite_baseline(pytester, [f"test_model.py::test_{n}" for n in range(3)])
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--cudagraph-baseline={baseline}")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        [
+            f"compared with baseline {baseline}:",
+            "vanished tests (3):",
+            "NOTHING COMPARED: no test is in both reports (3 vanished, 1 new); check the paths, "
+            "or compare reports of one suite",
+        ]
+    )
+    result.stdout.no_fnmatch_line("*no regression*")
+
+
+def test_a_baseline_most_of_whose_tests_vanished_says_so_and_keeps_the_session_green(pytester):
+    pytester.makepyfile(test_quick=NO_TORCH_WORK)
+    baseline = _other_suite_baseline(
+        pytester, ["test_quick.py::test_one", "test_gone.py::test_a", "test_gone.py::test_b"]
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--cudagraph-baseline={baseline}")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(
+        [
+            "warning: 2 of the 3 tests of base vanished, so most of it was not compared; *",
+            "no regression, but MOST TESTS VANISHED (2 of the 3 of base): 1 test in both reports: *",
+        ]
+    )
+
+
 @pytest.mark.slow
 def test_report_that_cannot_be_written_at_the_end_is_said_in_one_line(pytester):
     # The directory is checked at start; a test removes it, so the write at the end fails.

@@ -201,6 +201,10 @@ class CacheProbe:
         self._last_pair_dir: Path | None = None
         # how many passes of each name this probe ran (their labels: cold, cold-2, ...)
         self._pass_names: dict[str, int] = {}
+        self._passes_running = 0
+        # the sentence record() raises outside every pass, where what it keeps is compared with nothing; None
+        # keeps it (a plain probe); the compile_cache fixture of a test without the marker sets it
+        self.record_outside_pass: str | None = None
 
     # -- life cycle ---------------------------------------------------------
     def __enter__(self) -> CacheProbe:
@@ -303,7 +307,11 @@ class CacheProbe:
 
         Under ``@pytest.mark.compile_cache`` each pass records its own set; the warm
         set must equal the cold one (bitwise unless the marker gives rtol/atol).
+        Outside every pass it raises MisuseError where ``record_outside_pass`` is set.
         """
+        __tracebackhide__ = True  # a misuse: the failure points at the test's call, not in here
+        if not self._passes_running and self.record_outside_pass is not None:
+            raise MisuseError(self.record_outside_pass)
         if name in self._recorded:
             raise MisuseError(
                 f"compile_cache.record({name!r}, ...) was called twice in one pass; give each recorded value its own name"
@@ -342,6 +350,7 @@ class CacheProbe:
         with self._use_directory(directory):
             compat.clear_in_memory_compile_caches()
             saved_recorded, self._recorded = self._recorded, {}
+            self._passes_running += 1
             try:
                 started_at = time.time()
                 # the process's one-time compiler start-up (imports, the CPU probe),
@@ -357,6 +366,7 @@ class CacheProbe:
                 recorded = self._recorded
             finally:
                 self._recorded = saved_recorded
+                self._passes_running -= 1
         stats = self._meter.stats_between(before, after)
         if compile_watch.caches_off:  # set inside the body, undone before it ended
             stats = replace(stats, disabled={**compile_watch.caches_off, **stats.disabled})

@@ -91,13 +91,20 @@ def recompiles(request: pytest.FixtureRequest) -> Iterator[Any]:
             del request.node.stash[RECOMPILE_WATCH_KEY]
 
 
+RECORD_WITHOUT_MARKER = (
+    "compile_cache.record() compares the cold and warm passes of @pytest.mark.compile_cache; this test has no "
+    "such marker, so nothing would be compared: add the marker, or use compile_cache.cold_warm(fn, ...)"
+)
+
+
 @pytest.fixture
 def compile_cache(request: pytest.FixtureRequest) -> Iterator[Any]:
     """An isolated compile-cache directory: counters, ``.record()``, ``.cold_warm()``, ``.portable()``, ``.sweep()``.
 
     ``compile_cache.record(name, tensor)`` keeps a tensor of the running pass: under
     ``@pytest.mark.compile_cache`` the warm pass must record the same tensors as the
-    cold one.  ``compile_cache.cold_warm(fn, *args)`` runs ``fn`` against an empty
+    cold one; in a test without the marker, outside ``cold_warm()``'s passes, it is a
+    MisuseError (nothing would compare it).  ``compile_cache.cold_warm(fn, *args)`` runs ``fn`` against an empty
     cache, then warm, and returns the pair (``.check()`` it); ``.stats()`` gives the
     hits, misses, saves and bypasses of each layer so far.  ``compile_cache.sweep(fn,
     *args, factors=...)`` asks whether the cache keys on each factor (a false hit
@@ -107,6 +114,10 @@ def compile_cache(request: pytest.FixtureRequest) -> Iterator[Any]:
 
     state = run_state(request)
     with cache_probe(root=state.cache_root(), name=request.node.name) as probe:
+        if request.node.stash.get(MARKERS_KEY, {}).get("compile_cache") is None:
+            # without the marker no pass runs the body: what record() keeps outside cold_warm() and the other
+            # passes would be compared with nothing, and the test would pass having checked nothing
+            probe.record_outside_pass = RECORD_WITHOUT_MARKER
         yield probe
     record = record_of(request.node)
     # the compile_cache marker's figures, when the test has one, are the more precise

@@ -369,8 +369,9 @@ class RunRecorder:
             return
         terminalreporter.write_sep("=", "cudagraph")
         for line in lines:
-            red = line.startswith(("REGRESSION", "INCOMPLETE")) or line == self.state.report_error
-            terminalreporter.write_line(line, red=red, bold=red)
+            red = line.startswith(("REGRESSION", "INCOMPLETE", "NOTHING COMPARED")) or line == self.state.report_error
+            yellow = line.startswith("no regression, but")
+            terminalreporter.write_line(line, red=red, yellow=yellow, bold=red or yellow)
 
 
 def _worker_name(node: Any) -> str:

@@ -18,6 +18,7 @@ from .report import INCOMPLETE_EXIT_STATUSES, as_int
 
 __all__ = [
     "COMPARISON_SCHEMA",
+    "NOTHING_COMPARED_RULE",
     "Change",
     "Comparison",
     "Regression",
@@ -31,6 +32,9 @@ __all__ = [
 ]
 
 COMPARISON_SCHEMA = "pytest-cudagraph-compare/1"
+# Not a --fail-on rule: always on, as ``incomplete`` is.  A comparison of reports that share no test (a wrong
+# path, another suite) vouches for nothing, so it is never "no regression".
+NOTHING_COMPARED_RULE = "nothing-compared"
 
 
 @dataclass(frozen=True)
@@ -192,6 +196,16 @@ class Comparison:
         return tuple(r for t in self.tests for r in t.regressions) + self.run_regressions
 
     @property
+    def nothing_compared(self) -> bool:
+        """True when the base has tests and none of them is in the new report: the ``nothing-compared`` regression."""
+        return any(r.rule == NOTHING_COMPARED_RULE for r in self.run_regressions)
+
+    @property
+    def mostly_vanished(self) -> bool:
+        """True when some tests were compared but more than half the base's tests are missing from the new report."""
+        return bool(self.tests) and len(self.vanished_tests) > len(self.tests)
+
+    @property
     def regressed(self) -> bool:
         """True when any selected rule fired: the exit status 1 of ``compare``."""
         return bool(self.regressions)
@@ -212,6 +226,7 @@ class Comparison:
             "regressed": self.regressed,
             "env": {key: {"base": base, "new": new} for key, base, new in self.env_changes},
             "tests": {t.nodeid: t.to_json() for t in self.tests if t.changed or t.noise},
+            "compared": len(self.tests),
             "unchanged": sum(1 for t in self.tests if not t.changed),
             "within_noise": sum(1 for t in self.tests if t.noise and not t.changed),
             "new_tests": list(self.new_tests),
@@ -224,8 +239,16 @@ class Comparison:
         }
 
     def notes(self) -> list[str]:
-        """Warnings and notes about the two runs: an incomplete base, completeness not recorded, selections."""
-        return run_notes(self.labels, self.base_run, self.new_run) + list(self.rule_notes)
+        """Warnings and notes about the two runs: an incomplete base, completeness not recorded, selections, most
+        of the base's tests vanished."""
+        notes = run_notes(self.labels, self.base_run, self.new_run)
+        if self.mostly_vanished and "vanished" not in self.rules:
+            base_tests = len(self.tests) + len(self.vanished_tests)
+            notes.append(
+                f"warning: {len(self.vanished_tests)} of the {base_tests} tests of {self.labels[0]} vanished, so most "
+                "of it was not compared; run the same selection, or add vanished to --fail-on to fail on it"
+            )
+        return notes + list(self.rule_notes)
 
 
 def run_notes(labels: tuple[str, str], base_run: RunCompleteness, new_run: RunCompleteness) -> list[str]:

@@ -26,7 +26,14 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from ..records.comparison import Comparison, RunCompleteness, TestComparison, run_notes, selection_text
+from ..records.comparison import (
+    NOTHING_COMPARED_RULE,
+    Comparison,
+    RunCompleteness,
+    TestComparison,
+    run_notes,
+    selection_text,
+)
 from ..records.json_values import number
 from .key_text import compare_lines, explain_command, run_wide_lines
 from .plain_text import clip, count_noun, format_bytes, format_table
@@ -55,7 +62,7 @@ def comparison_text(comparison: Comparison, *, incomplete_rule: str, arrow: str 
 
     ``verbose`` also lists the differences within noise, marked so, and the tests
     that have nothing else.  The run regression of ``incomplete_rule`` is worded by
-    the INCOMPLETE lines instead of a line of its own.
+    the INCOMPLETE lines instead of a line of its own, ``nothing-compared`` by the verdict line.
     """
     c = comparison
     lines = env_lines(c.env_changes, c.env_same, arrow)
@@ -70,7 +77,7 @@ def comparison_text(comparison: Comparison, *, incomplete_rule: str, arrow: str 
         # listed whether or not the vanished rule is selected: a silent gap is how a crash hides
         lines += ["", f"vanished tests ({len(c.vanished_tests)}):"] + [f"  {n}" for n in c.vanished_tests]
     for regression in c.run_regressions:
-        if regression.rule != incomplete_rule:
+        if regression.rule not in (incomplete_rule, NOTHING_COMPARED_RULE):
             lines.append(f"{regression.rule}: {regression.message}")
     if not c.new_run.complete:
         lines += ["", *incomplete_lines(c.labels, c.new_run, c.vanished_tests)]
@@ -152,8 +159,17 @@ def incomplete_lines(labels: tuple[str, str], run: RunCompleteness, vanished_tes
 
 
 def summary_line(comparison: Comparison) -> str:
-    """``REGRESSION: ...`` with the count per rule, or ``no regression: ...`` with the rules checked."""
+    """``REGRESSION: ...`` with the count per rule, or ``no regression: ...`` with the rules checked.
+
+    ``NOTHING COMPARED: ...`` where no test is in both reports (the ``nothing-compared`` regression), and
+    ``no regression, but MOST TESTS VANISHED (...)`` where more than half the base's tests are missing.
+    """
     c = comparison
+    if c.nothing_compared:
+        message = next(r.message for r in c.run_regressions if r.rule == NOTHING_COMPARED_RULE)
+        others = {rule: n for rule, n in c.rule_counts().items() if rule != NOTHING_COMPARED_RULE}
+        also = f" (also by rule: {', '.join(f'{rule} {n}' for rule, n in others.items())})" if others else ""
+        return f"NOTHING COMPARED: {message}{also}"
     changed = [t for t in c.tests if t.changed]
     regressed_tests = [t for t in c.tests if t.regressions]
     text = (
@@ -167,6 +183,10 @@ def summary_line(comparison: Comparison) -> str:
         counts = ", ".join(f"{rule} {n}" for rule, n in c.rule_counts().items())
         return f"REGRESSION: {text} (by rule: {counts})"
     rules = ", ".join(c.rules) if c.rules else "none"
+    if c.mostly_vanished:
+        base_tests = len(c.tests) + len(c.vanished_tests)
+        head = f"no regression, but MOST TESTS VANISHED ({len(c.vanished_tests)} of the {base_tests} of {c.labels[0]})"
+        return f"{head}: {text} (rules checked: {rules})"
     return f"no regression: {text} (rules checked: {rules})"
 
 

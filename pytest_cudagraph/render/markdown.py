@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..records.comparison import Comparison, TestComparison
+from ..records.comparison import NOTHING_COMPARED_RULE, Comparison, TestComparison
 from ..records.report import summarize
 from .compare_text import delta_text, explain_command_of, incomplete_lines, summary_line, value_text
 from .failure_line import failure_cause, failure_rule, failure_site
@@ -185,8 +185,8 @@ def comparison_markdown(
 ) -> str:
     """A comparison's Markdown: verdict line, regressions, environment changes, each changed test's figures, notes.
 
-    The run regression of ``incomplete_rule`` is worded by the INCOMPLETE lines, as
-    in ``compare``'s text.
+    The run regression of ``incomplete_rule`` is worded by the INCOMPLETE lines, and
+    ``nothing-compared`` by the verdict line, as in ``compare``'s text.
     """
     c = comparison
     base_label, new_label = c.labels
@@ -196,7 +196,8 @@ def comparison_markdown(
     regressions = [
         (code(test.nodeid), regression.rule, regression.message) for test in c.tests for regression in test.regressions
     ]
-    regressions += [("", r.rule, r.message) for r in c.run_regressions if r.rule != incomplete_rule]
+    worded = (incomplete_rule, NOTHING_COMPARED_RULE)  # by the INCOMPLETE lines, by the verdict line
+    regressions += [("", r.rule, r.message) for r in c.run_regressions if r.rule not in worded]
     if regressions:
         lines += ["", f"#### Regressions ({len(regressions)})", ""]
         for where, rule, message in regressions:

@@ -14,7 +14,7 @@ pytest-split's durations.
     python -m pytest_cudagraph compare BASE.json NEW.json
 
 Exit status of ``compare``: 0 when no selected rule fired, 1 on a regression (an
-incomplete new run always is one), 2 when an input is unreadable, malformed or
+incomplete new run always is one, and so are reports that share no test), 2 when an input is unreadable, malformed or
 incompatible (one line on stderr, no traceback).  ``explain``, ``show``, ``merge``
 and ``durations`` exit 0, or 2 on an unreadable or refused input or an unwritable
 output (``merge`` refuses shards that are not one whole split run; ``explain`` a

@@ -80,7 +80,10 @@ misses only where its key changed in a component of its own.
 Whatever ``--fail-on`` selects, a new report whose run did not run to its end
 (``summary.complete`` false; for an older report without it, exit status 2, 3 or 4)
 is a regression, ``incomplete``: ``compare`` never says "no regression" about tests
-it has no record of.  An incomplete base is a warning.  ``crashed`` (a test whose
+it has no record of.  So is a comparison in which no test of the base is in the new
+report (``nothing-compared``, the verdict ``NOTHING COMPARED``: a wrong path, another
+suite); where more than half the base's tests vanished, the verdict says so and a
+warning names the fix, without failing unless ``vanished`` is selected.  An incomplete base is a warning.  ``crashed`` (a test whose
 xdist worker died under it) counts as failing.
 
 Example::
@@ -187,7 +190,7 @@ def compare_reports(
         new_tests=new_ids,
         vanished_tests=vanished,
         rules=tuple(selected),
-        run_regressions=run_regressions(selected, vanished, new_run),
+        run_regressions=run_regressions(selected, vanished, new_run, len(both), new_ids),
         labels=labels,
         settings=limits.settings(),
         base_run=run_completeness(base_read),

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ..errors import MisuseError
-from ..records.comparison import COMPARISON_SCHEMA
+from ..records.comparison import COMPARISON_SCHEMA, NOTHING_COMPARED_RULE
 from ..render.plain_text import MIB
 from .instructions import DEFAULT_INSTRUCTIONS_THRESHOLD
 
@@ -33,6 +33,7 @@ __all__ = [
     "INCOMPLETE_RULE",
     "Flag",
     "Limits",
+    "NOTHING_COMPARED_RULE",
     "OPTIONAL_RULES",
     "PASSING",
     "POOL_MIN_GROWTH_BYTES",

@@ -27,7 +27,7 @@ from .compare_costs import instruction_rule, memory_rule, time_rules
 from .compare_noise import both_released, keyed_set_data, unpaired_set_notes, within_noise
 from .compare_pairing import paired_sets, table_changes
 from .compare_results import Change, Regression, RunCompleteness, TestComparison
-from .compare_rules import FAILING, INCOMPLETE_RULE, PASSING, POOL_MIN_GROWTH_BYTES, Flag, Limits
+from .compare_rules import FAILING, INCOMPLETE_RULE, NOTHING_COMPARED_RULE, PASSING, POOL_MIN_GROWTH_BYTES, Flag, Limits
 
 if TYPE_CHECKING:
     from ..records.schema import GraphSet, ObservedGraphs, PiecewiseSet, Recompiles
@@ -383,9 +383,17 @@ def _new_reasons(base_rec: Recompiles, new_rec: Recompiles) -> str:
 
 
 def run_regressions(
-    selected: tuple[str, ...], vanished: tuple[str, ...], new_run: RunCompleteness
+    selected: tuple[str, ...],
+    vanished: tuple[str, ...],
+    new_run: RunCompleteness,
+    compared: int,
+    new: tuple[str, ...],
 ) -> tuple[Regression, ...]:
-    """The regressions of the run rather than of a test: ``vanished`` (where selected) and ``incomplete`` (always)."""
+    """The regressions of the run rather than of a test: ``vanished`` (where selected), ``incomplete`` and
+    ``nothing-compared`` (always).
+
+    ``compared``: how many tests are in both reports; ``new``: the new report's tests missing from the base.
+    """
     found: list[Regression] = []
     if "vanished" in selected and vanished:
         found.append(
@@ -398,6 +406,17 @@ def run_regressions(
         )
     if not new_run.complete:
         found.append(_incomplete_regression(new_run, vanished))
+    elif not compared and vanished:
+        # an incomplete run already says why its tests are missing; a complete one that shares no test with
+        # the base is another suite or a wrong path, and "no regression" would vouch for a comparison never made
+        found.append(
+            Regression(
+                "",
+                NOTHING_COMPARED_RULE,
+                f"no test is in both reports ({len(vanished)} vanished, {len(new)} new); check the paths, "
+                "or compare reports of one suite",
+            )
+        )
     return tuple(found)
 
 
