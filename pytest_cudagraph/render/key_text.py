@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from ..records.schema import TestRecord
 
 __all__ = [
+    "LOOKUPS_LEGEND",
     "SHORT_VALUE",
     "compare_lines",
     "component_change_text",
@@ -334,6 +335,10 @@ def _note(record: TestRecord | Mapping[str, Any]) -> str | None:
     return given(keys.note) if keys is not None else None
 
 
+# what show's table of lookups marks
+LOOKUPS_LEGEND = "MISS, BYPASS in capitals: one with a reason under why; key: its first 12 characters"
+
+
 def show_lines(report: LoadedReport | Mapping[str, Any], width: int = 120) -> list[str]:
     """``pytest-cudagraph show``'s section of cache lookups: a table per test that records them, in ``width``.
 
@@ -344,7 +349,7 @@ def show_lines(report: LoadedReport | Mapping[str, Any], width: int = 120) -> li
     if not chosen:
         return []
     chosen.sort(key=lambda n: not any(prominent(x) for x in lookups_of(records[n])))
-    lines = ["", "cache lookups (MISS, BYPASS in capitals: one with a reason under why; key: its first 12 characters)"]
+    lines = ["", f"cache lookups ({LOOKUPS_LEGEND})"]
     for nodeid in chosen:
         lines += [f"  {clip_nodeid(nodeid)}", *lookup_table_lines(records[nodeid], indent="    ", width=width)]
     return lines

@@ -343,7 +343,7 @@ def terminal_summary_lines(
     if records:
         ordered = sorted(records.items(), key=lambda item: (not needs_attention(item[1]), item[0]))
         listed = [(nodeid, summary_row(nodeid, record)) for nodeid, record in ordered]
-        listed = [(nodeid, row) for nodeid, row in listed if not _measured_nothing(records[nodeid], row)]
+        listed = [(nodeid, row) for nodeid, row in listed if not measured_nothing(records[nodeid], row)]
         hidden = 0
         if max_rows is not None and len(listed) > max_rows:
             hidden = len(listed) - max_rows
@@ -366,7 +366,7 @@ def terminal_summary_lines(
     return lines
 
 
-def _measured_nothing(record: Mapping[str, Any], row: list[str]) -> bool:
+def measured_nothing(record: Mapping[str, Any], row: list[str]) -> bool:
     """A skipped test whose row is empty past its outcome: the lines under the table count it instead."""
     return record.get("outcome") == "skipped" and all(cell in EMPTY_CELLS for cell in row[2:])
 
