@@ -407,7 +407,8 @@ def test_show_names_the_capture_run_and_each_size_that_took_memory_behind_the_al
     lines = detail_lines(_report_with_cost())
     assert lines[lines.index("t.py::test_mlp") + 1 :] == [
         "  graphs: 2 sizes captured in 0.500 s (warm-up 0.252 s); outside the pool: 72.0 MiB behind the allocator, "
-        "4.0 MiB in the allocator",
+        "4.0 MiB in",
+        "    the allocator",
         "    - batch size 16: 6.0 MiB behind the allocator",
         "    - batch size 8: 66.0 MiB behind the allocator",
     ]

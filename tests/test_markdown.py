@@ -16,7 +16,14 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sample_reports import graph_record, modified, recompile_events_record, sample_report, warm_start_record
+from sample_reports import (
+    cache_keys_record,
+    graph_record,
+    modified,
+    recompile_events_record,
+    sample_report,
+    warm_start_record,
+)
 
 from pytest_cudagraph.records.report import build_report
 from pytest_cudagraph.render.markdown import comparison_markdown, run_markdown
@@ -123,7 +130,8 @@ def test_the_run_reads_verdict_failures_then_tables_holding_the_terminal_cells()
             }
             assert dict(zip(header[1:], row[1:])) == {name: expected[name] for name in header[1:]}
             rows_seen[nodeid] = row
-    assert set(rows_seen) == set(records)
+    # as in the terminal, the skipped test that measured nothing has no row: a line counts it
+    assert set(rows_seen) == set(records) - {"tests/test_model.py::test_gpu_only"}
     assert list(rows_seen)[0] == "tests/other/test_rec.py::test_dtype"  # the file with a failure comes first
 
 
@@ -293,3 +301,53 @@ def test_cli_prints_markdown_for_show_and_compare(tmp_path):
         with pytest.raises(SystemExit) as exit_info:
             cli.main(refused, stdout=io.StringIO(), stderr=io.StringIO())
         assert exit_info.value.code == 2
+
+
+# ----------------------------------------------------------------------------
+# the run's page in step with the terminal view
+# ----------------------------------------------------------------------------
+
+NO_GPU = "no CUDA device (torch 2.13.0+cpu reports torch.cuda.is_available() == False)"
+
+
+def cpu_run_records() -> dict[str, dict[str, Any]]:
+    """A CPU run: two files of tests that ran, one of which does not fit aligned, and GPU tests skipped."""
+    records = {
+        "tests/test_a.py::test_short": {"outcome": "passed", "recompiles": {"count": 0}},
+        "tests/test_b.py::test_" + "long_name_" * 9: cache_keys_record(),
+        "tests/test_c.py::test_dynamic_batch": recompile_events_record(),
+    }
+    for index in range(3):
+        records[f"tests/test_gpu.py::test_gpu_{index}"] = {"outcome": "skipped", "skip_reason": NO_GPU}
+    return records
+
+
+def test_the_page_lays_every_table_out_alike():
+    markdown = run_markdown(cpu_run_records(), title="run")
+    separators = [line for line in markdown.splitlines() if re.fullmatch(r"\| -+( \| -+)* \|", line)]
+    assert len(separators) == 3
+    # one wide table: all are compact, none padded
+    assert all(set(line.split(" | ")) == {"| ---", "---", "--- |"} for line in separators), separators
+
+
+def test_skipped_gpu_tests_are_counted_in_one_line_not_listed_as_rows_of_dashes():
+    markdown = run_markdown(cpu_run_records(), title="run")
+    assert "test_gpu_" not in markdown and "test_gpu.py" not in markdown
+    assert f"- 3 GPU tests skipped, not listed: {text(NO_GPU)}" in markdown
+
+
+def test_a_test_that_recompiled_names_its_first_failed_guard_under_its_table():
+    markdown = run_markdown(cpu_run_records(), title="run")
+    item = next(content for kind, content in blocks(markdown) if kind == "item" and "recompiled" in content)
+    assert item == (
+        "test_dynamic_batch recompiled, first failed guard: tensor 'x' size mismatch at index 0 (expected 2, actual 4)"
+    )
+
+
+def test_the_cache_lookups_are_on_the_page_as_show_prints_them():
+    markdown = run_markdown(cpu_run_records(), title="run")
+    assert "<details><summary>Cache lookups of 1 test</summary>" in markdown
+    assert markdown.rstrip().endswith("</details>")
+    fenced = markdown[markdown.index("```text") :]
+    assert fenced.splitlines()[1].split() == ["layer", "pass", "graph", "outcome", "key", "why"]
+    assert max(map(len, markdown.splitlines())) <= WIDTH

@@ -15,6 +15,7 @@ from sample_reports import COMPLETE_RUN, ENV_2_13, sample_report
 
 from pytest_cudagraph.errors import ReportError
 from pytest_cudagraph.records.report import build_report, load_report, summarize, write_report
+from pytest_cudagraph.render.plain_text import wrap_line
 from pytest_cudagraph.tools import compare_rules
 from pytest_cudagraph.tools.cli import main
 from pytest_cudagraph.tools.compare import compare_reports
@@ -188,12 +189,18 @@ def test_an_incomplete_base_is_a_warning_not_a_regression():
     comparison = compare_reports(interrupted_report([SPLIT]), sample_report(), labels=("base.json", "new.json"))
     assert not comparison.regressed
     text = comparison.format_text()
-    assert (
+    assert _said(
         f"warning: base.json is the record of a run that did not run to its end ({INTERRUPTED}); "
-        "tests it did not run show as new here, compared with nothing"
-    ) in text.splitlines()
+        "tests it did not run show as new here, compared with nothing",
+        text,
+    )
     assert text.splitlines()[-1].startswith("no regression:")
     assert f"new tests (1):\n  {SPLIT}" in text
+
+
+def _said(line: str, text: str) -> bool:
+    """Whether ``text`` holds ``line`` as the text prints it: within 120 columns, broken at spaces where longer."""
+    return "\n".join(wrap_line(line, 120)) in text
 
 
 def older(report: dict, exitstatus: int | None) -> dict:
@@ -214,10 +221,11 @@ def test_an_older_report_is_judged_incomplete_from_its_exit_status(exitstatus, m
     run = comparison.new_run
     assert (run.complete, run.recorded) == (False, False)
     assert run.reasons == (f"pytest exited with status {exitstatus} ({meaning})",)
-    assert (
+    assert _said(
         f"note: new.json does not record whether its run ran to its end (an older plugin wrote it); "
-        f"judged incomplete from its exit status {exitstatus}"
-    ) in comparison.format_text().splitlines()
+        f"judged incomplete from its exit status {exitstatus}",
+        comparison.format_text(),
+    )
 
 
 @pytest.mark.parametrize("exitstatus", [None, 0, 1, 5])
@@ -225,10 +233,11 @@ def test_an_older_report_that_ended_normally_is_complete_and_the_text_says_it_wa
     comparison = compare_reports(sample_report(), older(sample_report(), exitstatus), labels=("base.json", "new.json"))
     assert not comparison.regressed
     status = "no exit status either" if exitstatus is None else f"exit status {exitstatus}"
-    assert (
+    assert _said(
         f"note: new.json does not record whether its run ran to its end (an older plugin wrote it); "
-        f"judged complete from its {status}"
-    ) in comparison.format_text().splitlines()
+        f"judged complete from its {status}",
+        comparison.format_text(),
+    )
     assert comparison.to_json()["runs"]["new"]["recorded"] is False
 
 
@@ -248,10 +257,11 @@ def test_different_selections_are_named():
     base = sample_report()
     new = sample_report(run={**COMPLETE_RUN, "deselected": 4, "selection": {"-k": "decode"}})
     text = compare_reports(base, new, labels=("base.json", "new.json")).format_text()
-    assert (
+    assert _said(
         "note: the runs selected tests differently (base.json: no -k/-m, 0 deselected; "
-        "new.json: -k 'decode', 4 deselected), so tests one of them left out show as vanished or new"
-    ) in text.splitlines()
+        "new.json: -k 'decode', 4 deselected), so tests one of them left out show as vanished or new",
+        text,
+    )
 
 
 def test_a_crashed_test_counts_as_failing():

@@ -243,9 +243,10 @@ def test_show_prints_each_recompile_with_its_call_site_and_failed_guards():
     assert guard_rows[2][-3:] == ["*", "float32", "bfloat16"]  # torch printed only the entry's size guard
     assert "    * not in torch's message, which names only the first failing guard of an entry" in lines
     assert "    - forward (tests/model.py:12): hit config.recompile_limit (8); ran it eagerly" in lines
+    # a line past 120 columns is broken at a space, what follows indented under the item
     assert (
         "    - Unsupported: call to builtin print (x2) at tests/model.py:30 `print(x.shape)`, "
-        "called from tests/test_x.py:10 `out = model(x)`" in lines
+        "called from tests/test_x.py:10\n      `out = model(x)`" in text
     )
     assert "old flat reason" not in text  # the events replace the flat reasons per function
 
@@ -267,13 +268,16 @@ def test_show_prints_the_pieces_without_a_graph_and_each_rank():
     assert "    - submod_1: splitting op toy::attention: runs eagerly between graphs" in lines
     assert "    - 3 calls: batch size above the largest captured size 8: ran without graphs" in lines
     assert "  ranks: world size 2 (nccl): failed, first failure rank 1, 8.7 s (timeout 300 s)" in lines
-    ranks = [line.split(None, 6) for line in lines if re.match(r"\s+[01]  cuda:", line)]
+    ranks = [line.split(None, 6) for line in lines if re.match(r"\s+[01]\s+cuda:", line)]
     assert [row[:6] for row in ranks] == [
         ["0", "cuda:0", "aborted", "2", "(8,", "1)"],
         ["1", "cuda:1", "failed", "2", "(8,", "1)"],
     ]
-    assert ranks[0][6].endswith("waiting in all_reduce (tests/test_tp.py:22 `dist.all_reduce(x)`)")
-    assert ranks[1][6].endswith("CaptureError: a sync inside capture (at tests/test_tp.py:30 in body `x.item()`)")
+    # the last column's words go on under it where the row would pass 120 columns
+    words = " ".join(" ".join(lines).split())
+    assert "waiting in all_reduce (tests/test_tp.py:22 `dist.all_reduce(x)`)" in words
+    assert "CaptureError: a sync inside capture (at tests/test_tp.py:30 in body `x.item()`)" in words
+    assert all(len(line) <= 120 for line in lines)
 
 
 def test_show_prints_each_run_of_a_test_that_ran_several_bodies():

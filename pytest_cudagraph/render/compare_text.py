@@ -36,7 +36,10 @@ from ..records.comparison import (
 )
 from ..records.json_values import number
 from .key_text import compare_lines, explain_command, run_wide_lines
-from .plain_text import clip, count_noun, format_bytes, format_table
+from .plain_text import clip, count_noun, fit_table, format_bytes, wrap_lines
+
+# the text's width: prose is broken at spaces, tables fitted; a node id stays whole on a line of its own
+WIDTH = 120
 
 __all__ = [
     "changed_test_lines",
@@ -47,8 +50,10 @@ __all__ = [
     "incomplete_lines",
     "run_notes",
     "selection_text",
+    "WIDTH",
     "summary_line",
     "value_text",
+    "verdict_lines",
 ]
 
 
@@ -84,8 +89,7 @@ def comparison_text(comparison: Comparison, *, incomplete_rule: str, arrow: str 
     notes = c.notes()
     if notes:
         lines += ["", *notes]
-    lines += ["", summary_line(c)]
-    return "\n".join(lines)
+    return "\n".join([*wrap_lines(lines, WIDTH), "", *verdict_lines(c, verbose)])
 
 
 def env_lines(
@@ -96,7 +100,7 @@ def env_lines(
     if env_changes:
         lines.append("environment:")
         rows = [[key, _env_text(base), f"{arrow} {_env_text(new)}"] for key, base, new in env_changes]
-        lines += format_table(rows, indent="  ")
+        lines += _indented(fit_table(rows, WIDTH - 2, wrap={1: 20, 2: 20}), "  ")
     else:
         lines.append("environment: unchanged")
     if env_same:
@@ -126,7 +130,7 @@ def changed_test_lines(
             ]
         )
     if len(rows) > 1:
-        lines += format_table(rows, indent="  ")
+        lines += _indented(fit_table(rows, WIDTH - 2, wrap={1: 12, 2: 12}), "  ")
     lines += [f"  {regression.rule}: {regression.message}" for regression in test.regressions]
     lines += [f"  note: {note}" for note in test.notes]
     if test.cache_keys is not None and test.cache_keys.behaviour_changed:
@@ -158,41 +162,73 @@ def incomplete_lines(labels: tuple[str, str], run: RunCompleteness, vanished_tes
     return lines
 
 
-def summary_line(comparison: Comparison) -> str:
+def summary_line(comparison: Comparison, verbose: bool = False) -> str:
     """``REGRESSION: ...`` with the count per rule, or ``no regression: ...`` with the rules checked.
 
     ``NOTHING COMPARED: ...`` where no test is in both reports (the ``nothing-compared`` regression), and
     ``no regression, but MOST TESTS VANISHED (...)`` where more than half the base's tests are missing.
+    The tests that differ only within noise are counted, with where to see them:
+    ``--verbose`` lists them, and with ``verbose`` the text above did.
     """
+    return _joined(*_verdict_parts(comparison, verbose))
+
+
+def verdict_lines(comparison: Comparison, verbose: bool = False, width: int = WIDTH) -> list[str]:
+    """``summary_line`` in ``width`` columns, the verdict kept whole on the last line.
+
+    Where the line is too long, what it adds in brackets goes on the lines above
+    (``rules checked: ...``, the tests within noise), so the last line still opens
+    with REGRESSION or no regression.
+    """
+    head, quiet, rules = _verdict_parts(comparison, verbose)
+    for above, last in (([], _joined(head, quiet, rules)), ([quiet.removeprefix("; ")], _joined(head, "", rules))):
+        if len(last) <= width:
+            return [*wrap_lines([line for line in above if line], width), last]
+    return [*wrap_lines([line for line in (quiet.removeprefix("; "), rules) if line], width), head]
+
+
+def _joined(head: str, quiet: str, rules: str) -> str:
+    """The verdict's parts on one line: the rules clause in brackets where there is one."""
+    return f"{head}{quiet} ({rules})" if rules else f"{head}{quiet}"
+
+
+def _verdict_parts(comparison: Comparison, verbose: bool) -> tuple[str, str, str]:
+    """The verdict with its counts, the clause on the tests within noise (``; ...`` or empty), the rules clause."""
     c = comparison
     if c.nothing_compared:
         message = next(r.message for r in c.run_regressions if r.rule == NOTHING_COMPARED_RULE)
         others = {rule: n for rule, n in c.rule_counts().items() if rule != NOTHING_COMPARED_RULE}
         also = f" (also by rule: {', '.join(f'{rule} {n}' for rule, n in others.items())})" if others else ""
-        return f"NOTHING COMPARED: {message}{also}"
+        return f"NOTHING COMPARED: {message}{also}", "", ""
     changed = [t for t in c.tests if t.changed]
     regressed_tests = [t for t in c.tests if t.regressions]
     text = (
         f"{count_noun(len(c.tests), 'test')} in both reports: {len(changed)} changed, {len(regressed_tests)} regressed; "
         f"{len(c.new_tests)} new, {len(c.vanished_tests)} vanished"
     )
-    quiet = sum(1 for t in c.tests if t.noise and not t.changed)
-    if quiet:
-        text += f"; {quiet} more differ only within noise (--verbose lists them)"
+    quiet_count = sum(1 for t in c.tests if t.noise and not t.changed)
+    quiet = ""
+    if quiet_count:
+        where = ", listed above" if verbose else " (--verbose lists them)"
+        quiet = f"; {quiet_count} more differ only within noise{where}"
     if c.regressed:
         counts = ", ".join(f"{rule} {n}" for rule, n in c.rule_counts().items())
-        return f"REGRESSION: {text} (by rule: {counts})"
+        return f"REGRESSION: {text}", quiet, f"by rule: {counts}"
     rules = ", ".join(c.rules) if c.rules else "none"
     if c.mostly_vanished:
         base_tests = len(c.tests) + len(c.vanished_tests)
         head = f"no regression, but MOST TESTS VANISHED ({len(c.vanished_tests)} of the {base_tests} of {c.labels[0]})"
-        return f"{head}: {text} (rules checked: {rules})"
-    return f"no regression: {text} (rules checked: {rules})"
+        return f"{head}: {text}", quiet, f"rules checked: {rules}"
+    return f"no regression: {text}", quiet, f"rules checked: {rules}"
 
 
 # ----------------------------------------------------------------------------
 # cells
 # ----------------------------------------------------------------------------
+
+
+def _indented(lines: Sequence[str], indent: str) -> list[str]:
+    return [indent + line if line else line for line in lines]
 
 
 def _env_text(value: Any) -> str:

@@ -51,6 +51,7 @@ from .record_text import (
     region_rows,
     regions_text,
     skip_text,
+    uncaptured_pieces,
 )
 from .summary import ATTENTION_OUTCOMES
 
@@ -249,10 +250,10 @@ def piecewise_html(piecewise: Piecewise, fields: Mapping[str, Any]) -> str:
     ``fields`` is the section as read: the figures not drawn are a table, those no type names included.
     """
     parts = ["<h3>piecewise</h3>", rest_table(fields, _PIECES_DRAWN), capture_cost_html(piecewise)]
-    pieces = given(piecewise.uncaptured) or []
+    head, pieces = uncaptured_pieces(piecewise)
     if pieces:
-        parts.append(f"<p>Pieces that ran without a graph ({escape(len(pieces))}):</p>")
-        rows = [f"<tr><td>{escape(given(p.piece))}</td><td>{escape(given(p.reason))}</td></tr>" for p in pieces]
+        parts.append(f"<p>{escape(head)}:</p>")
+        rows = [f"<tr><td>{escape(piece)}</td><td>{escape(reason)}</td></tr>" for piece, reason in pieces]
         parts.append(rows_table("pieces", ("piece", "reason"), rows))
     calls = given(piecewise.uncaptured_calls)
     if calls:

@@ -42,12 +42,13 @@ from ..records.key_diff import (
     shared_components,
 )
 from ..records.loaded import LoadedReport, given
-from .plain_text import clip, clip_middle, clip_nodeid, count_noun, format_table
+from .plain_text import clip, clip_middle, clip_nodeid, count_noun, fit_table, format_table, wrap_line
 
 if TYPE_CHECKING:
     from ..records.schema import TestRecord
 
 __all__ = [
+    "LOOKUPS_LEGEND",
     "SHORT_VALUE",
     "compare_lines",
     "component_change_text",
@@ -291,8 +292,13 @@ def prominent(lookup: Lookup) -> bool:
     return lookup.outcome != "hit" and bool(lookup.explained or lookup.bypass_reason or _detail(lookup))
 
 
-def lookup_table_lines(record: TestRecord, indent: str = "  ", why_width: int = 100) -> list[str]:
-    """A test's lookups as a table: layer, pass, graph, outcome, key prefix, and why (explained differences)."""
+def lookup_table_lines(
+    record: TestRecord | Mapping[str, Any], indent: str = "  ", why_width: int = 100, width: int | None = None
+) -> list[str]:
+    """A test's lookups as a table: layer, pass, graph, outcome, key prefix, and why (explained differences).
+
+    With ``width`` the table is fitted to it, the why column broken at its spaces, not clipped.
+    """
     lookups = lookups_of(record)
     if not lookups:
         return []
@@ -306,24 +312,35 @@ def lookup_table_lines(record: TestRecord, indent: str = "  ", why_width: int = 
                 str(lookup.graph) if lookup.graph is not None else "-",
                 outcome,
                 (lookup.key or "-")[:12],
-                clip(_why(lookup), why_width) if _why(lookup) else "",
+                (clip(_why(lookup), why_width) if width is None else _why(lookup)) if _why(lookup) else "",
             ]
         )
-    lines = format_table(rows, align="<<><<<", indent=indent)
+    if width is None:
+        lines = format_table(rows, align="<<><<<", indent=indent)
+    else:
+        lines = [indent + line for line in fit_table(rows, width - len(indent), wrap={5: 24})]
     note = _note(record)
     if note:
-        lines.append(f"{indent}note: {note}")
+        lines += wrap_line(f"{indent}note: {note}", width) if width is not None else [f"{indent}note: {note}"]
     return lines
 
 
-def _note(record: TestRecord) -> str | None:
+def _note(record: TestRecord | Mapping[str, Any]) -> str | None:
     """Why the record's lookups lack what they lack (``cache_keys.note``)."""
+    if isinstance(record, Mapping):
+        keys = record.get("cache_keys")
+        note = keys.get("note") if isinstance(keys, Mapping) else None
+        return note if isinstance(note, str) else None
     keys = given(record.cache_keys)
     return given(keys.note) if keys is not None else None
 
 
-def show_lines(report: LoadedReport | Mapping[str, Any]) -> list[str]:
-    """``pytest-cudagraph show``'s section of cache lookups: a table per test that records them.
+# what show's table of lookups marks
+LOOKUPS_LEGEND = "MISS, BYPASS in capitals: one with a reason under why; key: its first 12 characters"
+
+
+def show_lines(report: LoadedReport | Mapping[str, Any], width: int = 120) -> list[str]:
+    """``pytest-cudagraph show``'s section of cache lookups: a table per test that records them, in ``width``.
 
     Tests with an explained miss or a bypass come first; the rest in the report's order.
     """
@@ -332,9 +349,9 @@ def show_lines(report: LoadedReport | Mapping[str, Any]) -> list[str]:
     if not chosen:
         return []
     chosen.sort(key=lambda n: not any(prominent(x) for x in lookups_of(records[n])))
-    lines = ["", "cache lookups (MISS, BYPASS in capitals: one with a reason under why; key: its first 12 characters)"]
+    lines = ["", f"cache lookups ({LOOKUPS_LEGEND})"]
     for nodeid in chosen:
-        lines += [f"  {clip_nodeid(nodeid)}", *lookup_table_lines(records[nodeid], indent="    ")]
+        lines += [f"  {clip_nodeid(nodeid)}", *lookup_table_lines(records[nodeid], indent="    ", width=width)]
     return lines
 
 

@@ -35,21 +35,24 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..records.comparison import NOTHING_COMPARED_RULE, Comparison, TestComparison
+from ..records.json_values import mapping_of as section
+from ..records.key_diff import lookups_of
 from ..records.report import summarize
 from .compare_text import delta_text, explain_command_of, incomplete_lines, summary_line, value_text
 from .failure_line import failure_cause, failure_rule, failure_site
-from .key_text import compare_lines, run_wide_lines
-from .markdown_blocks import WIDTH, code, fenced, paragraph, table, text
-from .plain_text import clip_nodeid, count_noun
+from .key_text import LOOKUPS_LEGEND, compare_lines, lookup_table_lines, prominent, run_wide_lines
+from .markdown_blocks import WIDTH, code, fenced, paragraph, table, table_fits, text
+from .plain_text import clip, clip_nodeid, count_noun
 from .summary import (
     ATTENTION_OUTCOMES,
     EMPTY_CELLS,
     HEADER,
     disabled_layer_lines,
     first_use_lines,
-    gpu_skip_lines,
     legend_lines,
+    measured_nothing,
     needs_attention,
+    skip_lines,
     summary_row,
     totals_line,
 )
@@ -148,31 +151,80 @@ def _tests_section(ordered: Sequence[tuple[str, Mapping[str, Any]]], max_rows: i
     """``#### Tests``: a table per file (the files with failures first), what it left out, the legend.
 
     A table per file keeps the test column to the tests' names, so that the rows fit
-    the width; the columns empty in every row of the run are left out of every table.
+    the width; the columns empty in every row of the run are left out of every table,
+    and the tables are laid out alike.  As in the terminal, a skipped test that
+    measured nothing (a GPU test on a CPU runner) has no row: the lines under the
+    tables count it.  Under each table, the first failed guard of each test that
+    recompiled; after the tables, the tests' cache lookups.
     """
-    shown = list(ordered if max_rows is None else ordered[:max_rows])
-    rows = {nodeid: summary_row(nodeid, record) for nodeid, record in shown}
-    keep = [i for i in range(len(HEADER)) if i < 2 or any(row[i] not in EMPTY_CELLS for row in rows.values())]
-    cells = {nodeid: [text(row[i]) for i in keep[1:]] for nodeid, row in rows.items()}
+    rows = {nodeid: summary_row(nodeid, record) for nodeid, record in ordered}
+    listed = [(nodeid, record) for nodeid, record in ordered if not measured_nothing(record, rows[nodeid])]
+    shown = list(listed if max_rows is None else listed[:max_rows])
+    keep = [i for i in range(len(HEADER)) if i < 2 or any(rows[nodeid][i] not in EMPTY_CELLS for nodeid, _ in shown)]
+    cells = {nodeid: [text(rows[nodeid][i]) for i in keep[1:]] for nodeid, _ in shown}
     by_file: dict[str, list[str]] = {}
     for nodeid, _ in shown:  # the order of their first test: files with failures come first
         by_file.setdefault(_file_and_name(nodeid)[0], []).append(nodeid)
+    header = [HEADER[i] for i in keep]
+    tables = {
+        file: [[_name_cell(_file_and_name(nodeid)[1], cells[nodeid]), *cells[nodeid]] for nodeid in nodeids]
+        for file, nodeids in by_file.items()
+    }
+    aligned = all(table_fits(header, table_rows) for table_rows in tables.values())
+    records = dict(ordered)
     lines = [f"#### Tests ({len(ordered)})"]
     for file, nodeids in by_file.items():
         if file:
             lines += ["", code(file)]
-        table_rows = [[_name_cell(_file_and_name(nodeid)[1], cells[nodeid]), *cells[nodeid]] for nodeid in nodeids]
-        lines += ["", *table([HEADER[i] for i in keep], table_rows)]
-    if len(shown) < len(ordered):
-        lines += ["", f"... {len(ordered) - len(shown)} more tests (the report holds every test)"]
-    records = dict(ordered)
-    legend = legend_lines(list(rows.values()))
-    below = [*gpu_skip_lines(records), *first_use_lines(records), *disabled_layer_lines(records), *legend]
+        lines += ["", *table(header, tables[file], aligned=aligned)]
+        reasons = [(nodeid, _recompile_reason(records[nodeid])) for nodeid in nodeids]
+        reasons = [(nodeid, reason) for nodeid, reason in reasons if reason]
+        if reasons:
+            lines.append("")
+            for nodeid, reason in reasons:
+                item = f"{code(_file_and_name(nodeid)[1])} recompiled, first failed guard: {text(reason)}"
+                lines += paragraph(item, first="- ", indent="  ")
+    if len(shown) < len(listed):
+        lines += ["", f"... {len(listed) - len(shown)} more tests (the report holds every test)"]
+    legend = legend_lines([rows[nodeid] for nodeid, _ in shown])
+    unlisted = len(ordered) - len(listed)
+    below = [*skip_lines(records, unlisted), *first_use_lines(records), *disabled_layer_lines(records), *legend]
     if below:
         lines.append("")
         for line in below:
             lines += paragraph(text(line), first="- ", indent="  ")
-    return lines
+    return lines + _lookups_section([nodeid for nodeid, _ in shown], records)
+
+
+def _recompile_reason(record: Mapping[str, Any]) -> str | None:
+    """The first failed guard of a test's first recompile, with its values; else the first reason recorded."""
+    recompiles = section(record.get("recompiles"))
+    for event in recompiles.get("events") or ():
+        if not isinstance(event, Mapping) or event.get("limit_hit") is not None:
+            continue
+        for guard in event.get("guards") or ():
+            if isinstance(guard, Mapping) and guard.get("guard"):
+                values = [f"{name} {guard[name]}" for name in ("expected", "actual") if guard.get(name) is not None]
+                return clip(guard["guard"], 200) + (f" ({', '.join(values)})" if values else "")
+        for reason in event.get("reasons") or ():
+            return clip(reason, 200, first_line=True)
+    reasons = recompiles.get("reasons")
+    if isinstance(reasons, list) and reasons and recompiles.get("count"):
+        return clip(reasons[0], 200, first_line=True)
+    return None
+
+
+def _lookups_section(nodeids: Sequence[str], records: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The cache lookups of the tests that record them, as ``show`` prints them, folded under one summary line."""
+    chosen = [nodeid for nodeid in nodeids if lookups_of(records[nodeid])]
+    if not chosen:
+        return []
+    chosen.sort(key=lambda nodeid: not any(prominent(lookup) for lookup in lookups_of(records[nodeid])))
+    lines = ["", f"<details><summary>Cache lookups of {count_noun(len(chosen), 'test')}</summary>", ""]
+    lines += paragraph(text(LOOKUPS_LEGEND))
+    for nodeid in chosen:
+        lines += ["", code(nodeid), "", *fenced(lookup_table_lines(records[nodeid], indent="", width=WIDTH))]
+    return [*lines, "", "</details>"]
 
 
 # ----------------------------------------------------------------------------

@@ -18,7 +18,7 @@ write, so every piece of text is escaped for what Markdown would act on:
 Lines stay within ``WIDTH`` (120) columns where the words allow it: paragraphs and
 list items are wrapped at spaces outside code spans, and a table is padded into
 aligned columns only when it fits (else its cells are separated by single
-spaces, which renders the same).  Control characters are written as their
+spaces, which renders the same); a page's tables are laid out alike.  Control characters are written as their
 escapes (``text.terminal_safe``) and a newline inside a piece of text becomes a
 space.  Nothing here imports torch.
 """
@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 from .plain_text import terminal_safe
 
-__all__ = ["WIDTH", "code", "fenced", "paragraph", "table", "text"]
+__all__ = ["WIDTH", "code", "fenced", "paragraph", "table", "table_fits", "text"]
 
 WIDTH = 120
 # what CommonMark/GFM may act on in running text; "_" is handled apart (intraword is safe)
@@ -81,11 +81,25 @@ def _cell(markdown: str) -> str:
     return re.sub(r"(?<!\\)\|", r"\\|", markdown)
 
 
-def table(header: Sequence[str], rows: Sequence[Sequence[str]], width: int = WIDTH) -> list[str]:
-    """A GFM table of cells already in Markdown (``text``, ``code``); aligned when it fits ``width``."""
+def table_fits(header: Sequence[str], rows: Sequence[Sequence[str]], width: int = WIDTH) -> bool:
+    """Whether ``table(header, rows)`` padded into aligned columns fits ``width``."""
     cells = [[_cell(cell) or " " for cell in row] for row in [list(header), *rows]]
     widths = [max(3, *(len(row[i]) for row in cells)) for i in range(len(header))]
-    aligned = sum(widths) + 3 * len(widths) + 1 <= width
+    return sum(widths) + 3 * len(widths) + 1 <= width
+
+
+def table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], width: int = WIDTH, *, aligned: bool | None = None
+) -> list[str]:
+    """A GFM table of cells already in Markdown (``text``, ``code``); aligned when it fits ``width``.
+
+    ``aligned`` chooses for it: a page of several tables lays them all out alike
+    (aligned only where every one fits, ``table_fits``).
+    """
+    cells = [[_cell(cell) or " " for cell in row] for row in [list(header), *rows]]
+    widths = [max(3, *(len(row[i]) for row in cells)) for i in range(len(header))]
+    if aligned is None:
+        aligned = table_fits(header, rows, width)
     if not aligned:
         widths = [0] * len(widths)
     lines = []

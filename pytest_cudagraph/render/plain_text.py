@@ -38,6 +38,8 @@ __all__ = [
     "format_bytes",
     "format_table",
     "terminal_safe",
+    "wrap_line",
+    "wrap_lines",
     "wrap_words",
 ]
 
@@ -145,6 +147,25 @@ def wrap_words(text: str, width: int) -> list[str]:
         else:
             lines.append(word)
     return lines or [""]
+
+
+def wrap_line(line: str, width: int) -> list[str]:
+    """A line of prose in ``width`` columns: broken at spaces, the lines after the first indented two past its own.
+
+    A word longer than the width (a node id, a path) stays whole on a line of its own::
+
+        wrap_line("  same: torch 2.13, python 3.11", 20) -> ["  same: torch 2.13,", "    python 3.11"]
+    """
+    if len(line) <= width:
+        return [line]
+    indent = line[: len(line) - len(line.lstrip())]
+    first, *rest = wrap_words(line[len(indent) :], max(width - len(indent) - 2, 1))
+    return [indent + first, *(indent + "  " + piece for piece in rest)]
+
+
+def wrap_lines(lines: Sequence[str], width: int) -> list[str]:
+    """Every line of ``lines`` through ``wrap_line``: prose in ``width`` columns (tables are fitted before)."""
+    return [piece for line in lines for piece in wrap_line(line, width)]
 
 
 # ----------------------------------------------------------------------------

@@ -17,6 +17,7 @@ Nothing here imports torch.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -29,10 +30,12 @@ from .plain_text import (
     clip,
     clip_nodeid,
     count_noun,
+    fit_table,
     format_bytes,
     format_table,
     short_seconds,
     signed_bytes,
+    wrap_lines,
 )
 
 if TYPE_CHECKING:
@@ -56,6 +59,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_GUARD_ROWS",
+    "SHOW_WIDTH",
     "UNPRINTED_NOTE",
     "break_site_text",
     "break_sites",
@@ -77,9 +81,12 @@ __all__ = [
     "regions_text",
     "section",
     "skip_text",
+    "uncaptured_pieces",
 ]
 
 MAX_GUARD_ROWS = 12
+# the width of show's text, as of the terminal summary's section
+SHOW_WIDTH = 120
 UNPRINTED_NOTE = "not in torch's message, which names only the first failing guard of an entry"
 GUARD_HEADER = ("entry", "failed guard", "expected", "actual")
 REGION_HEADER = ("region", "replayed", "recorded", "warm-up", "without graph")
@@ -174,6 +181,7 @@ def recompile_table(
     events: Sequence[RecompileEvent | Mapping[str, Any]],
     indent: str = "  ",
     kept_in: str = "the report's recompiles.events",
+    width: int | None = None,
 ) -> list[str]:
     """Each recompile (limit hits left out): where it was called, then its failed guards, as the failure prints it.
 
@@ -182,7 +190,8 @@ def recompile_table(
     guard rows (each recompile fails one guard per cached entry, so the rows grow
     quadratically; the first ones name the change), the rest counted and said to be
     in ``kept_in``; a guard torch did not print is marked ``*``, explained at the end.
-    An event with no parsed guard shows its reasons.
+    An event with no parsed guard shows its reasons.  With ``width``, each guard
+    table is fitted to it (``fit_table``, the guard broken at its spaces).
     """
     lines: list[str] = []
     shown = hidden = 0
@@ -207,7 +216,11 @@ def recompile_table(
             row, printed = guard_row(guard)
             unprinted = unprinted or not printed
             rows.append(row)
-        lines += format_table(rows, indent=indent + "  ")
+        if width is None:
+            lines += format_table(rows, indent=indent + "  ")
+        else:
+            inner = indent + "  "
+            lines += [inner + line for line in fit_table(rows, width - len(inner), wrap={1: 24, 2: 10, 3: 10})]
     if hidden:
         lines.append(f"{indent}... and {hidden} more failed guards (all are in {kept_in})")
     if unprinted:
@@ -232,11 +245,11 @@ def break_sites(recompiles: Recompiles) -> list[Mapping[str, Any]]:
     return [site for site in sites or () if isinstance(site, Mapping)]
 
 
-def _recompile_lines(recompiles: Recompiles) -> list[str]:
+def _recompile_lines(recompiles: Recompiles, width: int) -> list[str]:
     events = recompile_events(recompiles)
     lines: list[str] = []
     if not all(map(is_limit_hit, events)):
-        lines += [f"recompiles: {as_int(given(recompiles.count))}", *recompile_table(events)]
+        lines += [f"recompiles: {as_int(given(recompiles.count))}", *recompile_table(events, width=width)]
     hits = [event for event in events if is_limit_hit(event)]
     if hits:
         lines += ["recompile limit hits (Dynamo ran those frames eagerly):"]
@@ -320,14 +333,42 @@ def reduce_overhead_lines(trees: ReduceOverhead) -> list[str]:
 # ----------------------------------------------------------------------------
 
 
+# how the split words a splitting op's piece; where no graph was captured there is no "between the graphs"
+_BETWEEN = re.compile(r":? *runs eagerly between the (?:graphs|partitions)$")
+
+
+def _piece_index(name: str) -> int | None:
+    """``submod_3`` -> 3: a piece's place in the split (its name's trailing number); None for another name."""
+    match = re.search(r"(\d+)$", name)
+    return int(match.group(1)) if match else None
+
+
+def uncaptured_pieces(piecewise: Piecewise) -> tuple[str, list[tuple[str, str]]]:
+    """The head and (piece, reason) rows of the pieces that ran without a graph, in the split's order.
+
+    The split records its splitting ops' pieces first and the capturable ones after;
+    they are shown by their index (``submod_0``, ``submod_1``, ...), those without
+    one last.  A run that captured no graph (a CPU run) says that all of them ran
+    eagerly, no graphs captured, and no piece is said to run "between the graphs".
+    """
+    pieces = given(piecewise.uncaptured) or []
+    named = [(_text(given(p.piece)) or "?", _text(given(p.reason))) for p in pieces]
+    named.sort(key=lambda row: (_piece_index(row[0]) is None, _piece_index(row[0]) or 0))
+    captured = given(piecewise.graphs_captured)
+    if captured is not None and as_int(captured) == 0:
+        rows = [(piece, _BETWEEN.sub("", reason) or "ran eagerly") for piece, reason in named]
+        return f"{count_noun(len(named), 'piece')} ran eagerly, no graphs captured", rows
+    return f"{count_noun(len(named), 'piece')} ran without a graph", named
+
+
 def pieces_lines(piecewise: Piecewise) -> list[str]:
     """Every piece that runs without a graph and why, then the calls that replayed none, by reason."""
-    pieces = given(piecewise.uncaptured) or []
     calls = {str(k): as_int(v) for k, v in (given(piecewise.uncaptured_calls) or {}).items()}
     lines = []
+    head, pieces = uncaptured_pieces(piecewise)
     if pieces:
-        lines.append(f"piecewise: {count_noun(len(pieces), 'piece')} ran without a graph:")
-        lines += [f"  - {_text(given(p.piece)) or '?'}: {_text(given(p.reason))}" for p in pieces]
+        lines.append(f"piecewise: {head}:")
+        lines += [f"  - {piece}: {reason}" for piece, reason in pieces]
     if calls:
         lines.append("piecewise calls that replayed no graph:")
         lines += [f"  - {count_noun(n, 'call')}: {reason}" for reason, n in calls.items()]
@@ -481,23 +522,32 @@ def rank_row(rank: Rank, width: int | None = 100) -> tuple[str, ...]:
     )
 
 
-def _ranks_run_lines(ranks: RanksRun, indent: str) -> list[str]:
+def _ranks_run_lines(ranks: RanksRun, indent: str, width: int | None) -> list[str]:
     per_rank = given(ranks.per_rank) or []
     lines = [f"{indent}{ranks_head(ranks)}"]
-    if per_rank:
+    if not per_rank:
+        return lines
+    if width is None:
         lines += format_table([RANK_HEADER, *map(rank_row, per_rank)], align=">", indent=indent + "  ")
+    else:
+        # the rank's words (where it waited, its error) are broken over lines, not clipped
+        rows = [RANK_HEADER, *(rank_row(rank, None) for rank in per_rank)]
+        lines += [indent + "  " + line for line in fit_table(rows, width - len(indent) - 2, wrap={3: 10, 6: 24})]
     return lines
 
 
-def ranks_lines(ranks: Ranks) -> list[str]:
-    """A multi-rank test: the world size and outcome, a row per rank; each run of a test that ran several."""
+def ranks_lines(ranks: Ranks, width: int | None = None) -> list[str]:
+    """A multi-rank test: the world size and outcome, a row per rank; each run of a test that ran several.
+
+    With ``width``, each table of ranks is fitted to it (``fit_table``).
+    """
     runs = given(ranks.runs) or []
     if not runs:
-        return ["ranks: " + ranks_head(ranks), *_ranks_run_lines(ranks, "")[1:]]
+        return ["ranks: " + ranks_head(ranks), *_ranks_run_lines(ranks, "", width)[1:]]
     lines = [f"ranks: {count_noun(len(runs), 'run')}; all told {ranks_head(ranks)}"]
     for index, run in enumerate(runs, 1):
         lines.append(f"  run {index} of {len(runs)}:")
-        lines += _ranks_run_lines(run, "    ")
+        lines += _ranks_run_lines(run, "    ", width)
     return lines
 
 
@@ -506,12 +556,12 @@ def ranks_lines(ranks: Ranks) -> list[str]:
 # ----------------------------------------------------------------------------
 
 
-def _record_lines(typed: TestRecord, record: Mapping[str, Any]) -> list[str]:
-    """The where-and-why lines of one test (``typed``; ``record``, the mapping it was read from)."""
+def _record_lines(typed: TestRecord, record: Mapping[str, Any], width: int) -> list[str]:
+    """The where-and-why lines of one test (``typed``; ``record``, the mapping it was read from), tables in ``width``."""
     from ..records import schema
 
     piecewise = section_or_empty(typed.piecewise, schema.Piecewise)
-    lines = _recompile_lines(section_or_empty(typed.recompiles, schema.Recompiles))
+    lines = _recompile_lines(section_or_empty(typed.recompiles, schema.Recompiles), width)
     lines += reduce_overhead_lines(section_or_empty(typed.reduce_overhead, schema.ReduceOverhead))
     from .observed_text import observed_lines
 
@@ -521,7 +571,7 @@ def _record_lines(typed: TestRecord, record: Mapping[str, Any]) -> list[str]:
     lines += cost_lines(piecewise, "piecewise")
     ranks = filled(typed.ranks)
     if ranks is not None:
-        lines += ranks_lines(ranks)
+        lines += ranks_lines(ranks, width)
     if isinstance(typed.cache_sweeps, list):
         from .sweep_text import sweep_lines
 
@@ -529,17 +579,19 @@ def _record_lines(typed: TestRecord, record: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def detail_lines(report: LoadedReport | Mapping[str, Any]) -> list[str]:
+def detail_lines(report: LoadedReport | Mapping[str, Any], width: int = SHOW_WIDTH) -> list[str]:
     """``pytest-cudagraph show``'s section of where and why, per test that records any; empty when none does.
 
-    A report as a mapping (built in memory) is checked first (``typed_report``).
+    The lines fit ``width``: tables are fitted, the other lines broken at spaces
+    (``wrap_line``: the lines after the first indented two further).  A report as a
+    mapping (built in memory) is checked first (``typed_report``).
     """
     loaded = typed_report(report, name="given to detail_lines")
     lines: list[str] = []
     for nodeid, record in loaded.tests.items():
-        own = _record_lines(record, loaded.record_data(nodeid))
+        own = _record_lines(record, loaded.record_data(nodeid), width - 2)
         if own:
-            lines += ["", clip_nodeid(str(nodeid)), *[f"  {line}" for line in own]]
+            lines += ["", clip_nodeid(str(nodeid)), *wrap_lines([f"  {line}" for line in own], width)]
     return (
         ["", "where and why (recompiles, graph breaks, reduce-overhead, pieces, capture cost, ranks)", *lines]
         if lines

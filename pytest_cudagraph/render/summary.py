@@ -47,7 +47,7 @@ from ..records.report import as_int, limit_hit_count, summarize
 from .compile_time_text import compile_time_cell
 from .counter_text import LETTER_MEANING, cold_to_warm_text, counter_text, counts_text, letters_in
 from .graph_mode_text import breakable_graphs_cell
-from .plain_text import bytes_pair, clip_middle, clip_nodeid, count_noun, format_bytes, wrap_words
+from .plain_text import bytes_pair, clip_middle, clip_nodeid, count_noun, format_bytes, wrap_line, wrap_words
 from .record_text import NOTABLE_OUTSIDE_BYTES, section
 
 HEADER = ["test", "outcome", "graphs", "pool / largest", "recompiles", "compile", "fxgraph", "aot", "triton"]
@@ -343,7 +343,7 @@ def terminal_summary_lines(
     if records:
         ordered = sorted(records.items(), key=lambda item: (not needs_attention(item[1]), item[0]))
         listed = [(nodeid, summary_row(nodeid, record)) for nodeid, record in ordered]
-        listed = [(nodeid, row) for nodeid, row in listed if not _measured_nothing(records[nodeid], row)]
+        listed = [(nodeid, row) for nodeid, row in listed if not measured_nothing(records[nodeid], row)]
         hidden = 0
         if max_rows is not None and len(listed) > max_rows:
             hidden = len(listed) - max_rows
@@ -366,7 +366,7 @@ def terminal_summary_lines(
     return lines
 
 
-def _measured_nothing(record: Mapping[str, Any], row: list[str]) -> bool:
+def measured_nothing(record: Mapping[str, Any], row: list[str]) -> bool:
     """A skipped test whose row is empty past its outcome: the lines under the table count it instead."""
     return record.get("outcome") == "skipped" and all(cell in EMPTY_CELLS for cell in row[2:])
 
@@ -512,8 +512,7 @@ def fit_path(path: str, width: int) -> str:
 
 def wrapped(line: str) -> list[str]:
     """A line under the table in WIDTH columns: broken at spaces, the lines after the first indented by two."""
-    first, *rest = wrap_words(line, WIDTH - 2) if len(line) > WIDTH else [line]
-    return [first, *("  " + piece for piece in rest)]
+    return wrap_line(line, WIDTH)
 
 
 def gpu_skip_lines(records: Mapping[str, Mapping[str, Any]]) -> list[str]:

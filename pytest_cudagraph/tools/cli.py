@@ -167,7 +167,7 @@ def _explain(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
 
 def _show(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    from ..render.summary import terminal_summary_lines
+    from ..render.summary import terminal_summary_lines, wrapped
 
     if args.html is not None:
         fix = f"another path for the page, such as {Path(args.report).with_suffix('.html').name}"
@@ -203,9 +203,9 @@ def _show(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
             return EXIT_OK
         lines = terminal_summary_lines(records, None, max_rows=None) or ["the report has no tests"]
         if shard is not None:
-            lines.append(describe_shard(shard))
+            lines += wrapped(describe_shard(shard))
         if not run.complete:
-            lines.append(
+            lines += wrapped(
                 f"INCOMPLETE run: {'; '.join(run.reasons)} ({count_noun(run.not_run_count, 'selected test')} not run)"
             )
         lines += show_lines(loaded)

@@ -40,6 +40,7 @@ from .compare_results import TestComparison
 from .compare_rules import TIME_RULES, Flag, Limits
 
 __all__ = [
+    "COMPILE_TIME_OFF",
     "NoisyGrowth",
     "compile_time_off_notes",
     "instruction_rule",
@@ -274,6 +275,10 @@ def time_rule_notes(selected: tuple[str, ...], tests: Iterable[TestComparison]) 
     return tuple(notes)
 
 
+# what the note says first, whichever runs the reports hold
+COMPILE_TIME_OFF = "compile-time: compile times not compared (the compile-time rule is off by default)."
+
+
 def compile_time_off_notes(
     selected: tuple[str, ...],
     base_tests: Mapping[str, TestRecord],
@@ -298,11 +303,15 @@ def compile_time_off_notes(
                 timed = True
                 several = several or all(as_int(stats.n) >= 2 for stats in pair if stats is not None)
         timed = timed or any(all(number(one_run(r)) is not None for r in (base, new)) for one_run in single_run)
-    # one short line: the rule is off, so this is a pointer, not a finding
+    # one note, which the text wraps: the rule is off, so this is a pointer, not a finding
     if several:
-        return ("compile-time: not compared (rule off; --fail-on compile-time compares these startup medians)",)
+        return (COMPILE_TIME_OFF + " These reports hold startup medians: add --fail-on compile-time to compare them.",)
     if timed:
-        return ("compile-time: not compared (rule off; single runs have no spread, see startup --runs N)",)
+        return (
+            COMPILE_TIME_OFF + " One run's compile time has no spread to tell a change from noise."
+            " To compare compile times, run pytest-cudagraph startup NODEID --runs N on each build and compare"
+            " those two reports with --fail-on compile-time.",
+        )
     return ()
 
 
