@@ -19,6 +19,7 @@ from pytest_cudagraph.render.plain_text import (
     count_noun,
     format_bytes,
     format_table,
+    wrap_line,
 )
 
 # ----------------------------------------------------------------------------
@@ -147,3 +148,14 @@ def test_a_count_takes_the_singular_only_for_one(n):
     assert count_noun(n, "recompile") == f"{n} recompile{'' if n == 1 else 's'}"
     assert count_noun(n, "recompile-limit hit") == f"{n} recompile-limit hit{'' if n == 1 else 's'}"
     assert count_noun(n, "bypass", "bypasses").endswith("bypass" if n == 1 else "bypasses")
+
+
+def test_a_command_that_ends_a_long_line_stays_whole_on_a_line_of_its_own():
+    command = "pytest-cudagraph explain /a/long/directory/base.json /a/long/directory/new.json"
+    assert wrap_line(f"  ... and 2 more components: {command}", 60) == [
+        "  ... and 2 more components:",
+        f"    {command}",
+    ]
+    # a command named in prose is wrapped as prose
+    prose = "to compare them, run pytest-cudagraph startup NODEID --runs N on each build, then compare the reports"
+    assert all(len(line) <= 40 for line in wrap_line(prose, 40))

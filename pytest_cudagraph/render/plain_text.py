@@ -45,6 +45,8 @@ __all__ = [
 
 KIB = 1024
 MIB = 1024 * 1024
+# the command a line may end with, which wrap_line keeps whole on a line of its own
+COMMAND = "pytest-cudagraph "
 # A parametrize id can be thousands of characters long; one such id must not widen every row.
 NODEID_WIDTH = 100
 
@@ -152,15 +154,20 @@ def wrap_words(text: str, width: int) -> list[str]:
 def wrap_line(line: str, width: int) -> list[str]:
     """A line of prose in ``width`` columns: broken at spaces, the lines after the first indented two past its own.
 
-    A word longer than the width (a node id, a path) stays whole on a line of its own::
+    A word longer than the width (a node id, a path) stays whole on a line of its own,
+    and so does a ``pytest-cudagraph`` command that ends the line, to be copied whole::
 
         wrap_line("  same: torch 2.13, python 3.11", 20) -> ["  same: torch 2.13,", "    python 3.11"]
     """
     if len(line) <= width:
         return [line]
     indent = line[: len(line) - len(line.lstrip())]
-    first, *rest = wrap_words(line[len(indent) :], max(width - len(indent) - 2, 1))
-    return [indent + first, *(indent + "  " + piece for piece in rest)]
+    text, command = line[len(indent) :], ""
+    at = text.find(COMMAND)
+    if at > 0 and not re.search(r"[.,;] ", text[at:]):  # a command that ends the line, not one named in prose
+        text, command = text[:at].rstrip(), text[at:]
+    first, *rest = wrap_words(text, max(width - len(indent) - 2, 1))
+    return [indent + first, *(indent + "  " + piece for piece in [*rest, *([command] if command else [])])]
 
 
 def wrap_lines(lines: Sequence[str], width: int) -> list[str]:
