@@ -171,8 +171,7 @@ def warm_pass_problems(
     off = {**cold.stats.disabled, **warm.stats.disabled}
     if "fxgraph" in off:  # AOTAutograd's entries live in the FX-graph cache: nothing is left to check
         problems.append(
-            f"every compile cache layer was off during the passes ({off['fxgraph']}), so the warm pass "
-            f"cannot hit any; a layer that is off alone is reported as disabled and the others are checked"
+            f"every compile cache layer was off during the passes ({off['fxgraph']}), so the warm pass cannot hit any"
         )
     checked = [layer for layer in ("fxgraph", "aot_autograd") if layer not in off and "fxgraph" not in off]
     if "fxgraph" in checked and not cold.stats.compiled_anything:
@@ -449,6 +448,8 @@ def format_failure(
     story = failure_story(result, problems)
     lines = [f"{story.verdict} ({head})"]
     for cause, shown in story.causes:
+        if cause == story.verdict and not shown:  # the head says it already
+            continue
         lines.append(f"  - {cause}")
         lines += [f"      {line}" for line in shown]
     if story.follows:

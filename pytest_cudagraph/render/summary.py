@@ -513,7 +513,13 @@ def fit_path(path: str, width: int) -> str:
 def wrapped(line: str) -> list[str]:
     """A line under the table in WIDTH columns: broken at spaces, the lines after the first indented by two."""
     first, *rest = wrap_words(line, WIDTH - 2) if len(line) > WIDTH else [line]
-    return [first, *("  " + piece for piece in rest)]
+    pieces = [first, *rest]
+    if len(pieces) > 1 and " " not in pieces[-1] and " " in pieces[-2].strip():
+        # no word alone on the last line: the one before it comes down too
+        before, _, word = pieces[-2].rpartition(" ")
+        if len(word) + 1 + len(pieces[-1]) <= WIDTH - 2:
+            pieces[-2:] = [before, f"{word} {pieces[-1]}"]
+    return [pieces[0], *("  " + piece for piece in pieces[1:])]
 
 
 def gpu_skip_lines(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -567,7 +573,8 @@ def disabled_layer_lines(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
     for layer, nodeids in sorted(tests.items()):
         where = f"{count_noun(len(nodeids), 'test')} ({why[layer]}; first: {nodeids[0]})"
         if layer == "every":
-            lines.append(f"every compile cache layer off in {where}: no warm start to check there")
+            fails = "the test fails" if len(nodeids) == 1 else "those tests fail"
+            lines.append(f"every compile cache layer was off in {where}: no warm start to check, so {fails}")
         else:
             lines.append(f"{layer} cache disabled in {where}: not checked there, the other layers were")
     return lines
@@ -627,7 +634,9 @@ def legend_lines(rows: list[list[str]]) -> list[str]:
     if any("->" in cell for cell in arrows):
         parts.append("a -> b: the cold pass, then the warm pass")
     if "off" in cache_cells:
-        parts.append("off: a cache layer turned off by the user, not checked")
+        parts.append(
+            "off: a cache layer the user turned off (alone it is not checked; with every layer off the test fails)"
+        )
     pools = [row[column["pool / largest"]] for row in rows]
     if any(re.search(r" \[\d+/\d+\]", cell) for cell in pools):
         parts.append("[i/n]: the figures of set i, the worst ratio of the test's n GraphSets")
