@@ -332,7 +332,10 @@ def show_lines(report: LoadedReport | Mapping[str, Any]) -> list[str]:
     if not chosen:
         return []
     chosen.sort(key=lambda n: not any(prominent(x) for x in lookups_of(records[n])))
-    lines = ["", "cache lookups (MISS, BYPASS in capitals: one with a reason under why; key: its first 12 characters)"]
+    capitals = any(prominent(x) for n in chosen for x in lookups_of(records[n]))
+    # the words for capitals only where a table shows some
+    said = "a miss or bypass with a reason under why is in capitals (MISS, BYPASS); " if capitals else ""
+    lines = ["", f"cache lookups ({said}key: its first 12 characters)"]
     for nodeid in chosen:
         lines += [f"  {clip_nodeid(nodeid)}", *lookup_table_lines(records[nodeid], indent="    ")]
     return lines

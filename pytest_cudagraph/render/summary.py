@@ -629,7 +629,8 @@ def legend_lines(rows: list[list[str]]) -> list[str]:
     shown = [letter for letter in LETTER_MEANING if letter in letters]
     if shown:
         meanings = ", ".join(f"{letter} {LETTER_MEANING[letter]}" for letter in shown)
-        parts.append(f"caches: counts of {meanings} ({shown[0]}=2: 2 {LETTER_MEANING[shown[0]]})")
+        counted = [name for name in CACHE_COLUMNS.values() if any(letters_in(row[column[name]]) for row in rows)]
+        parts.append(f"{', '.join(counted)}: {meanings} ({shown[0]}=2: 2 {LETTER_MEANING[shown[0]]})")
     arrows = [cell for name in ("compile", *CACHE_COLUMNS.values()) for cell in (row[column[name]] for row in rows)]
     if any("->" in cell for cell in arrows):
         parts.append("a -> b: the cold pass, then the warm pass")
