@@ -105,22 +105,36 @@ class ColdWarm:
 # ----------------------------------------------------------------------------
 
 
+# a start-up part in words (the record's names are in docs/reference.md)
+STARTUP_PART_WORDS = {
+    "interpreter_s": "interpreter start",
+    "imports_s": "imports",
+    "cpu_isa_s": "Inductor's CPU capability probe",
+}
+
+
 def startup_text(result: ColdWarm) -> str | None:
     """One line: each pass's compile time and, apart, its process's start-up; None when neither pass measured both.
 
-    ``compile 0.9s -> 0.2s; start-up apart: cold 0.1s, warm 6.9s (interpreter 3.1s, imports 1.2s, ...)``
+    ``compile 0.9s -> 0.2s; start-up, not counted in it: warm pass 6.9s (interpreter start 5.2s, imports 1.2s, ...)``.
+    A pass that started nothing (an in-process warm pass: its process had started the
+    compiler already) is left out of it, not shown as 0.00s.
     """
     cold, warm = result.cold, result.warm
     if cold.compile_time is None or warm.compile_time is None or not (cold.startup or warm.startup):
         return None
 
-    def parts(one: PassResult) -> str:
-        named = [f"{name.removesuffix('_s').replace('_', ' ')} {seconds(value)}" for name, value in one.startup.items()]
-        return f"{seconds(one.startup_s)} ({', '.join(named)})" if named else "0s"
+    def parts(which: str, one: PassResult) -> str:
+        named = [
+            f"{STARTUP_PART_WORDS.get(part, part.removesuffix('_s'))} {seconds(value)}"
+            for part, value in one.startup.items()
+        ]
+        return f"{which} pass {seconds(one.startup_s)} ({', '.join(named)})"
 
+    started = [parts(which, one) for which, one in (("cold", cold), ("warm", warm)) if one.startup]
     return (
         f"compile {seconds(cold.compile_time.total_s)} -> {seconds(warm.compile_time.total_s)}; "
-        f"start-up, not counted in it: cold pass {parts(cold)}, warm pass {parts(warm)}"
+        f"start-up, not counted in it: {', '.join(started)}"
     )
 
 
