@@ -477,11 +477,10 @@ def format_failure(
                 lines.append(f"  bypass reason ({layer}, {name} pass): {reason}")
             if getattr(stats, layer).get("bypass", 0) and not stats.reasons(layer):
                 # a torch may count a bypass without logging why (compat.cache_bypass_loggers): say so, not nothing
-                lines.append(
-                    f"  bypass reason ({layer}, {name} pass): not logged by this torch "
-                    f"(its counter moved; the {'other layer' if layer == 'aot_autograd' else 'log'} "
-                    f"may name it)"
-                )
+                unlogged = "none: this torch counted the bypass but logged no reason"
+                if layer == "aot_autograd" and stats.reasons("fxgraph"):
+                    unlogged += " (the FX-graph cache's reason in this pass is the line above)"
+                lines.append(f"  bypass reason ({layer}, {name} pass): {unlogged}")
     for explanation in across_runs:
         lines.append(f"  compared with {explanation.compared_with}: {explanation.text()}")
     lines.append(
