@@ -272,6 +272,9 @@ def test_a_layer_off_during_the_passes_is_disabled_and_the_other_layers_are_stil
         ColdWarm(cold, warm, "inprocess", "/d").check()
     text = str(info.value)
     assert text.count(problems[0]) == 1  # said once, in the head, not again as a bullet under it
+    nothing = str(_failure(_pass("cold", {}, {}), _pass("warm", {}, {})))
+    assert nothing.startswith("the cold pass compiled nothing with Inductor (no FX-graph cache lookup at all) (")
+    assert nothing.count("compiled nothing with Inductor") == 1
     assert "a cache layer you turn off cannot show a warm start" in text
     assert "computed other cache keys" not in text and "no hit" not in text
 
