@@ -528,6 +528,9 @@ BAD_MARKERS = [
                  id="cudagraph-atol-range-negative"),
     pytest.param("cudagraph(sizes=[1])", "unexpected keyword argument 'sizes'", CUDAGRAPH_SIGNATURE,
                  id="cudagraph-unknown-argument"),
+    pytest.param("cudagraph(capture_size=[1, 2])", "unexpected keyword argument 'capture_size'; "
+                 "did you mean capture_sizes=[1, 2]? " + CUDAGRAPH_SIGNATURE, CUDAGRAPH_SIGNATURE,
+                 id="cudagraph-near-argument"),
     pytest.param("cudagraph([1], 1e-5, 1e-5, 0)", "too many positional arguments", CUDAGRAPH_SIGNATURE,
                  id="cudagraph-too-many-arguments"),
     pytest.param("cudagraph(align_collectives='no')", "align_collectives='no' is not True or False",
@@ -545,6 +548,8 @@ BAD_MARKERS = [
                  id="max_recompiles-range-negative"),
     pytest.param("max_recompiles(count=1)", "unexpected keyword argument 'count'", "the signature is max_recompiles(n=0)",
                  id="max_recompiles-unknown-argument"),
+    pytest.param("max_recompiles(m=1)", "unexpected keyword argument 'm'; the signature is max_recompiles(n=0)",
+                 "the signature is max_recompiles(n=0)", id="max_recompiles-unknown-argument-no-near-name"),
     pytest.param("max_recompiles(1, 2)", "too many positional arguments", "the signature is max_recompiles(n=0)",
                  id="max_recompiles-too-many-arguments"),
     # compile_cache(mode=..., rtol=..., atol=...)
@@ -567,6 +572,8 @@ BAD_MARKERS = [
     pytest.param("compile_cache(bitwise=True)", "unexpected keyword argument 'bitwise'",
                  "the signature is compile_cache(mode='inprocess'|'subprocess', rtol=None, atol=None)",
                  id="compile_cache-unknown-argument"),
+    pytest.param("compile_cache(mdoe='subprocess')", "unexpected keyword argument 'mdoe'; did you mean mode='subprocess'? "
+                 "the signature is compile_cache(", "the signature is compile_cache(", id="compile_cache-near-argument"),
 ]  # fmt: skip
 
 

@@ -266,12 +266,15 @@ def test_a_layer_off_during_the_passes_is_disabled_and_the_other_layers_are_stil
     warm = _pass("warm", {}, {"bypass": 1}, disabled={"fxgraph": fx_why})
     problems = ColdWarm(cold, warm, "inprocess", "/d").problems()
     assert problems == [
-        f"every compile cache layer was off during the passes ({fx_why}), so the warm pass cannot hit any; a "
-        f"layer that is off alone is reported as disabled and the others are checked"
+        f"every compile cache layer was off during the passes ({fx_why}), so the warm pass cannot hit any"
     ]
     with pytest.raises(InvariantViolation) as info:
         ColdWarm(cold, warm, "inprocess", "/d").check()
     text = str(info.value)
+    assert text.count(problems[0]) == 1  # said once, in the head, not again as a bullet under it
+    nothing = str(_failure(_pass("cold", {}, {}), _pass("warm", {}, {})))
+    assert nothing.startswith("the cold pass compiled nothing with Inductor (no FX-graph cache lookup at all) (")
+    assert nothing.count("compiled nothing with Inductor") == 1
     assert "a cache layer you turn off cannot show a warm start" in text
     assert "computed other cache keys" not in text and "no hit" not in text
 
@@ -333,6 +336,12 @@ def test_warm_resave_and_triton_compile_are_reported_with_hints():
     assert text.startswith("Triton compiled kernels on the warm pass (@pytest.mark.compile_cache(mode='inprocess'))")
 
 
+def _failure(cold: PassResult, warm: PassResult) -> InvariantViolation:
+    with pytest.raises(InvariantViolation) as info:
+        ColdWarm(cold, warm, "inprocess", "/d").check()
+    return info.value
+
+
 def test_bypass_reason_and_custom_pass_hint_in_message():
     reason = "Unsupported post grad custom pass"
     cold = _pass("cold", {"bypass": 1}, {"bypass": 1}, reasons=[("fxgraph", reason)])
@@ -345,6 +354,15 @@ def test_bypass_reason_and_custom_pass_hint_in_message():
     assert "bypass reason (fxgraph, warm pass): Unsupported post grad custom pass" in text
     assert text.count("Unsupported post grad custom pass") == 2, "each pass names a repeated reason once"
     assert "subclass CustomGraphPass and return a uuid()" in text
+    # AOTAutograd's bypass, counted with no reason logged: said plainly, pointing at the FX-graph cache's
+    assert (
+        "bypass reason (aot_autograd, warm pass): none: this torch counted the bypass but logged no reason "
+        "(the FX-graph cache's reason in this pass is the line above)"
+    ) in text
+    alone = str(_failure(_pass("cold", {}, {"bypass": 1}), _pass("warm", {"hit": 1}, {"bypass": 1})))
+    assert (
+        "bypass reason (aot_autograd, warm pass): none: this torch counted the bypass but logged no reason\n" in alone
+    )
 
 
 _dtypes = st.sampled_from([torch.float32, torch.float64, torch.float16, torch.int64, torch.bool])

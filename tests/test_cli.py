@@ -385,7 +385,8 @@ def test_show_prints_each_tests_lookups_explained_misses_first(key_reports):
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     start = lines.index(
-        "cache lookups (MISS, BYPASS in capitals: one with a reason under why; key: its first 12 characters)"
+        "cache lookups (a miss or bypass with a reason under why is in capitals (MISS, BYPASS); "
+        "key: its first 12 characters)"
     )
     assert lines[start + 1] == f"  {KEY_WARM}"  # the test with an explained miss comes first
     assert lines[start + 2].split() == ["layer", "pass", "graph", "outcome", "key", "why"]
@@ -393,6 +394,13 @@ def test_show_prints_each_tests_lookups_explained_misses_first(key_reports):
     assert warm_row[:4] == ["fxgraph", "warm", "1", "MISS"] and len(warm_row[4]) == 12
     assert " ".join(warm_row[5:]) == "inductor_config[max_autotune]: False -> True (vs the cold pass)"
     assert lines[start + 7] == "    note: torch 2.14.1 records no AOTAutograd components without DEBUG logging"
+
+
+def test_show_speaks_of_capitals_only_where_its_tables_show_some(key_reports):
+    base, _ = key_reports  # every lookup a hit or a cold miss with nothing to explain: all in lowercase
+    lines = run_cli("show", base).stdout.splitlines()
+    assert "cache lookups (key: its first 12 characters)" in lines
+    assert not [line for line in lines if "capitals" in line or "MISS" in line or "BYPASS" in line]
 
 
 def test_explain_needs_no_torch(key_reports):

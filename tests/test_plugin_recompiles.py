@@ -112,6 +112,35 @@ def test_many_sizes():
     )
 
 
+MANY_GUARDS = """
+@pytest.mark.max_recompiles(0)
+def test_marked():
+    fixed = torch.compile(double, backend="eager", dynamic=False)
+    for size in range(1, 8):
+        fixed(torch.ones(size))
+
+
+@pytest.mark.max_recompiles(0)
+def test_marked_with_the_fixture(recompiles):
+    fixed = torch.compile(double, backend="eager", dynamic=False)
+    for size in range(1, 8):
+        fixed(torch.ones(size))
+"""
+
+
+def test_guards_past_the_table_are_said_to_be_where_the_test_can_read_them(pytester):
+    pytester.makepyfile(test_many_guards=DTYPE_RECOMPILE + MANY_GUARDS)
+    result = pytester.runpytest("-p", "no:randomly")
+    result.assert_outcomes(failed=2)
+    text = result.stdout.str()
+    marked, fixture = text.split("test_marked_with_the_fixture", 1)[0], text.split("test_marked_with_the_fixture")[1]
+    # the marker's own watch is nowhere in the test: only the report holds the events
+    assert re.search(r"\.\.\. and \d+ more failed guards \(all are in the report's recompiles\.events\)", marked)
+    assert ".events and" not in marked
+    # with the recompiles fixture the test holds the watch: its .events are named too
+    assert "more failed guards (all are in .events and the report's recompiles.events)" in fixture
+
+
 def test_state_is_clean_for_the_next_test(pytester):
     pytester.makepyfile(
         test_two=DTYPE_RECOMPILE

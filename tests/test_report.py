@@ -140,7 +140,10 @@ def test_unserialisable_report_fails_before_touching_the_file(tmp_path):
     [
         (None, "does not exist"),
         ("", "is empty"),
-        ('{"schema": "pytest-cudagraph/1", "env": {}, "tests": {"a": {"outc', "not valid JSON"),
+        (
+            '{"schema": "pytest-cudagraph/1", "env": {}, "tests": {"a": {"outc',
+            "is not valid JSON (Unterminated string starting at: line 1 column 61 (char 60)); it may be truncated",
+        ),
         ("<html>not json</html>", "not valid JSON"),
         ('{"schema": "pytest-cudagraph/3", "env": {}, "tests": {}}', "has schema 'pytest-cudagraph/3'"),
         ('{"env": {}, "tests": {}}', "no 'schema' field"),

@@ -11,7 +11,7 @@ from sample_reports import ENV_2_13, MiB, graph_record, ranks_record, sample_rep
 
 from pytest_cudagraph.errors import ReportError
 from pytest_cudagraph.records.report import build_report
-from pytest_cudagraph.render.record_text import detail_lines
+from pytest_cudagraph.render.record_text import call_site_text, detail_lines
 from pytest_cudagraph.render.show import render_html
 
 DECODE = "tests/test_model.py::test_decode_graphs"
@@ -249,6 +249,21 @@ def test_show_prints_each_recompile_with_its_call_site_and_failed_guards():
         "called from tests/test_x.py:10\n      `out = model(x)`" in text
     )
     assert "old flat reason" not in text  # the events replace the flat reasons per function
+
+
+def test_a_long_call_site_loses_its_comment_before_it_is_clipped():
+    commented = "fn(x, step)  # an int argument is specialised: the second value recompiles (the first compile"
+    assert call_site_text({"file": "t.py", "line": 23, "code": commented}) == "t.py:23 `fn(x, step)`"
+    # a short line keeps its comment; a '#' inside a string is no comment
+    assert (
+        call_site_text({"file": "t.py", "line": 1, "code": "f(x)  # once"}) == "t.py:1 `f(x) # once`"
+    )  # whitespace runs become one space
+    hashed = 'print("#" * 70, x)  # a row of hashes, then the value, for the log readers to find it'
+    assert call_site_text({"file": "t.py", "line": 2, "code": hashed}) == 't.py:2 `print("#" * 70, x)`'
+    # a call too long even without its comment is clipped, its quote closed
+    long_call = "fn(" + ", ".join(f"argument_{i}" for i in range(12)) + ")  # twelve"
+    text = call_site_text({"file": "t.py", "line": 3, "code": long_call})
+    assert text.endswith("...`") and "twelve" not in text
 
 
 def test_show_prints_how_much_reduce_overhead_cudagraphed_and_each_skip():

@@ -7,7 +7,7 @@ import copy
 from sample_reports import graph_record, piecewise_record, recompile_record, warm_start_record
 
 from pytest_cudagraph.records.cold_warm import pass_pairs
-from pytest_cudagraph.render.summary import HEADER, summary_row, terminal_summary_lines, totals_line
+from pytest_cudagraph.render.summary import HEADER, summary_row, terminal_summary_lines, totals_line, wrapped
 
 NO_CUDA = "no CUDA device (torch 2.13.0+cpu reports torch.cuda.is_available() == False)"
 
@@ -55,11 +55,11 @@ def test_a_test_without_passes_keeps_its_counters():
 
 def test_the_legend_explains_what_the_table_shows_and_nothing_else():
     lines = terminal_summary_lines({"t.py::warm": warm_start_record()}, None)
-    legend = [line for line in lines if line.startswith("caches:")]
-    assert legend, lines
     text = "\n".join(lines)
     assert "a -> b: the cold pass, then the warm pass" in text
-    assert "caches: counts of h hits, m misses, s saves, c Triton kernels compiled" in text and "(h=2: 2 hits)" in text
+    # the counters are named by the columns that hold them: no column is called "caches"
+    assert "fxgraph, aot, triton: h hits, m misses, s saves, c Triton kernels compiled" in text
+    assert "(h=2: 2 hits)" in text and "caches:" not in text
     assert "b bypasses" not in text and "bundler" not in text and "pool / largest:" not in text
     graphs = "\n".join(terminal_summary_lines({"t.py::g": graph_record()}, None))
     assert "pool / largest: the shared pool and the largest graph alone" in graphs and "->" not in graphs
@@ -280,7 +280,7 @@ def test_the_legend_says_what_every_column_shown_holds():
         "recompiles: Dynamo recompiles",
         "fxgraph: Inductor's FX-graph cache",
         "aot: AOTAutograd's cache",
-        "caches: counts of h hits, m misses, s saves",
+        "fxgraph, aot: h hits, m misses, s saves",
         "a -> b: the cold pass, then the warm pass",
     ):
         assert said in legend, (said, legend)
@@ -335,10 +335,32 @@ def test_every_layer_off_is_one_line_that_agrees_with_the_failure():
         record["extra"]["compile_cache"][side]["stats"]["disabled"] = {"fxgraph": why, "aot_autograd": why}
     record["outcome"] = "failed"
     lines = terminal_summary_lines({"t.py::test_off": record}, None)
-    at = next(i for i, line in enumerate(lines) if line.startswith("every compile cache layer off"))
+    at = next(i for i, line in enumerate(lines) if line.startswith("every compile cache layer was off"))
     said = [" ".join([lines[at], *(line.strip() for line in lines[at + 1 :][:1] if line.startswith("  "))])]
     text = "\n".join(lines)
     assert said == [
-        f"every compile cache layer off in 1 test ({why}; first: t.py::test_off): no warm start to check there"
+        f"every compile cache layer was off in 1 test ({why}; first: t.py::test_off): no warm start to check, "
+        "so the test fails"
     ]
     assert "the other layers were" not in text
+    # the legend agrees with the failure: "off" is not "not checked" where every layer was off
+    assert "off: a cache layer the user turned off (alone it is not checked; with every layer off the test fails)" in (
+        " ".join(line.strip() for line in lines)
+    )
+
+
+def test_a_wrapped_line_under_the_table_leaves_no_word_alone_on_its_last_line():
+    record = warm_start_record()
+    why = "torch.compiler.config.force_disable_caches was True while the test compiled"
+    for side in ("cold", "warm"):
+        record["extra"]["compile_cache"][side]["stats"]["disabled"] = {"fxgraph": why, "aot_autograd": why}
+    record["outcome"] = "failed"
+    nodeid = "docs/examples_failing/test_compile_cache_broken.py::test_caches_disabled_by_config"
+    lines = terminal_summary_lines({nodeid: record}, None)
+    at = next(i for i, line in enumerate(lines) if line.startswith("every compile cache layer was off"))
+    said = [lines[at], *(line for line in lines[at + 1 :] if line.startswith("  "))][:3]
+    assert len(said) > 1 and all(len(line) <= 120 for line in said)
+    assert all(" " in line.strip() for line in said), said
+    # the rule itself: 116 characters of words, then one more word
+    line = " ".join(["abcdefgh"] * 13) + " there"
+    assert wrapped(line) == [" ".join(["abcdefgh"] * 12), "  abcdefgh there"]

@@ -71,8 +71,8 @@ def test_the_legend_names_every_counter_the_cells_use_and_how_to_read_them():
     records = {"t.py::warm": warm_start_record(), "t.py::g": graph_record()}
     rows = [summary_row(nodeid, record) for nodeid, record in records.items()]
     used = set().union(*(letters_in(cell) for row in rows for cell in row[-3:]))
-    legend = next(line for line in legend_lines(rows) if line.startswith("caches:"))
-    assert legend.startswith("caches: counts of h hits, m misses, s saves, c Triton kernels compiled, ")
+    legend = next(line for line in legend_lines(rows) if line.startswith("fxgraph, aot, triton:"))
+    assert legend.startswith("fxgraph, aot, triton: h hits, m misses, s saves, c Triton kernels compiled, ")
     assert "(h=2: 2 hits)" in legend
     for letter in used:
         assert re.search(rf"\b{letter} \w", legend), (letter, legend)

@@ -308,38 +308,52 @@ _COMPILER_MODULES = (
 )
 
 
+# the parts of start_compiler this process has done (each is done once per process)
+_STARTED: set[str] = set()
+
+
 def start_compiler() -> dict[str, float]:
-    """Do what the first Inductor compile of a process does once, before any frame; the seconds of each part.
+    """Do what the first Inductor compile of a process does once, before any frame; the seconds of each part done.
 
     ``imports_s``: importing Dynamo, Inductor and AOTAutograd's compile modules;
-    ``cpu_isa_s``: Inductor's probe of the CPU's vector instructions
-    (``cpu_vec_isa.pick_vec_isa``, which builds and runs small test programs once per
-    process).  A part this torch lacks is skipped; a part that fails is left to the
-    compile, which then meets it as before.
+    ``cpu_isa_s``: Inductor's CPU capability probe (``cpu_vec_isa.pick_vec_isa``, which
+    builds and runs small test programs once per process to learn which vector
+    instructions the CPU has).  A part this process has done already (an earlier
+    pass, a compile before it) took no time now and is left out, so an in-process warm
+    pass has no start-up at all rather than parts of 0.00s.  A part this torch lacks is
+    skipped; a part that fails is left to the compile, which then meets it as before.
 
     Inductor's compile-worker pool is left to torch: waiting here until it answers
     made two GPU cache tests on an H200 (torch 2.11) 50 s and 100 s slower, where
     torch starts it in the background and compiles meanwhile.
     """
     import importlib
+    import sys
     import time
     import warnings
 
     parts: dict[str, float] = {}
     started = time.perf_counter()
-    for name in _COMPILER_MODULES:
-        # Importing Inductor warns torch's own deprecations (2.13: 14 of "torch.jit.script_method is
-        # deprecated", from torch.utils.mkldnn): the plugin triggers the import, so they are not the
-        # user's to see, and under -W error::DeprecationWarning they would fail the test in here.
-        with contextlib.suppress(ImportError), warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            warnings.simplefilter("ignore", PendingDeprecationWarning)
-            importlib.import_module(name)
-    parts["imports_s"] = time.perf_counter() - started
+    if "imports_s" not in _STARTED and not all(name in sys.modules for name in _COMPILER_MODULES):
+        for name in _COMPILER_MODULES:
+            # Importing Inductor warns torch's own deprecations (2.13: 14 of "torch.jit.script_method is
+            # deprecated", from torch.utils.mkldnn): the plugin triggers the import, so they are not the
+            # user's to see, and under -W error::DeprecationWarning they would fail the test in here.
+            with contextlib.suppress(ImportError), warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                warnings.simplefilter("ignore", PendingDeprecationWarning)
+                importlib.import_module(name)
+        parts["imports_s"] = time.perf_counter() - started
+    _STARTED.add("imports_s")
     started = time.perf_counter()
     with contextlib.suppress(Exception):
         from torch._inductor import cpu_vec_isa
 
-        cpu_vec_isa.pick_vec_isa()
-    parts["cpu_isa_s"] = time.perf_counter() - started
+        # torch caches the probe's answer for the process: a filled cache is a probe done already
+        cache_info = getattr(cpu_vec_isa.valid_vec_isa_list, "cache_info", None)
+        probed = "cpu_isa_s" in _STARTED or (cache_info is not None and cache_info().currsize > 0)
+        _STARTED.add("cpu_isa_s")
+        if not probed:
+            cpu_vec_isa.pick_vec_isa()
+            parts["cpu_isa_s"] = time.perf_counter() - started
     return {name: round(seconds, 4) for name, seconds in parts.items()}

@@ -105,22 +105,36 @@ class ColdWarm:
 # ----------------------------------------------------------------------------
 
 
+# a start-up part in words (the record's names are in docs/reference.md)
+STARTUP_PART_WORDS = {
+    "interpreter_s": "interpreter start",
+    "imports_s": "imports",
+    "cpu_isa_s": "Inductor's CPU capability probe",
+}
+
+
 def startup_text(result: ColdWarm) -> str | None:
     """One line: each pass's compile time and, apart, its process's start-up; None when neither pass measured both.
 
-    ``compile 0.9s -> 0.2s; start-up apart: cold 0.1s, warm 6.9s (interpreter 3.1s, imports 1.2s, ...)``
+    ``compile 0.9s -> 0.2s; start-up, not counted in it: warm pass 6.9s (interpreter start 5.2s, imports 1.2s, ...)``.
+    A pass that started nothing (an in-process warm pass: its process had started the
+    compiler already) is left out of it, not shown as 0.00s.
     """
     cold, warm = result.cold, result.warm
     if cold.compile_time is None or warm.compile_time is None or not (cold.startup or warm.startup):
         return None
 
-    def parts(one: PassResult) -> str:
-        named = [f"{name.removesuffix('_s').replace('_', ' ')} {seconds(value)}" for name, value in one.startup.items()]
-        return f"{seconds(one.startup_s)} ({', '.join(named)})" if named else "0s"
+    def parts(which: str, one: PassResult) -> str:
+        named = [
+            f"{STARTUP_PART_WORDS.get(part, part.removesuffix('_s'))} {seconds(value)}"
+            for part, value in one.startup.items()
+        ]
+        return f"{which} pass {seconds(one.startup_s)} ({', '.join(named)})"
 
+    started = [parts(which, one) for which, one in (("cold", cold), ("warm", warm)) if one.startup]
     return (
         f"compile {seconds(cold.compile_time.total_s)} -> {seconds(warm.compile_time.total_s)}; "
-        f"start-up, not counted in it: cold pass {parts(cold)}, warm pass {parts(warm)}"
+        f"start-up, not counted in it: {', '.join(started)}"
     )
 
 
@@ -171,8 +185,7 @@ def warm_pass_problems(
     off = {**cold.stats.disabled, **warm.stats.disabled}
     if "fxgraph" in off:  # AOTAutograd's entries live in the FX-graph cache: nothing is left to check
         problems.append(
-            f"every compile cache layer was off during the passes ({off['fxgraph']}), so the warm pass "
-            f"cannot hit any; a layer that is off alone is reported as disabled and the others are checked"
+            f"every compile cache layer was off during the passes ({off['fxgraph']}), so the warm pass cannot hit any"
         )
     checked = [layer for layer in ("fxgraph", "aot_autograd") if layer not in off and "fxgraph" not in off]
     if "fxgraph" in checked and not cold.stats.compiled_anything:
@@ -449,6 +462,8 @@ def format_failure(
     story = failure_story(result, problems)
     lines = [f"{story.verdict} ({head})"]
     for cause, shown in story.causes:
+        if cause == story.verdict and not shown:  # the head says it already
+            continue
         lines.append(f"  - {cause}")
         lines += [f"      {line}" for line in shown]
     if story.follows:
@@ -462,11 +477,10 @@ def format_failure(
                 lines.append(f"  bypass reason ({layer}, {name} pass): {reason}")
             if getattr(stats, layer).get("bypass", 0) and not stats.reasons(layer):
                 # a torch may count a bypass without logging why (compat.cache_bypass_loggers): say so, not nothing
-                lines.append(
-                    f"  bypass reason ({layer}, {name} pass): not logged by this torch "
-                    f"(its counter moved; the {'other layer' if layer == 'aot_autograd' else 'log'} "
-                    f"may name it)"
-                )
+                unlogged = "none: this torch counted the bypass but logged no reason"
+                if layer == "aot_autograd" and stats.reasons("fxgraph"):
+                    unlogged += " (the FX-graph cache's reason in this pass is the line above)"
+                lines.append(f"  bypass reason ({layer}, {name} pass): {unlogged}")
     for explanation in across_runs:
         lines.append(f"  compared with {explanation.compared_with}: {explanation.text()}")
     lines.append(

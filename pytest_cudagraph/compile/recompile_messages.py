@@ -23,7 +23,7 @@ def indent_continuation(text: str) -> str:
     return text.rstrip().replace("\n", "\n    ")
 
 
-def recompile_table(events: Sequence[Any]) -> list[str]:
+def recompile_table(events: Sequence[Any], watch_in_test: bool = True) -> list[str]:
     """Each recompile (``RecompileEvent`` values; limit hits left out): where it was called, then its failed guards.
 
     A recompile's head names the function and the user's line that called it; under
@@ -31,11 +31,11 @@ def recompile_table(events: Sequence[Any]) -> list[str]:
     the value the entry expected and the one that came.  A guard torch did not print
     (it stops at an entry's first failing guard; the watch found the rest) is marked
     ``*``, explained at the end.  The same text as ``pytest-cudagraph show`` prints
-    from a report (``record_text``).
+    from a report (``record_text``).  ``watch_in_test``: the test holds the watch (the
+    ``recompiles`` fixture, ``watch_recompiles``), so its ``.events`` are named too.
     """
-    return record_text.recompile_table(
-        [event.to_json() for event in events], kept_in=".events and the report's recompiles.events"
-    )
+    kept_in = ".events and the report's recompiles.events" if watch_in_test else "the report's recompiles.events"
+    return record_text.recompile_table([event.to_json() for event in events], kept_in=kept_in)
 
 
 def graph_break_lines(graph_breaks: Any) -> list[str]:
@@ -61,6 +61,7 @@ def too_many_recompiles(
     reasons: Sequence[str],
     limit_setting: str,
     context: str | None = None,
+    watch_in_test: bool = True,
 ) -> str:
     """The failure of ``assert_at_most(n)``: the verdict, the table, limit hits, graph breaks, hints.
 
@@ -80,7 +81,7 @@ def too_many_recompiles(
         head += f": {first}"
     lines = [head + (f" ({context})" if context else "")]
     if count:
-        lines += ["", *recompile_table(events)]
+        lines += ["", *recompile_table(events, watch_in_test)]
     if limit_hits:
         lines += [
             "",

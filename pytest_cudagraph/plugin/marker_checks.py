@@ -26,6 +26,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     # the recompiles fixture's watch when the test has one; else our own, which
     # reports into the test's record as it exits
     watch = item.stash.get(RECOMPILE_WATCH_KEY, None)
+    watch_in_test = watch is not None
     if watch is None:
         start_from_empty_dynamo_cache()
         with watch_recompiles() as watch:
@@ -33,7 +34,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     else:
         result = yield
     try:
-        watch.assert_at_most(marker.n, context=f"@pytest.mark.max_recompiles({marker.n})")
+        watch.assert_at_most(marker.n, context=f"@pytest.mark.max_recompiles({marker.n})", watch_in_test=watch_in_test)
     except InvariantViolation as exc:
         failure = str(exc)
         note_check_failure(item, "max_recompiles", exc.site)

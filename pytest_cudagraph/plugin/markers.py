@@ -7,6 +7,7 @@ test, the marker, the argument and the value given.  Nothing here imports torch.
 
 from __future__ import annotations
 
+import difflib
 import inspect
 import numbers
 from collections.abc import Callable
@@ -86,11 +87,20 @@ class CompileCacheMarker:
 
 
 def _bind(name: str, signature: Callable[..., Any], args: tuple, kwargs: dict) -> dict:
+    parameters = inspect.signature(signature).parameters
     try:
         bound = inspect.signature(signature).bind(*args, **kwargs)
     except TypeError as exc:
+        # a mistyped keyword (capture_size=) gets the near name, as a mistyped marker name does
+        meant = [
+            f"{match}={kwargs[key]!r}" if len(repr(kwargs[key])) <= 40 else match
+            for key in kwargs
+            if key not in parameters
+            for match in difflib.get_close_matches(key, list(parameters), n=1)
+        ]
+        guess = f"did you mean {meant[0]}? " if meant else ""
         raise MarkerArgumentError(
-            f"@pytest.mark.{name}: {exc}; the signature is {MARKER_DOCS[name].split(':')[0]}"
+            f"@pytest.mark.{name}: {exc}; {guess}the signature is {MARKER_DOCS[name].split(':')[0]}"
         ) from None
     bound.apply_defaults()
     return dict(bound.arguments)

@@ -94,7 +94,12 @@ def _parse_json(text: str, path: Path) -> Any:
             f"lost; write it again with --cudagraph-report"
         ) from None
     except (json.JSONDecodeError, RecursionError) as exc:
-        where = f"line {exc.lineno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
+        # the decoder's whole message: "Unterminated string starting at" needs the place it names
+        where = (
+            f"{exc.msg}: line {exc.lineno} column {exc.colno} (char {exc.pos})"
+            if isinstance(exc, json.JSONDecodeError)
+            else "nested too deeply"
+        )
         raise ReportError(
             f"report {path} is not valid JSON ({where}); it may be truncated, so write it again with --cudagraph-report"
         ) from None

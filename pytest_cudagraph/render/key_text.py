@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from ..records.schema import TestRecord
 
 __all__ = [
-    "LOOKUPS_LEGEND",
+    "lookups_legend",
     "SHORT_VALUE",
     "compare_lines",
     "component_change_text",
@@ -336,7 +336,10 @@ def _note(record: TestRecord | Mapping[str, Any]) -> str | None:
 
 
 # what show's table of lookups marks
-LOOKUPS_LEGEND = "MISS, BYPASS in capitals: one with a reason under why; key: its first 12 characters"
+def lookups_legend(capitals: bool) -> str:
+    """What a lookup table's notation means; the words for capitals only where a table shows some."""
+    said = "a miss or bypass with a reason under why is in capitals (MISS, BYPASS); " if capitals else ""
+    return f"{said}key: its first 12 characters"
 
 
 def show_lines(report: LoadedReport | Mapping[str, Any], width: int = 120) -> list[str]:
@@ -349,7 +352,8 @@ def show_lines(report: LoadedReport | Mapping[str, Any], width: int = 120) -> li
     if not chosen:
         return []
     chosen.sort(key=lambda n: not any(prominent(x) for x in lookups_of(records[n])))
-    lines = ["", f"cache lookups ({LOOKUPS_LEGEND})"]
+    capitals = any(prominent(x) for n in chosen for x in lookups_of(records[n]))
+    lines = ["", f"cache lookups ({lookups_legend(capitals)})"]
     for nodeid in chosen:
         lines += [f"  {clip_nodeid(nodeid)}", *lookup_table_lines(records[nodeid], indent="    ", width=width)]
     return lines

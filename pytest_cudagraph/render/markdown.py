@@ -40,7 +40,7 @@ from ..records.key_diff import lookups_of
 from ..records.report import summarize
 from .compare_text import delta_text, explain_command_of, incomplete_lines, summary_line, value_text
 from .failure_line import failure_cause, failure_rule, failure_site
-from .key_text import LOOKUPS_LEGEND, compare_lines, lookup_table_lines, prominent, run_wide_lines
+from .key_text import compare_lines, lookup_table_lines, lookups_legend, prominent, run_wide_lines
 from .markdown_blocks import WIDTH, code, fenced, paragraph, table, table_fits, text
 from .plain_text import clip, clip_nodeid, count_noun
 from .summary import (
@@ -221,7 +221,8 @@ def _lookups_section(nodeids: Sequence[str], records: Mapping[str, Mapping[str, 
         return []
     chosen.sort(key=lambda nodeid: not any(prominent(lookup) for lookup in lookups_of(records[nodeid])))
     lines = ["", f"<details><summary>Cache lookups of {count_noun(len(chosen), 'test')}</summary>", ""]
-    lines += paragraph(text(LOOKUPS_LEGEND))
+    capitals = any(prominent(lookup) for nodeid in chosen for lookup in lookups_of(records[nodeid]))
+    lines += paragraph(text(lookups_legend(capitals)))
     for nodeid in chosen:
         lines += ["", code(nodeid), "", *fenced(lookup_table_lines(records[nodeid], indent="", width=WIDTH))]
     return [*lines, "", "</details>"]

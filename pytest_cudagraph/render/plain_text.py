@@ -166,7 +166,14 @@ def wrap_line(line: str, width: int) -> list[str]:
     at = text.find(COMMAND)
     if at > 0 and not re.search(r"[.,;] ", text[at:]):  # a command that ends the line, not one named in prose
         text, command = text[:at].rstrip(), text[at:]
-    first, *rest = wrap_words(text, max(width - len(indent) - 2, 1))
+    room = max(width - len(indent) - 2, 1)
+    pieces = wrap_words(text, room)
+    if len(pieces) > 1 and " " not in pieces[-1] and " " in pieces[-2].strip():
+        # no word alone on the last line: the one before it comes down too
+        before, _, word = pieces[-2].rpartition(" ")
+        if len(word) + 1 + len(pieces[-1]) <= room:
+            pieces[-2:] = [before, f"{word} {pieces[-1]}"]
+    first, *rest = pieces
     return [indent + first, *(indent + "  " + piece for piece in [*rest, *([command] if command else [])])]
 
 

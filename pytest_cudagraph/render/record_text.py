@@ -111,8 +111,9 @@ def call_site_text(site: CallSite | Mapping[str, Any] | None | UnsetType, code_w
     """``tests/test_model.py:42 `return f(x)```: the user's line (``CallSite.describe``); empty when unknown.
 
     ``site`` is a typed ``CallSite`` (a recompile's), or the mapping a graph-break
-    site holds (sites are any JSON).  A long line is clipped inside its backticks,
-    so the place stays whole and the quote closed.
+    site holds (sites are any JSON).  A long line loses its trailing comment first
+    (the call is what places it), then is clipped inside its backticks, so the
+    place stays whole and the quote closed.
     """
     if isinstance(site, Mapping):
         file, line, code = site.get("file"), site.get("line", "?"), site.get("code")
@@ -125,7 +126,24 @@ def call_site_text(site: CallSite | Mapping[str, Any] | None | UnsetType, code_w
     if not file:
         return ""
     label = f"{file}:{line}"
+    if code and len(" ".join(str(code).split())) > code_width:
+        code = without_comment(str(code)) or code
     return f"{label} `{clip(code, code_width)}`" if code else label
+
+
+def without_comment(code: str) -> str:
+    """One line of Python without its trailing ``# comment`` (a ``#`` inside a string stays); as it was if unreadable."""
+    import io
+    import tokenize
+
+    line = code.strip()
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(line).readline):
+            if token.type == tokenize.COMMENT:
+                return line[: token.start[1]].rstrip()
+    except (tokenize.TokenError, SyntaxError):  # a line of a longer statement: its brackets open at the end
+        pass
+    return code
 
 
 def recompile_events(recompiles: Recompiles) -> list[RecompileEvent]:

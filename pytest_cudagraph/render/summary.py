@@ -566,7 +566,8 @@ def disabled_layer_lines(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
     for layer, nodeids in sorted(tests.items()):
         where = f"{count_noun(len(nodeids), 'test')} ({why[layer]}; first: {nodeids[0]})"
         if layer == "every":
-            lines.append(f"every compile cache layer off in {where}: no warm start to check there")
+            fails = "the test fails" if len(nodeids) == 1 else "those tests fail"
+            lines.append(f"every compile cache layer was off in {where}: no warm start to check, so {fails}")
         else:
             lines.append(f"{layer} cache disabled in {where}: not checked there, the other layers were")
     return lines
@@ -621,12 +622,15 @@ def legend_lines(rows: list[list[str]]) -> list[str]:
     shown = [letter for letter in LETTER_MEANING if letter in letters]
     if shown:
         meanings = ", ".join(f"{letter} {LETTER_MEANING[letter]}" for letter in shown)
-        parts.append(f"caches: counts of {meanings} ({shown[0]}=2: 2 {LETTER_MEANING[shown[0]]})")
+        counted = [name for name in CACHE_COLUMNS.values() if any(letters_in(row[column[name]]) for row in rows)]
+        parts.append(f"{', '.join(counted)}: {meanings} ({shown[0]}=2: 2 {LETTER_MEANING[shown[0]]})")
     arrows = [cell for name in ("compile", *CACHE_COLUMNS.values()) for cell in (row[column[name]] for row in rows)]
     if any("->" in cell for cell in arrows):
         parts.append("a -> b: the cold pass, then the warm pass")
     if "off" in cache_cells:
-        parts.append("off: a cache layer turned off by the user, not checked")
+        parts.append(
+            "off: a cache layer the user turned off (alone it is not checked; with every layer off the test fails)"
+        )
     pools = [row[column["pool / largest"]] for row in rows]
     if any(re.search(r" \[\d+/\d+\]", cell) for cell in pools):
         parts.append("[i/n]: the figures of set i, the worst ratio of the test's n GraphSets")
