@@ -257,23 +257,7 @@ class CacheProbe:
                     step(x)                                      # warm: one hit, nothing saved
         """
         __tracebackhide__ = True
-        checked = checked_deltas("CacheProbe.expect()", deltas, EXPECT_CACHE_FIGURES, "expect(fxgraph_hit=1)")
-
-        def explain(reasons_before: int) -> list[str]:
-            reasons = list(dict.fromkeys(reason for _, reason in self._meter.reasons[reasons_before:]))
-            return ["", "bypass reasons inside the block:", *[f"  - {r}" for r in reasons]] if reasons else []
-
-        return ExpectBlock(
-            "CacheProbe.expect()",
-            checked,
-            EXPECT_CACHE_FIGURES,
-            read=lambda: cache_figures(self.stats()),
-            active=lambda: self._stack is not None,
-            needs="an active probe: use it inside `with cache_probe() as probe:` or with the compile_cache fixture",
-            start=lambda: len(self._meter.reasons),
-            explain=explain,
-            enters_as=self,
-        )
+        return _expect_block(self, deltas)
 
     def stats(self) -> CacheStats:
         """Counters of every layer since the probe started (cumulative over all passes)."""
@@ -480,6 +464,28 @@ class CacheProbe:
         cache_keys.deliver_lookups(result.lookups)
         self._passes.append(result)
         return result
+
+
+def _expect_block(probe: CacheProbe, deltas: dict[str, int]) -> ExpectBlock:
+    """``probe.expect(**deltas)``: the block that reads the probe's cache figures before and after."""
+    __tracebackhide__ = True
+    checked = checked_deltas("CacheProbe.expect()", deltas, EXPECT_CACHE_FIGURES, "expect(fxgraph_hit=1)")
+
+    def explain(reasons_before: int) -> list[str]:
+        reasons = list(dict.fromkeys(reason for _, reason in probe._meter.reasons[reasons_before:]))
+        return ["", "bypass reasons inside the block:", *[f"  - {r}" for r in reasons]] if reasons else []
+
+    return ExpectBlock(
+        "CacheProbe.expect()",
+        checked,
+        EXPECT_CACHE_FIGURES,
+        read=lambda: cache_figures(probe.stats()),
+        active=lambda: probe._stack is not None,
+        needs="an active probe: use it inside `with cache_probe() as probe:` or with the compile_cache fixture",
+        start=lambda: len(probe._meter.reasons),
+        explain=explain,
+        enters_as=probe,
+    )
 
 
 def cache_probe(root: CacheRoot | Path | None = None, name: str = "probe", directory: Path | None = None) -> CacheProbe:
