@@ -164,7 +164,8 @@ def wrap_line(line: str, width: int) -> list[str]:
     indent = line[: len(line) - len(line.lstrip())]
     text, command = line[len(indent) :], ""
     at = text.find(COMMAND)
-    if at > 0 and not re.search(r"[.,;] ", text[at:]):  # a command that ends the line, not one named in prose
+    # a command that ends the line, not one named in a sentence (which goes on, or ends with a full stop)
+    if at > 0 and not re.search(r"[.,;] |\.$", text[at:]):
         text, command = text[:at].rstrip(), text[at:]
     room = max(width - len(indent) - 2, 1)
     pieces = wrap_words(text, room)
