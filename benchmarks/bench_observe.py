@@ -23,28 +23,13 @@ import statistics
 import time
 
 import torch
+from bench_capture import MLP, SIZES, D  # the same 51 sizes of the same MLP as the capture benchmark
 
 from pytest_cudagraph import _compat
 from pytest_cudagraph.graphs.observe import observe_graphs
 
-SIZES = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, 513, 16))
-D = 1024
 WARMUPS = 3
 TARGET = 1.02
-
-
-class MLP(torch.nn.Module):
-    def __init__(self, d: int = D, blocks: int = 8):
-        super().__init__()
-        self.blocks = torch.nn.ModuleList(
-            torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d))
-            for _ in range(blocks)
-        )
-
-    def forward(self, x):
-        for block in self.blocks:
-            x = x + block(x)
-        return x
 
 
 class Engine:

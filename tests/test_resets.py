@@ -17,6 +17,7 @@ import pytest
 import torch
 import torch._dynamo
 import torch._logging
+from test_wrapped_function_names import Block
 
 from pytest_cudagraph import _compat, watch_recompiles
 from pytest_cudagraph.compile.compile_time import watch_compile_time
@@ -306,32 +307,15 @@ def test_a_skip_logged_after_the_bodys_set_logs_is_still_read_and_its_settings_s
 # ----------------------------------------------------------------------------
 
 
-def _deprecate_kwarg(old_name):
-    def decorator(func):
-        @functools.wraps(func)
-        def wrapper(*args, **kwargs):
-            kwargs.pop(old_name, None)
-            return func(*args, **kwargs)
-
-        return wrapper
-
-    return decorator
-
-
-class _Block(torch.nn.Module):
-    @_deprecate_kwarg("past_key_value")
-    def forward(self, x):
-        return x * 2 + 1
-
-
 def test_a_frame_compiled_before_the_bodys_reset_is_still_named_after_the_decorated_function():
-    line = _Block.forward.__wrapped__.__code__.co_firstlineno
-    compiled = torch.compile(_Block(), backend="aot_eager", dynamic=False)
+    # a forward under transformers' kind of decorator: one functools.wraps wrapper
+    line = Block.forward.__wrapped__.__code__.co_firstlineno
+    compiled = torch.compile(Block(), backend="aot_eager", dynamic=False)
     with watch_compile_time(report=False) as watch:
         compiled(torch.ones(2))
         torch._dynamo.reset()  # Dynamo forgets the code it compiled
     functions = {frame.function for frame in watch.result.frames}
-    assert functions == {f"_Block.forward (tests/test_resets.py:{line})"}, functions
+    assert functions == {f"Block.forward (tests/test_wrapped_function_names.py:{line})"}, functions
 
 
 # ----------------------------------------------------------------------------
