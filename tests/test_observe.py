@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from pytest_cudagraph import _compat
 from pytest_cudagraph.compile.call_site import CallSite
 from pytest_cudagraph.errors import InvariantViolation
-from pytest_cudagraph.graphs.observe import Counters, GraphObservation, GraphRecorder, observe_graphs
+from pytest_cudagraph.graphs.observe import GraphObservation, observe_graphs
+from pytest_cudagraph.graphs.observe_recorder import Counters, GraphRecorder
 from pytest_cudagraph.graphs.observe_verdict import (
     ObservedCapture,
     ObservedGraphs,
@@ -300,12 +301,19 @@ def segment(pool, total, blocks=()):
 
 
 def engine_capture(recorder, key, pool, batch, failing=False):
-    """What the wrapper tells the recorder about one capture made from this function (an engine's line)."""
+    """What the wrapper tells the recorder about one capture made from this function (an engine's line).
+
+    The first capture makes ``pool`` (capture_begin is given none, and the pool's id
+    is known once the capture ends); later ones are given it, as ``torch.cuda.graph(g,
+    pool=first.pool())`` does.  A stand-in for the wrapper's events: tests/gpu covers
+    the real ones.
+    """
     x = torch.empty(batch, 256, device="meta")  # noqa: F841  # the capturing function's input, seen in its locals
     frame = sys._getframe()
-    recorder.before_capture(key, frame)
-    recorder.capture_began(key, pool, frame)
-    recorder.capture_ended(key)
+    given = pool if key > 1 else None
+    recorder.before_capture(key, frame, given)
+    recorder.capture_began(key, given, frame)
+    recorder.capture_ended(key, pool)
     recorder.instantiated(key)
 
 
@@ -353,7 +361,7 @@ def test_a_pool_given_to_capture_begin_is_read_before_the_capture_once():
         recorder.before_capture(key, frame, SHARED)
         assert readings.snapshots == 1  # outside the capture, the first time only
         recorder.capture_began(key, SHARED, frame)
-        recorder.capture_ended(key)
+        recorder.capture_ended(key, SHARED)
         recorder.instantiated(key)
     assert [c.pool_bytes_before for c in recorder.captures] == [8 * MIB, 8 * MIB]
 
@@ -393,7 +401,7 @@ def test_a_workspace_sized_block_alone_does_not_make_every_capture_read_the_pool
 
 
 def test_a_tensor_held_in_the_pool_is_not_taken_for_an_input():
-    from pytest_cudagraph.graphs.observe import _local_shapes
+    from pytest_cudagraph.graphs.observe_recorder import _local_shapes
 
     x = torch.empty(8, 256, device="meta")
     outputs = [torch.empty(64, 256, device="meta")]  # noqa: F841  # held, but not an input
@@ -422,7 +430,7 @@ def test_a_capture_begin_that_raised_is_recorded_with_the_callers_line():
 
 
 def test_a_capture_made_from_inside_the_plugin_is_not_recorded():
-    from pytest_cudagraph.graphs import observe
+    from pytest_cudagraph.graphs import observe_recorder as observe
 
     recorder = GraphRecorder(RecordedReadings())
     plugin_frame = observe._plugin_frame.__code__  # a function of the plugin's, standing in for capture_graphs
@@ -603,7 +611,7 @@ def test_a_block_that_raised_makes_its_capture_failed_yet_its_graph_is_kept_for_
     frame = sys._getframe()
     recorder.capture_began(4, SHARED, frame)
     recorder.block_raised(4, RuntimeError("unsupported op"))
-    recorder.capture_ended(4)
+    recorder.capture_ended(4, SHARED)
     recorder.instantiated(4)
     recorder.replayed(4)
     recorder.finish()

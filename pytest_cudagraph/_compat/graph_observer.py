@@ -28,10 +28,13 @@ How each torch is hooked (``graph_observer_kind()``):
 Events, each with the graph's key (``id(graph)`` while it lives): for a listener
 with ``before_capture(key, frame, pool)`` (wrapper only, outside any capture;
 ``pool`` is the pool ``capture_begin`` was given, None for a new one),
-``capture_began(key, pool, frame)`` (capture live: host-side reads only),
+``capture_began(key, pool, frame)`` (capture live: host-side reads only;
+``pool`` is the pool the capture was given, None for a new one, since torch
+answers ``CUDAGraph.pool()`` only once a capture has ended),
 ``block_raised(key, error)`` (the ``torch.cuda.graph`` block is ending on an
 exception: the capture ends, the graph holds only what ran before it),
-``capture_ended(key)``, ``instantiated(key)``, ``capture_failed(key, error)``
+``capture_ended(key, pool)`` (the pool the graph was captured into, read
+from the graph), ``instantiated(key)``, ``capture_failed(key, error)``
 (wrapper only: ``capture_begin`` or ``capture_end`` raised), ``replayed(key)``
 and ``released(key)``.  ``frame`` is the frame
 that called ``capture_begin``.  Nothing here raises into the captured code: a
@@ -180,23 +183,27 @@ class _Observation:
 
         def on_start(graph: Any) -> None:
             try:
-                frame = _caller_of(begin_code, sys._getframe(1))
+                begin = _frame_of(begin_code, sys._getframe(1))
+                frame = begin.f_back if begin is not None else None
+                # the pool capture_begin was given, read from its frame: pool() raises until the capture ends
+                given = _pool_argument((), {"pool": begin.f_locals.get("pool")}) if begin is not None else None
                 key = cls.track(graph)
-                pool = _pool_of(graph)
             except Exception as error:  # torch's fan-out would swallow it: the listeners hear of it
                 cls.failed(error)
                 return
-            cls.publish("capture_began", key, pool, frame)
+            cls.publish("capture_began", key, given, frame)
 
         def on_end(graph: Any) -> None:
             try:
-                error = _block_error(_caller_of(end_code, sys._getframe(1)))
+                end = _frame_of(end_code, sys._getframe(1))
+                error = _block_error(end.f_back if end is not None else None)
+                pool = _pool_of(graph)  # capture_end_pre has run: torch answers pool() from here on
             except Exception as failure:
                 cls.failed(failure)
-                error = None
+                return
             if error is not None:
                 cls.publish("block_raised", id(graph), error)
-            cls.publish("capture_ended", id(graph))
+            cls.publish("capture_ended", id(graph), pool)
 
         def on_instantiate(graph: Any) -> None:
             cls.publish("instantiated", id(graph))
@@ -236,11 +243,11 @@ class _Observation:
                 raise
             try:
                 key = cls.track(self)
-                pool = _pool_of(self)
             except Exception as error:
                 cls.failed(error)
                 return out
-            cls.publish("capture_began", key, pool, frame)
+            # torch answers pool() only once a capture has ended: here, only the pool given is known
+            cls.publish("capture_began", key, _pool_argument(args, kwargs), frame)
             return out
 
         def capture_end(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -255,7 +262,12 @@ class _Observation:
             except BaseException as error:
                 cls.publish("capture_failed", key, raised or error)
                 raise
-            cls.publish("capture_ended", key)
+            try:
+                pool = _pool_of(self)
+            except Exception as error:
+                cls.failed(error)
+                return out
+            cls.publish("capture_ended", key, pool)
             cls.publish("instantiated", key)
             return out
 
@@ -320,11 +332,11 @@ def _block_error(frame: FrameType | None) -> BaseException | None:
     return value if isinstance(value, BaseException) else None
 
 
-def _caller_of(code: Any, frame: FrameType | None) -> FrameType | None:
-    """The frame that called the function whose code is ``code`` (found walking out from ``frame``)."""
+def _frame_of(code: Any, frame: FrameType | None) -> FrameType | None:
+    """The frame running the function whose code is ``code`` (found walking out from ``frame``), or None."""
     while frame is not None and frame.f_code is not code:
         frame = frame.f_back
-    return frame.f_back if frame is not None else None
+    return frame
 
 
 @contextmanager

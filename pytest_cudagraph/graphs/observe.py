@@ -28,432 +28,31 @@ Captures the plugin makes itself (``capture_graphs``, the cudagraphs fixture)
 are not recorded: their own checks cover them.  Nor is the empty graph a
 cudagraph tree manager captures to make its pool.
 
-The recorder reads the allocator only through a ``readings`` object, so the
-whole recording is tested on the CPU with recorded readings (``RecordedReadings``
-in the tests); on the GPU ``AllocatorReadings`` reads the device.
+The recording is ``observe_recorder.GraphRecorder``'s; the verdict
+``observe_verdict``'s; and two scores the test asks for while observing,
+``check_estimate()`` (the engine's graph-memory estimate against what its graphs
+hold) and ``check_coverage()`` (every batch the engine serves replays a graph),
+are ``observe_scores``'.
 """
 
 from __future__ import annotations
 
 import gc
-import os
-import time
-from collections import Counter
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
-from functools import lru_cache
-from types import FrameType
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import Any
 
 from .. import _compat
-from ..compile.call_site import CallSite, is_library_file, user_call_site
-from ..errors import InvariantViolation
+from ..errors import InvariantViolation, MisuseError
 from ..records.record import TestRecord, current_record
 from .capture_cost import shared_device
-from .memory import pool_usage_from_segments
-from .observe_verdict import ObservedCapture, ObservedGraphs, ObserveOptions, infer_sizes
-from .pool_blocks import LiveBlock, live_blocks_from_segments
+from .observe_recorder import AllocatorReadings, GraphRecorder, Readings, error_text
+from .observe_scores import Coverage, EstimateScore, measure_coverage
+from .observe_verdict import ObservedCapture, ObservedGraphs, ObserveOptions
 
-__all__ = ["AllocatorReadings", "GraphObservation", "GraphRecorder", "observe_graphs"]
+__all__ = ["GraphObservation", "observe_graphs"]
 
 PoolKey = tuple[int, int]
-# the plugin's own package: a capture made from inside it is the plugin's (capture_graphs), not the engine's
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-_GATEWAY_DIR = os.path.join(_PACKAGE_DIR, "_compat") + os.sep
-# how many inputs' shapes a capture keeps, and how far into a container the locals are searched
-MAX_SHAPES = 16
-MAX_ITEMS = 64
-
-
-@dataclass(frozen=True)
-class Counters:
-    """One reading of the allocator's counters, and of the device's free bytes where read (outside captures)."""
-
-    free: int | None
-    reserved: int
-    allocated: int
-    allocations: int
-
-
-class Readings(Protocol):
-    """What the recorder reads: the allocator's counters, a pool's segments, the cuBLAS workspace sizes."""
-
-    def counters(self, device_free: bool) -> Counters | None: ...
-
-    def segments(self, pools: Iterable[PoolKey]) -> list[Mapping[str, Any]]: ...
-
-    def workspace_sizes(self) -> frozenset[int]: ...
-
-
-@dataclass
-class AllocatorReadings:
-    """The readings of the running process: the allocator's counters and snapshot, the device's free memory."""
-
-    device_index: int | None = None
-
-    def counters(self, device_free: bool) -> Counters | None:
-        if self.device_index is None:
-            return None
-        return Counters(*_compat.allocator_counters(self.device_index, device_free))
-
-    def segments(self, pools: Iterable[PoolKey]) -> list[Mapping[str, Any]]:
-        ids = list(dict.fromkeys(pools))
-        # one pool: torch filters (2.8+); several: one full snapshot covers them all
-        return list(_compat.memory_snapshot_segments(ids[0] if len(ids) == 1 else None))
-
-    def workspace_sizes(self) -> frozenset[int]:
-        if self.device_index is None:
-            return frozenset()
-        return _compat.cublas_workspace_sizes(self.device_index)
-
-
-@dataclass
-class _Open:
-    """A capture between its first event and its last."""
-
-    index: int
-    call_site: CallSite | None
-    pool: PoolKey
-    source: str
-    started: float
-    pool_bytes_before: int | None
-    input_shapes: tuple[tuple[int, ...], ...]
-    before: Counters | None = None  # at capture_begin (the wrapper: just before it, with the device's free bytes)
-    after: Counters | None = None  # once the capture is over
-    ended: bool = False
-    pool_bytes_after: int | None = None
-    live_after: tuple[LiveBlock, ...] = ()
-    failed: str | None = None
-
-
-@dataclass(eq=False)
-class GraphRecorder:
-    """The listener: turns the gateway's events into one ``ObservedCapture`` per capture.
-
-    Per capture it reads the allocator's counters when the capture begins (host-side
-    bookkeeping, allowed while it is live) and once it is over, and the device's
-    free bytes outside it: the pool's growth is the reserved bytes' growth across the
-    capture (every allocation of a capture goes to its pool, and nothing is released
-    during one).  The pool's blocks are read (an allocator snapshot) only where they
-    may have changed: after a capture whose allocations outlive it (the allocated
-    bytes or the count of live allocations moved), and after every capture into a
-    pool that held blocks before, the cuBLAS workspace's apart.  A pool first seen is
-    read once: before the capture where the wrapper sees it given to ``capture_begin``
-    (a capture given none makes a new, empty one), else when the capture begins.  A
-    replay only counts (the hot path); ``captures`` puts the counts in.
-    """
-
-    readings: Readings
-    errors: list[str] = field(default_factory=list)
-    _records: dict[int, ObservedCapture] = field(default_factory=dict)  # capture index -> its record
-    _replays: Counter[int] = field(default_factory=Counter)  # capture index -> replays
-    _live: dict[int, int] = field(default_factory=dict)  # graph key -> its capture's index, while it lives
-    _alive_at_end: frozenset[int] | None = None
-    _open: dict[int, _Open] = field(default_factory=dict)
-    _before: dict[int, tuple[Counters | None, FrameType | None]] = field(default_factory=dict)
-    _ignored: set[int] = field(default_factory=set)
-    _fresh: set[int] = field(default_factory=set)  # graphs whose capture_begin was given no pool: a new, empty one
-    _pool_bytes: dict[PoolKey, int] = field(default_factory=dict)
-    _pool_blocks: dict[PoolKey, tuple[LiveBlock, ...]] = field(default_factory=dict)
-    _workspace: frozenset[int] | None = None
-    _count: int = 0
-
-    @property
-    def captures(self) -> list[ObservedCapture]:
-        """Every capture recorded so far, in capture order, with its replays (and, once finished, whether alive)."""
-        alive = self._alive_at_end
-        return list(
-            infer_sizes(
-                [
-                    replace(c, replays=self._replays[i], alive_at_end=alive is not None and i in alive)
-                    for i, c in sorted(self._records.items())
-                ]
-            )
-        )
-
-    # -- the gateway's events ------------------------------------------------
-    def before_capture(self, key: int, frame: FrameType | None, pool: PoolKey | None = None) -> None:
-        """Outside any capture, just before ``capture_begin`` (the wrapper only): read the counters and the device,
-        and a pool given that was not seen yet (``pool=None``: the capture makes a new one, empty)."""
-        if _plugin_frame(frame):
-            self._ignored.add(key)
-            return
-        if pool is not None:
-            self._pool_bytes_before(pool)
-        else:
-            self._fresh.add(key)
-        self._before[key] = (self.readings.counters(device_free=True), frame)
-
-    def capture_began(self, key: int, pool: PoolKey, frame: FrameType | None) -> None:
-        """The capture is live: host-side reads only (the stack, the allocator's bookkeeping)."""
-        started = time.perf_counter()
-        self._close_unended(key)
-        if key in self._before:
-            before, _ = self._before.pop(key)
-        elif key in self._ignored or _plugin_frame(frame):
-            self._ignored.add(key)
-            return
-        else:  # torch's hooks: the capture is live already
-            before = self.readings.counters(device_free=False)
-        source, tree_inputs = _compat.graph_capture_source(frame)
-        if source == "cudagraph trees pool":
-            self._ignored.add(key)
-            return
-        self._ignored.discard(key)
-        pool = (int(pool[0]), int(pool[1]))
-        if key in self._fresh:
-            self._fresh.discard(key)
-            self._pool_bytes.setdefault(pool, 0)
-        site_frame = _site_frame(frame)
-        site = user_call_site(start=site_frame) if site_frame is not None else None
-        pool_bytes_before = self._pool_bytes_before(pool)
-        if tree_inputs is not None:
-            shapes = _shapes(tree_inputs)
-        else:  # an earlier graph's output held in the pool is not an input of this one
-            shapes = _local_shapes(site_frame, self._pool_blocks.get(pool, ()))
-        self._open[key] = _Open(
-            index=self._next_index(),
-            call_site=site,
-            pool=pool,
-            source=source,
-            started=started,
-            pool_bytes_before=pool_bytes_before,
-            input_shapes=shapes,
-            before=before,
-        )
-
-    def block_raised(self, key: int, error: BaseException) -> None:
-        """The ``torch.cuda.graph`` block is ending on an exception: the graph holds only what ran before it."""
-        opened = self._open.get(key)
-        if opened is not None:
-            opened.failed = f"its torch.cuda.graph block raised {_error_text(error)}"
-
-    def capture_ended(self, key: int) -> None:
-        """The capture is over (torch's hooks: before instantiation): the pool's growth, and its blocks if they moved."""
-        opened = self._open.get(key)
-        if opened is None or opened.ended:
-            return
-        after = self.readings.counters(device_free=True)
-        opened.after, opened.ended = after, True
-        before, pool = opened.before, opened.pool
-        moved = (
-            before is None
-            or after is None
-            or (after.allocated, after.allocations)
-            != (
-                before.allocated,
-                before.allocations,
-            )
-        )
-        if moved or self._holds_blocks(pool):
-            segments = self.readings.segments([pool])
-            opened.pool_bytes_after = pool_usage_from_segments(segments, [pool]).reserved_bytes
-            self._pool_blocks[pool] = live_blocks_from_segments(segments, [pool])
-        elif opened.pool_bytes_before is not None and before is not None and after is not None:
-            opened.pool_bytes_after = opened.pool_bytes_before + (after.reserved - before.reserved)
-        opened.live_after = self._pool_blocks.get(pool, ())
-        if opened.pool_bytes_after is not None:
-            self._pool_bytes[pool] = opened.pool_bytes_after
-
-    def instantiated(self, key: int) -> None:
-        """The graph is instantiated: the device memory behind the allocator, the seconds; the record is done."""
-        opened = self._open.get(key)
-        if opened is None or not opened.ended:
-            return  # a later instantiation of a graph already recorded
-        del self._open[key]
-        first: Counters | None
-        last: Counters | None
-        if opened.before is not None and opened.before.free is not None:  # the wrapper: across the whole capture
-            first, last = opened.before, opened.after
-        else:  # torch's hooks: across instantiation
-            first, last = opened.after, self.readings.counters(device_free=True)
-        behind = None
-        if first is not None and last is not None and first.free is not None and last.free is not None:
-            behind = (first.free - last.free) - (last.reserved - first.reserved)
-        self._add(
-            key,
-            opened,
-            behind_allocator_bytes=behind,
-            capture_s=time.perf_counter() - opened.started,
-            failed=opened.failed,
-        )
-
-    def capture_failed(self, key: int, error: BaseException) -> None:
-        """``capture_begin`` or ``capture_end`` raised (the wrapper only)."""
-        reason = _error_text(error)
-        opened = self._open.pop(key, None)
-        if opened is None:
-            _counters, frame = self._before.pop(key, (None, None))
-            if key in self._ignored or frame is None:
-                return
-            site_frame = _site_frame(frame)
-            site = user_call_site(start=site_frame) if site_frame is not None else None
-            opened = _Open(self._next_index(), site, (0, 0), "CUDAGraph.capture_begin", time.perf_counter(), None, ())
-        self._add(key, opened, failed=opened.failed or reason, capture_s=time.perf_counter() - opened.started)
-
-    def replayed(self, key: int) -> None:
-        index = self._live.get(key)
-        if index is not None:
-            self._replays[index] += 1
-
-    def released(self, key: int) -> None:
-        self._live.pop(key, None)
-        self._ignored.discard(key)
-
-    def observer_failed(self, error: BaseException) -> None:
-        self.errors.append(_error_text(error))
-
-    # -- the end -------------------------------------------------------------
-    def finish(self) -> tuple[tuple[PoolKey, int], ...]:
-        """Close what did not end; note the graphs still alive; read every pool once."""
-        for key in list(self._open):
-            self._close_unended(key)
-        self._alive_at_end = frozenset(self._live.values())
-        pools = list(dict.fromkeys(c.pool for c in self._records.values() if c.failed is None))
-        if not pools:
-            return ()
-        segments = self.readings.segments(pools)
-        return tuple((p, pool_usage_from_segments(segments, [p]).reserved_bytes) for p in pools)
-
-    # -- pieces --------------------------------------------------------------
-    def _next_index(self) -> int:
-        self._count += 1
-        return self._count - 1
-
-    def _pool_bytes_before(self, pool: PoolKey) -> int | None:
-        known = self._pool_bytes.get(pool)
-        if known is not None:
-            return known
-        segments = self.readings.segments([pool])  # a pool first seen: read once (host-side)
-        reserved = pool_usage_from_segments(segments, [pool]).reserved_bytes
-        self._pool_bytes[pool] = reserved
-        self._pool_blocks[pool] = live_blocks_from_segments(segments, [pool])
-        return reserved
-
-    def _holds_blocks(self, pool: PoolKey) -> bool:
-        """Whether the pool held blocks at its last reading, a possible cuBLAS workspace apart."""
-        blocks = self._pool_blocks.get(pool, ())
-        if not blocks:
-            return False
-        if self._workspace is None:
-            self._workspace = self.readings.workspace_sizes()
-        return any(b.requested_size not in self._workspace for b in blocks)
-
-    def _close_unended(self, key: int) -> None:
-        opened = self._open.pop(key, None)
-        if opened is None:
-            return
-        if opened.ended:  # ended, never instantiated (keep_graph=True, instantiated later): recorded
-            self._add(key, opened, capture_s=None, failed=opened.failed)
-        else:
-            self._add(key, opened, failed="the capture began and never ended: it raised, or the test ended during it")
-
-    def _add(self, key: int, opened: _Open, **figures: Any) -> None:
-        capture = ObservedCapture(
-            index=opened.index,
-            call_site=opened.call_site,
-            pool=opened.pool,
-            source=opened.source,
-            pool_bytes_before=opened.pool_bytes_before,
-            pool_bytes_after=opened.pool_bytes_after,
-            live_after=opened.live_after,
-            input_shapes=opened.input_shapes,
-            **figures,
-        )
-        self._records[capture.index] = capture
-        if opened.ended:  # a graph exists (whole, or up to where its block raised): its replays count
-            self._live[key] = capture.index
-
-
-def _plugin_frame(frame: FrameType | None) -> bool:
-    """Whether the capture was made by the plugin: its first frame outside torch and the gateway is the plugin's.
-
-    The gateway's frames are passed over: its wrappers (a tree watch's around the
-    tree manager) run the user's code, not captures of their own.
-    """
-    while frame is not None:
-        owner = _owner(frame.f_code.co_filename)
-        if owner == "plugin":
-            return True
-        if owner == "user":
-            return False
-        frame = frame.f_back
-    return False
-
-
-@lru_cache(maxsize=4096)
-def _owner(filename: str) -> str:
-    """``"plugin"``, ``"gateway"`` (the plugin's ``_compat``), ``"library"`` (torch, Python's own) or ``"user"``."""
-    path = os.path.abspath(filename)
-    if path.startswith(_PACKAGE_DIR):
-        return "gateway" if path.startswith(_GATEWAY_DIR) else "plugin"
-    return "library" if is_library_file(filename) else "user"
-
-
-def _site_frame(frame: FrameType | None) -> FrameType | None:
-    """The call site's frame: the first from ``frame`` outward outside torch, the plugin, Python and generated code."""
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if not is_library_file(filename) and not _generated(filename):
-            return frame
-        frame = frame.f_back
-    return None
-
-
-# a file Inductor generated stays generated, and the user's stays theirs: asked once per file
-_GENERATED: dict[str, bool] = {}
-
-
-def _generated(filename: str) -> bool:
-    known = _GENERATED.get(filename)
-    if known is None:
-        known = _GENERATED[filename] = _compat.is_generated_code(filename)
-    return known
-
-
-def _shapes(tensors: Iterable[Any]) -> tuple[tuple[int, ...], ...]:
-    import torch
-
-    out = []
-    for value in tensors:
-        if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
-            out.append(tuple(int(d) for d in value.shape))
-            if len(out) >= MAX_SHAPES:
-                break
-    return tuple(out)
-
-
-def _local_shapes(frame: FrameType | None, in_pool: Iterable[LiveBlock] = ()) -> tuple[tuple[int, ...], ...]:
-    """The shapes of the device tensors the frame's local variables hold (directly, or in a tuple, list or dict).
-
-    A graph reads device memory only: a CPU tensor in the frame is not among its
-    inputs; nor is a tensor in one of the ``in_pool`` blocks (an earlier graph's
-    output, held by the capturing function).
-    """
-    if frame is None:
-        return ()
-    import torch
-
-    spans = [(b.address, b.address + b.size) for b in in_pool]
-    found: list[Any] = []
-    for name, value in frame.f_locals.items():
-        if name == "self":
-            continue
-        items = value.values() if isinstance(value, dict) else value if isinstance(value, (tuple, list)) else (value,)
-        for index, item in enumerate(items):
-            if index >= MAX_ITEMS:
-                break
-            if isinstance(item, torch.Tensor) and item.device.type != "cpu" and item.dim() > 0:
-                address = item.data_ptr() if spans else 0
-                if not any(start <= address < end for start, end in spans):
-                    found.append(item)
-    unique = list({id(t): t for t in found}.values())
-    return _shapes(unique)
-
-
-def _error_text(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
 
 
 class GraphObservation:
@@ -488,6 +87,9 @@ class GraphObservation:
         self.active = False
         self._context: Any = None
         self._result: ObservedGraphs | None = None
+        self._workspace: frozenset[int] | None = None
+        # check_estimate() and check_coverage() results, in call order
+        self.scores: list[EstimateScore | Coverage] = []
 
     def __enter__(self) -> GraphObservation:
         if isinstance(self.readings, AllocatorReadings) and self.readings.device_index is None:
@@ -518,25 +120,42 @@ class GraphObservation:
             at_end = self.recorder.finish()
             workspace = self.readings.workspace_sizes() if self.recorder.captures else frozenset()
         except Exception as error:  # a reading that failed is said, not passed over
-            errors.append(_error_text(error))
+            errors.append(error_text(error))
             workspace = frozenset()
-        return ObservedGraphs(
-            captures=tuple(self.recorder.captures),
-            options=self.options,
-            hooks=self.hooks,
-            pool_bytes_at_end=at_end,
-            workspace_sizes=workspace,
-            errors=tuple(errors),
-            shared_device=shared_device() if self.recorder.captures else None,
+        return self._with_scores(
+            ObservedGraphs(
+                captures=tuple(self.recorder.captures),
+                options=self.options,
+                hooks=self.hooks,
+                pool_bytes_at_end=at_end,
+                workspace_sizes=workspace,
+                errors=tuple(errors),
+                shared_device=shared_device() if self.recorder.captures else None,
+            )
         )
 
     def result(self) -> ObservedGraphs:
         """The verdict: final after the block, what was recorded so far while it runs."""
         if self._result is not None and not self.active:
             return self._result
-        return ObservedGraphs(
-            tuple(self.recorder.captures), self.options, self.hooks, errors=tuple(self.recorder.errors)
+        return self._with_scores(
+            ObservedGraphs(
+                tuple(self.recorder.captures),
+                self.options,
+                self.hooks,
+                errors=tuple(self.recorder.errors),
+                workspace_sizes=self._workspace_sizes(),
+            )
         )
+
+    def _workspace_sizes(self) -> frozenset[int]:
+        """cuBLAS's workspace sizes, read once the first graph is captured (the score sets its blocks apart)."""
+        if self._workspace is None and self.recorder.captures:
+            try:
+                self._workspace = self.readings.workspace_sizes()
+            except Exception:
+                self._workspace = frozenset()
+        return self._workspace or frozenset()
 
     @property
     def captures(self) -> tuple[ObservedCapture, ...]:
@@ -548,6 +167,106 @@ class GraphObservation:
         result = self.result()
         if not result.passed:
             raise InvariantViolation(result.message(context or ""))
+
+    def check_estimate(self, estimate_bytes: int, *, within: float = 0.10) -> EstimateScore:
+        """Score the engine's own graph-memory estimate against what its graphs hold (``pool_peak_bytes``).
+
+        Fails (:class:`InvariantViolation`) when ``estimate_bytes`` is off by more
+        than ``within`` (a fraction) either way; the message gives the estimate, the
+        measured peak and the ratio, cuBLAS's workspace in the pools on a line of
+        its own, the largest single graph and the sum over sizes.  Call it once the
+        engine has captured, inside the observation or after it.  The score goes to
+        the report (``observed_graphs.estimates``) either way.
+        """
+        __tracebackhide__ = True
+        if isinstance(estimate_bytes, bool) or not isinstance(estimate_bytes, int) or estimate_bytes < 0:
+            raise MisuseError(
+                f"check_estimate(estimate_bytes={estimate_bytes!r}): give the engine's estimate as a number of bytes "
+                f"(an int, 0 or more)"
+            )
+        if isinstance(within, bool) or not isinstance(within, (int, float)) or not 0 <= within < 10:
+            raise MisuseError(f"check_estimate(within={within!r}): give a fraction such as 0.10 (10% either way)")
+        result = self.result()
+        captured = [c for c in result.captures if c.failed is None]
+        if not captured:
+            raise MisuseError(
+                "check_estimate(): no CUDA graph was captured while observed, so there is nothing to score the "
+                "estimate against; call it after the engine has captured its graphs, inside the observation"
+            )
+        try:
+            score = result.score_estimate(estimate_bytes, within)
+        except ValueError:
+            raise InvariantViolation(
+                "check_estimate(): the pools the graphs were captured into could not be read, so the estimate "
+                "cannot be scored" + (f" ({result.errors[0]})" if result.errors else "")
+            ) from None
+        self.scores.append(score)
+        self._update_record()
+        if not score.passed:
+            raise InvariantViolation(score.message())
+        return score
+
+    def check_coverage(
+        self,
+        call: Callable[[Any], Any],
+        batches: Iterable[int],
+        make_input: Callable[[int], Any],
+        *,
+        max_padding: int | None = None,
+    ) -> Coverage:
+        """Call the engine once per batch size and check that every call replayed a graph.
+
+        ``call(make_input(batch))`` runs for each batch in ``batches`` (for example
+        ``range(1, max_num_seqs + 1)``); the graph replays during each call are
+        counted.  Fails (:class:`InvariantViolation`) listing the batches as ranges
+        (``33-48 ran eager: no graph replayed``) when a call replayed no graph, and
+        when one replayed a graph captured for a size more than ``max_padding``
+        above the batch.  The replay ratio and the padding per batch go to the report
+        (``observed_graphs.coverage``).  Must run inside the observation.
+        """
+        __tracebackhide__ = True
+        if not self.active:
+            raise MisuseError(
+                "check_coverage(): the observation is not running; call it inside `with observe_graphs() as "
+                "observed:` or in a test with @pytest.mark.cudagraph(observe=True)"
+            )
+        sizes = [int(b) for b in batches]
+        if not sizes or any(b < 1 for b in sizes):
+            raise MisuseError(f"check_coverage(batches={sizes!r}): give the batch sizes to serve, each 1 or more")
+        if max_padding is not None and (
+            isinstance(max_padding, bool) or not isinstance(max_padding, int) or max_padding < 0
+        ):
+            raise MisuseError(
+                f"check_coverage(max_padding={max_padding!r}): give a number of rows (0 or more), or None"
+            )
+        coverage = measure_coverage(
+            call,
+            sizes,
+            make_input,
+            self.recorder.replay_counts,
+            lambda: {c.index: c.size for c in self.recorder.captures},
+            max_padding,
+        )
+        self.scores.append(coverage)
+        self._update_record()
+        if not coverage.passed:
+            raise InvariantViolation(coverage.message())
+        return coverage
+
+    def _update_record(self) -> None:
+        """Put the scores into the built verdict where the observation has ended (they join it on exit otherwise)."""
+        if self._result is not None and not self.active:
+            self._result = self._with_scores(self._result)
+            record = self.record if self.record is not None else current_record()
+            if record is not None:
+                record.set("observed_graphs", self._result)
+
+    def _with_scores(self, result: ObservedGraphs) -> ObservedGraphs:
+        return replace(
+            result,
+            estimates=tuple(s for s in self.scores if isinstance(s, EstimateScore)),
+            coverage=tuple(s for s in self.scores if isinstance(s, Coverage)),
+        )
 
 
 def _current_device() -> int | None:

@@ -5,7 +5,7 @@ the pool it used, the pool's bytes before and after it, the blocks still
 allocated in the pool after it, the device memory behind the allocator, its
 seconds, the shapes of the inputs it read where they could be seen, its replays,
 and whether the graph was alive when the observation ended.  The recorder
-(``graphs/observe.py``) fills them in on the GPU; everything here is pure, so the
+(``graphs/observe_recorder.py``) fills them in on the GPU; everything here is pure, so the
 verdicts are tested on recorded captures without one.
 
 What fails, each on by default and each with its switch (``ObserveOptions``):
@@ -43,6 +43,7 @@ from typing import Any
 
 from ..compile.call_site import CallSite
 from ..render.plain_text import count_noun, format_bytes, format_table, short_seconds, signed_bytes
+from .observe_scores import Coverage, EstimateScore, sum_over_sizes
 from .pool_blocks import LiveBlock, describe_live_blocks
 
 __all__ = [
@@ -57,6 +58,8 @@ __all__ = [
 PoolKey = tuple[int, int]
 UNKNOWN_SITE = "an unknown line"
 # the columns of a call site's table (the message's, and show's)
+# capture paths that keep outputs alive in the pool by design: not judged by the kept-alive rule
+KEEPS_OUTPUTS_BY_DESIGN = frozenset({"cudagraph trees", "cudagraph trees pool", "make_graphed_callables"})
 GRAPH_TABLE_HEADER = ("#", "size", "pool", "pool after", "growth", "live", "behind allocator", "capture", "replays")
 
 
@@ -255,6 +258,10 @@ class ObservedGraphs:
     workspace_sizes: frozenset[int] = frozenset()
     errors: tuple[str, ...] = ()
     shared_device: str | None = None
+    # the scores the test asked for while observing, in call order: check_estimate() and check_coverage() raise
+    # their own failures, so they are recorded here, not among the causes
+    estimates: tuple[EstimateScore, ...] = ()
+    coverage: tuple[Coverage, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "captures", infer_sizes(self.captures))
@@ -294,6 +301,58 @@ class ObservedGraphs:
         return None if not figures or None in figures else sum(f for f in figures if f is not None)
 
     @property
+    def pool_peak_bytes(self) -> int | None:
+        """What the graphs hold: the peak of every pool they were captured into, summed, cuBLAS's workspace included.
+
+        Each pool's figure is its high-water mark (``pool_bytes``); graphs that
+        share a pool count once.  None where a pool's bytes were not read.
+        """
+        return self.total_pool_bytes
+
+    @property
+    def workspace_bytes(self) -> int:
+        """The bytes of the possible cuBLAS workspace blocks inside the pools (part of ``pool_peak_bytes``)."""
+        workspace = self.workspace
+        blocks = {b.address: b.size for c in self.captures for b in c.live_after if b.address in workspace}
+        return sum(blocks.values())
+
+    def own_bytes(self) -> list[tuple[int | None, int | None]]:
+        """Each capture's ``(size, bytes it grew its pool by)``, the workspace blocks it allocated set apart."""
+        workspace = self.workspace
+        seen: set[int] = set()
+        out = []
+        for capture in self.captures:
+            if capture.failed is not None:
+                continue
+            fresh = sum(b.size for b in capture.live_after if b.address in workspace and b.address not in seen)
+            seen.update(b.address for b in capture.live_after if b.address in workspace)
+            growth = capture.growth_bytes
+            out.append((capture.size, None if growth is None else max(growth - fresh, 0)))
+        return out
+
+    @property
+    def largest_graph_bytes(self) -> int | None:
+        """The most one capture grew its pool by, the workspace it allocated apart: the largest graph's own cost."""
+        known = [own for _, own in self.own_bytes() if own is not None]
+        return max(known) if known else None
+
+    def score_estimate(self, estimate_bytes: int, within: float = 0.10) -> EstimateScore:
+        """The engine's graph-memory estimate against ``pool_peak_bytes`` (see ``observe_scores``)."""
+        measured = self.pool_peak_bytes
+        if measured is None:
+            raise ValueError("the pools' bytes were not read")
+        return EstimateScore(
+            estimate_bytes=int(estimate_bytes),
+            measured_bytes=measured,
+            workspace_bytes=self.workspace_bytes,
+            largest_graph_bytes=self.largest_graph_bytes,
+            sum_over_sizes_bytes=sum_over_sizes(self.own_bytes()),
+            graphs=len([c for c in self.captures if c.failed is None]),
+            pools=len(self.pools),
+            within=float(within),
+        )
+
+    @property
     def sizes(self) -> list[int]:
         return sorted({s for s in (c.size for c in self.captures) if s is not None})
 
@@ -322,15 +381,19 @@ class ObservedGraphs:
 
         The workspace candidates apart; only blocks the first capture's reading is
         the first to show (a block kept since an earlier capture is named there).
-        Cudagraph trees are not judged: a tree records a child graph on top of its
-        parent's live outputs by design, and checkpoints the pool's state for it.
+        Each capture path is judged by its own design: cudagraph trees are not
+        judged (a tree records a child graph on top of its parent's live outputs,
+        and manages their liveness itself), nor are ``make_graphed_callables``'
+        graphs (the forward's outputs and saved tensors stay in the pool for the
+        backward graph by design).  An engine's own graphs are: an output it keeps
+        with a strong reference pins its block for every later capture.
         """
         workspace = self.workspace
         found = []
         seen_before: set[int] = set()
         by_pool: dict[PoolKey, list[ObservedCapture]] = {}
         for capture in self.captures:
-            if capture.failed is None and not capture.source.startswith("cudagraph trees"):
+            if capture.failed is None and capture.source not in KEEPS_OUTPUTS_BY_DESIGN:
                 by_pool.setdefault(capture.pool, []).append(capture)
         for captures in by_pool.values():
             seen_before.clear()
@@ -449,11 +512,19 @@ class ObservedGraphs:
         capture, following, blocks = kept[0]
         total = sum(b.size for _, _, held in kept for b in held)
         more = f"; {count_noun(len(kept) - 1, 'more capture')} left blocks too" if len(kept) > 1 else ""
+        largest = self.largest_graph_bytes
+        cost = (
+            f"; the kept outputs of {count_noun(len(kept), 'size')} add up to {format_bytes(total)}, against "
+            f"{format_bytes(largest)} for the largest graph"
+            if largest
+            else ""
+        )
         return (
             f"after {capture.name()} at {capture.site} the pool still held {describe_live_blocks(blocks)}, and they "
             f"were still allocated after {following.name()}, which had to work around them ({format_bytes(total)} "
-            f"kept across captures in all{more}): keep outputs in buffers allocated before the capture "
-            f"(out.copy_(...) inside it), or hold them as non-owning views, so the next capture reuses the blocks"
+            f"kept across captures in all{more}{cost}): keep outputs in buffers allocated before the capture "
+            f"(out.copy_(...) inside it), or hold them as non-owning views (weak references), so the next capture "
+            f"reuses the blocks"
         )
 
     def _sizes_sentence(self) -> str:
@@ -510,6 +581,13 @@ class ObservedGraphs:
         if self.options.expect_sizes is not None:
             out["expected_sizes"] = list(self.options.expect_sizes)
             out["missing_sizes"] = self.missing_sizes
+        out["pool_peak_bytes"] = self.pool_peak_bytes
+        out["workspace_bytes"] = self.workspace_bytes
+        out["largest_graph_bytes"] = self.largest_graph_bytes
+        if self.estimates:
+            out["estimates"] = [score.to_json() for score in self.estimates]
+        if self.coverage:
+            out["coverage"] = [cover.to_json() for cover in self.coverage]
         if self.errors:
             out["errors"] = list(self.errors)
         if self.shared_device:
