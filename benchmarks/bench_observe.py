@@ -108,10 +108,8 @@ def main() -> None:
     print(f"observing costs {(o - p) / len(SIZES) * 1e6:.0f} us per capture")
     if verdict is not None:
         json = verdict.to_json()
-        print(
-            f"the observation: {json['captured']} graphs, {json['pools']} pool, "
-            f"{json['pool_bytes'] / 2**20:.1f} MiB, causes {json['causes']}"
-        )
+        pool = "pool bytes not read" if json["pool_bytes"] is None else f"{json['pool_bytes'] / 2**20:.1f} MiB"
+        print(f"the observation: {json['captured']} graphs, {json['pools']} pool, {pool}, causes {json['causes']}")
     ratio = o / p
     print(f"ratio observed/plain (medians): {ratio:.3f} (target <= {TARGET})")
     if verdict is None or not verdict.passed:

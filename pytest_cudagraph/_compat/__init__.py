@@ -119,6 +119,7 @@ if TYPE_CHECKING:  # the names as they are defined, for type checkers; at run ti
         memory_snapshot_segments,
         no_cuda_skip_reason,
         non_owning_alias,
+        private_pool_reserved,
     )
     from .cudagraph_trees import (
         RERECORD_REMEDY_NAMES,
@@ -297,6 +298,7 @@ _CAPABILITIES = {
     "memory_snapshot_segments": "cuda",
     "no_cuda_skip_reason": "cuda",
     "non_owning_alias": "cuda",
+    "private_pool_reserved": "cuda",
     # cudagraph_trees
     "RERECORD_REMEDY_NAMES": "cudagraph_trees",
     "TreeCallMeter": "cudagraph_trees",
@@ -537,6 +539,7 @@ __all__ = [
     "stream_is_capturing",
     "cublas_workspace_sizes",
     "allocator_counters",
+    "private_pool_reserved",
     "graph_capture_source",
     "graph_observer_kind",
     "graph_observer_state",

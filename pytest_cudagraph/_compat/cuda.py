@@ -206,3 +206,23 @@ def allocator_counters(device: int, device_free: bool = True) -> tuple[int | Non
         return int(stats.get(name, {}).get("all", {}).get("current", 0))
 
     return free, current("reserved_bytes"), current("allocated_bytes"), current("allocation")
+
+
+def private_pool_reserved(device: int, pool: tuple[int, int]) -> tuple[int, int] | None:
+    """``(current, peak)`` reserved bytes of one private pool, from the allocator's per-pool figures; None before 2.13.
+
+    torch 2.13 added ``reserved_bytes_by_private_pools`` to the allocator's
+    statistics (keyed by the pool's id tuple in ``memory_stats_as_nested_dict``,
+    as ``"0_1"`` in the flattened ``memory_stats``): host-side bookkeeping, so it
+    may be read while a capture is live, and far cheaper than a snapshot.  A pool
+    the figures do not list holds nothing yet.
+    """
+    import torch
+
+    stats = torch.cuda.memory_stats_as_nested_dict(device)
+    pools = stats.get("reserved_bytes_by_private_pools")
+    if pools is None:
+        return None
+    figures = pools.get((int(pool[0]), int(pool[1]))) or pools.get(f"{int(pool[0])}_{int(pool[1])}") or {}
+    every = figures.get("all", {})
+    return int(every.get("current", 0)), int(every.get("peak", 0))

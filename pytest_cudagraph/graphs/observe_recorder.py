@@ -57,6 +57,8 @@ class Readings(Protocol):
 
     def workspace_sizes(self) -> frozenset[int]: ...
 
+    def pool_reserved(self, pool: PoolKey) -> int | None: ...
+
 
 @dataclass
 class AllocatorReadings:
@@ -78,6 +80,13 @@ class AllocatorReadings:
         if self.device_index is None:
             return frozenset()
         return _compat.cublas_workspace_sizes(self.device_index)
+
+    def pool_reserved(self, pool: PoolKey) -> int | None:
+        """The pool's reserved bytes from the allocator's per-pool figures (2.13+), None where torch has none."""
+        if self.device_index is None:
+            return None
+        figures = _compat.private_pool_reserved(self.device_index, pool)
+        return None if figures is None else figures[0]
 
 
 @dataclass
@@ -221,10 +230,14 @@ class GraphRecorder:
                 before.allocations,
             )
         )
+        exact = self.readings.pool_reserved(pool)  # the allocator's own per-pool figure, where torch has one
         if moved or self._holds_blocks(pool):
             segments = self.readings.segments([pool])
-            opened.pool_bytes_after = pool_usage_from_segments(segments, [pool]).reserved_bytes
+            from_segments = pool_usage_from_segments(segments, [pool]).reserved_bytes
+            opened.pool_bytes_after = exact if exact is not None else from_segments
             self._pool_blocks[pool] = live_blocks_from_segments(segments, [pool])
+        elif exact is not None:
+            opened.pool_bytes_after = exact
         elif opened.pool_bytes_before is not None and before is not None and after is not None:
             opened.pool_bytes_after = opened.pool_bytes_before + (after.reserved - before.reserved)
         opened.live_after = self._pool_blocks.get(pool, ())

@@ -96,7 +96,8 @@ class EstimateScore:
             f"(ratio {ratio}, {percent:+.0f}%; allowed {self.within * 100:.0f}% either way)",
             f"of which cuBLAS's workspace: {format_bytes(self.workspace_bytes)}",
             f"largest single graph: {format_bytes(self.largest_graph_bytes)}",
-            f"sum over sizes: {format_bytes(self.sum_over_sizes_bytes)} (every graph budgeted on its own)",
+            f"sum over sizes: {format_bytes(self.sum_over_sizes_bytes)} (every graph budgeted on its own, the "
+            f"workspace once)",
         ]
         return lines
 

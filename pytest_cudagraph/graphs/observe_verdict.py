@@ -341,12 +341,13 @@ class ObservedGraphs:
         measured = self.pool_peak_bytes
         if measured is None:
             raise ValueError("the pools' bytes were not read")
+        summed = sum_over_sizes(self.own_bytes())  # the workspace counted once, as in the measured peak
         return EstimateScore(
             estimate_bytes=int(estimate_bytes),
             measured_bytes=measured,
             workspace_bytes=self.workspace_bytes,
             largest_graph_bytes=self.largest_graph_bytes,
-            sum_over_sizes_bytes=sum_over_sizes(self.own_bytes()),
+            sum_over_sizes_bytes=None if summed is None else summed + self.workspace_bytes,
             graphs=len([c for c in self.captures if c.failed is None]),
             pools=len(self.pools),
             within=float(within),

@@ -14,6 +14,7 @@ import pytest
 from .items import MARKERS_KEY, RECOMPILE_WATCH_KEY, STATE_KEY, record_of
 
 if TYPE_CHECKING:  # the handles are imported when a test asks for them: pytest registers this module in every run
+    from ..graphs.observe import GraphObservation
     from .handles import CudagraphsFixture, PiecewiseFixture
     from .rank_fixture import RanksFixture
     from .session import RunState
@@ -168,3 +169,26 @@ def cudagraph_ranks(request: pytest.FixtureRequest) -> Iterator[RanksFixture]:
         pinned_device=state.pinned_device,
         **_capture_defaults(request),
     )
+
+
+@pytest.fixture
+def graph_observation(request: pytest.FixtureRequest) -> GraphObservation:
+    """The ``GraphObservation`` that ``@pytest.mark.cudagraph(observe=True)`` runs around the test body.
+
+    It observes while the body runs: ``graph_observation.check_estimate(bytes)``
+    scores the engine's graph-memory estimate, ``graph_observation.check_coverage(
+    call, batches, make_input)`` checks that every batch replays a graph, and
+    ``graph_observation.result()`` gives the verdict so far.
+    """
+    marker = request.node.stash.get(MARKERS_KEY, {}).get("cudagraph")
+    if marker is None or not marker.observe:
+        from ..errors import MisuseError
+
+        raise MisuseError(
+            "the graph_observation fixture observes the graphs of an observe=True test: add "
+            "@pytest.mark.cudagraph(observe=True) to the test, or use `with observe_graphs() as observed:`"
+        )
+    from .observe import observation_of
+
+    run_state(request)
+    return observation_of(request.node)
