@@ -6,12 +6,15 @@ Run with ``pytest tests/gpu/test_observe_gpu.py --cudagraph``; without a GPU (or
 from __future__ import annotations
 
 import inspect
+import weakref
 
 import pytest
 import torch
 
-from pytest_cudagraph import _compat
+from pytest_cudagraph import _compat, load_report
+from pytest_cudagraph.errors import InvariantViolation
 from pytest_cudagraph.graphs.observe import observe_graphs
+from pytest_cudagraph.render.plain_text import format_bytes
 
 pytestmark = pytest.mark.cudagraph
 
@@ -243,3 +246,147 @@ def test_the_marker_fails_an_engine_test_whose_pool_check_fails_and_passes_the_g
     assert "also (missing sizes): sizes [8] were never captured: the graphs captured sizes [1, 2, 4]" in out
     assert "Traceback" not in out
     assert "3 obs (1,2,4)" in out
+
+
+def test_make_graphed_callables_forward_and_backward_graphs_are_observed_and_pass():
+    model = mlp()
+    x = torch.randn(16, HIDDEN, device="cuda", requires_grad=True)
+    with observe_graphs() as observed:
+        graphed = torch.cuda.make_graphed_callables(model, (x,))
+        y = graphed(torch.randn(16, HIDDEN, device="cuda", requires_grad=True))
+        y.sum().backward()
+    result = observed.result()
+    # the forward's outputs and saved tensors stay in the pool for the backward graph: by design, not kept alive
+    assert result.passed, result.message()
+    assert [c.source for c in result.captures] == ["make_graphed_callables", "make_graphed_callables"]
+    assert [c.replays for c in result.captures] == [1, 1]
+    assert len(result.pools) == 1 and result.pool_peak_bytes > 0
+
+
+def _ladder(model, stream, sizes, keep):
+    """An engine's capture, largest first into one pool; ``keep`` says how it holds each size's output."""
+    static = torch.zeros(max(sizes), HIDDEN, device="cuda")
+    pool = torch.cuda.graph_pool_handle()
+    graphs, outputs = {}, []
+    for batch in sorted(sizes, reverse=True):
+        x = static[:batch]
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=pool, stream=stream):
+            out = model(x)
+        graphs[batch] = graph
+        outputs.append(keep(out))
+        del out
+    return graphs, outputs
+
+
+@torch.inference_mode()
+def test_strong_references_to_every_sizes_output_fail_with_their_cost_and_weak_references_pass():
+    model, stream = mlp(), torch.cuda.Stream()
+    warm_up(model, stream, torch.zeros(64, HIDDEN, device="cuda"))
+    with observe_graphs() as strong:  # SGLang's output buffers: a strong reference per size
+        _ladder(model, stream, (64, 32, 16), keep=lambda out: out)
+    sentence = dict(strong.result().causes)["kept alive"]
+    assert "the kept outputs of 2 sizes add up to" in sentence and "for the largest graph" in sentence
+    with observe_graphs() as weak:  # vLLM's weak_ref_tensors: the pool's block is free for the next capture
+        _ladder(model, stream, (64, 32, 16), keep=weakref.ref)
+    assert weak.result().passed, weak.result().message()
+
+
+@torch.inference_mode()
+def test_check_estimate_passes_the_measured_peak_and_fails_a_summed_estimate_showing_the_workspace():
+    model = mlp()
+    warm_up(model, torch.cuda.Stream(), torch.zeros(64, HIDDEN, device="cuda"))
+    stream = torch.cuda.Stream()  # never warmed: its first matmul sets up cuBLAS's workspace inside the pool
+    with observe_graphs(expect_sizes=(64, 32, 16, 8)) as observed:
+        graphs, _ = _ladder(model, stream, (64, 32, 16, 8), keep=lambda out: None)
+        result = observed.result()
+        measured = result.pool_peak_bytes
+        assert result.workspace_bytes in _compat.cublas_workspace_sizes(torch.cuda.current_device())
+        score = observed.check_estimate(measured)
+        assert score.passed and score.ratio == 1.0
+        with pytest.raises(InvariantViolation) as summed:
+            observed.check_estimate(score.sum_over_sizes_bytes)
+    message = str(summed.value)
+    assert "the estimate is about the sum over sizes: the 4 graphs share 1 pool" in message
+    assert f"  of which cuBLAS's workspace: {format_bytes(result.workspace_bytes)}" in message.splitlines()
+    assert [s["passed"] for s in observed.result().to_json()["estimates"]] == [True, False]
+
+
+@torch.inference_mode()
+def test_check_coverage_names_the_batches_a_short_ladder_leaves_eager():
+    model, stream = mlp(), torch.cuda.Stream()
+    warm_up(model, stream, torch.zeros(64, HIDDEN, device="cuda"))
+    sizes = (1, 2, 4, 8, 16, 32)
+
+    with observe_graphs(expect_sizes=sizes) as observed:
+        graphs, _ = _ladder(model, stream, sizes, keep=lambda out: None)
+
+        def serve(x):
+            fits = [s for s in sizes if s >= x.shape[0]]
+            if not fits:
+                return model(x)  # past the ladder: eager, silently
+            graphs[min(fits)].replay()
+
+        with pytest.raises(InvariantViolation) as eager:
+            observed.check_coverage(serve, range(1, 49), lambda batch: torch.randn(batch, HIDDEN, device="cuda"))
+        padded = observed.check_coverage(serve, range(1, 33), lambda batch: torch.randn(batch, HIDDEN, device="cuda"))
+    assert str(eager.value).splitlines()[0] == "batch-size coverage: batches 33-48 ran eager: no graph replayed."
+    assert padded.passed and padded.calls[16].padding == 15  # batch 17 replays the graph of size 32
+
+
+def test_the_fixture_scores_an_estimate_and_coverage_under_the_marker(pytester):
+    pytester.makepyfile(
+        """
+        import pytest
+        import torch
+
+        SIZES = [8, 4, 2, 1]
+
+        @pytest.mark.cudagraph(capture_sizes=SIZES, observe=True)
+        @torch.inference_mode()
+        def test_engine(graph_observation):
+            model = torch.nn.Linear(256, 256).cuda()
+            stream = torch.cuda.Stream()
+            static = torch.zeros(max(SIZES), 256, device="cuda")
+            out = torch.zeros(max(SIZES), 256, device="cuda")
+            pool = torch.cuda.graph_pool_handle()
+            graphs = {}
+            for batch in SIZES:
+                x = static[:batch]
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, pool=pool, stream=stream):
+                    out[:batch].copy_(model(x))
+                graphs[batch] = graph
+
+            def serve(x):
+                graphs[min(s for s in SIZES if s >= x.shape[0])].replay()
+
+            graph_observation.check_coverage(serve, range(1, 9), lambda b: torch.zeros(b, 256, device="cuda"))
+            graph_observation.check_estimate(graph_observation.result().pool_peak_bytes * len(SIZES))
+        """
+    )
+    result = pytester.runpytest_subprocess("--cudagraph", "-p", "no:cacheprovider", "--cudagraph-report=r.json")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "graph-memory estimate" in out and "sum over sizes" in out
+    report = load_report(pytester.path / "r.json")
+    (record,) = [r for nodeid, r in report["tests"].items() if nodeid.endswith("test_engine")]
+    observed = record["observed_graphs"]
+    assert observed["coverage"][0]["replay_ratio"] == 1.0 and observed["estimates"][0]["passed"] is False
+
+
+@pytest.mark.skipif(
+    "reserved_bytes_by_private_pools" not in torch.cuda.memory_stats_as_nested_dict(),
+    reason="torch before 2.13 has no per-pool allocator figures",
+)
+@torch.inference_mode()
+def test_the_per_pool_figure_agrees_with_the_pools_snapshot_segments():
+    from pytest_cudagraph.graphs.memory import pool_usage_from_segments
+
+    model, stream = mlp(), torch.cuda.Stream()
+    warm_up(model, stream, torch.zeros(64, HIDDEN, device="cuda"))
+    graphs, _ = _ladder(model, stream, (64, 32, 16), keep=lambda out: None)
+    pool = graphs[64].pool()
+    per_pool = _compat.private_pool_reserved(torch.cuda.current_device(), pool)
+    segments = list(_compat.memory_snapshot_segments(pool))
+    assert per_pool is not None and per_pool[0] == pool_usage_from_segments(segments, [pool]).reserved_bytes > 0
