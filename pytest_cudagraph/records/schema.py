@@ -387,6 +387,33 @@ class ObservedSite(Section):
     capture_s: Measure | UnsetType = UNSET
 
 
+class EstimateScoreSection(Section):
+    """``check_estimate()``: the engine's graph-memory estimate against what its graphs hold."""
+
+    estimate_bytes: Measure | UnsetType = UNSET
+    measured_bytes: Measure | UnsetType = UNSET
+    # estimate / measured; null for a nonzero estimate of graphs that hold nothing
+    ratio: Measure | Null | UnsetType = UNSET
+    within: Measure | UnsetType = UNSET
+    passed: Flag | UnsetType = UNSET
+    workspace_bytes: Measure | UnsetType = UNSET
+    largest_graph_bytes: Measure | Null | UnsetType = UNSET
+    sum_over_sizes_bytes: Measure | Null | UnsetType = UNSET
+
+
+class CoverageSection(Section):
+    """``check_coverage()``: which batches replayed a graph, and the padding of each."""
+
+    batches: Count | UnsetType = UNSET
+    replay_ratio: Measure | UnsetType = UNSET
+    eager_batches: Sizes | UnsetType = UNSET
+    max_padding: Count | Null | UnsetType = UNSET
+    over_padded: Sizes | UnsetType = UNSET
+    passed: Flag | UnsetType = UNSET
+    # batch (as a string) -> rows padded, null where the replayed graph's size is not known
+    padding: dict[str, Count | None] | UnsetType = UNSET
+
+
 class ObservedGraphs(Section):
     """``cudagraph(observe=True)`` / ``observe_graphs()``: every graph captured in the test body, and the verdict."""
 
@@ -412,6 +439,12 @@ class ObservedGraphs(Section):
     outside_unreliable: Text | UnsetType = UNSET
     sites: list[ObservedSite] | UnsetType = UNSET
     graphs: list[ObservedGraph] | UnsetType = UNSET
+    # what the graphs hold: the peak of their pools, cuBLAS's workspace in them, the largest graph's own bytes
+    pool_peak_bytes: Measure | Null | UnsetType = UNSET
+    workspace_bytes: Measure | UnsetType = UNSET
+    largest_graph_bytes: Measure | Null | UnsetType = UNSET
+    estimates: list[EstimateScoreSection] | UnsetType = UNSET
+    coverage: list[CoverageSection] | UnsetType = UNSET
 
 
 # ----------------------------------------------------------------------------
