@@ -189,9 +189,10 @@ def cublas_workspace_sizes(device: int) -> frozenset[int]:
     return frozenset({4096 * 8 * 1024 if (major, minor) == (9, 0) else 4096 * 1024 * 2 + 16 * 1024 * 8})
 
 
-def allocator_counters(device: int, device_free: bool = True) -> tuple[int | None, int, int, int]:
-    """``(free, reserved, allocated, allocations)``: the driver's free bytes (None when not asked), and the caching
-    allocator's reserved bytes, allocated bytes and live allocations.
+def allocator_counters(device: int, device_free: bool = True) -> tuple[int | None, int, int, int, Any]:
+    """``(free, reserved, allocated, allocations, stats)``: the driver's free bytes (None when not asked), the caching
+    allocator's reserved bytes, allocated bytes and live allocations, and the statistics they were read from (for
+    ``private_pool_reserved`` at the same moment).
 
     The allocator's part is host-side bookkeeping (``memory_stats_as_nested_dict``,
     one C call), so it may be read while a capture is live; ``cudaMemGetInfo`` is a
@@ -205,21 +206,24 @@ def allocator_counters(device: int, device_free: bool = True) -> tuple[int | Non
     def current(name: str) -> int:
         return int(stats.get(name, {}).get("all", {}).get("current", 0))
 
-    return free, current("reserved_bytes"), current("allocated_bytes"), current("allocation")
+    return free, current("reserved_bytes"), current("allocated_bytes"), current("allocation"), stats
 
 
-def private_pool_reserved(device: int, pool: tuple[int, int]) -> tuple[int, int] | None:
+def private_pool_reserved(device: int, pool: tuple[int, int], stats: Any = None) -> tuple[int, int] | None:
     """``(current, peak)`` reserved bytes of one private pool, from the allocator's per-pool figures; None before 2.13.
 
     torch 2.13 added ``reserved_bytes_by_private_pools`` to the allocator's
     statistics (keyed by the pool's id tuple in ``memory_stats_as_nested_dict``,
     as ``"0_1"`` in the flattened ``memory_stats``): host-side bookkeeping, so it
     may be read while a capture is live, and far cheaper than a snapshot.  A pool
-    the figures do not list holds nothing yet.
+    the figures do not list holds nothing yet.  ``stats``: a reading of
+    ``memory_stats_as_nested_dict`` already taken at this moment (``allocator_counters``
+    returns it), so the figure costs no second read.
     """
     import torch
 
-    stats = torch.cuda.memory_stats_as_nested_dict(device)
+    if stats is None:
+        stats = torch.cuda.memory_stats_as_nested_dict(device)
     pools = stats.get("reserved_bytes_by_private_pools")
     if pools is None:
         return None

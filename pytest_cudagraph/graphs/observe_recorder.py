@@ -65,11 +65,14 @@ class AllocatorReadings:
     """The readings of the running process: the allocator's counters and snapshot, the device's free memory."""
 
     device_index: int | None = None
+    # the allocator's statistics of the last counters() reading, for pool_reserved() at the same moment
+    _stats: Any = field(default=None, repr=False)
 
     def counters(self, device_free: bool) -> Counters | None:
         if self.device_index is None:
             return None
-        return Counters(*_compat.allocator_counters(self.device_index, device_free))
+        free, reserved, allocated, allocations, self._stats = _compat.allocator_counters(self.device_index, device_free)
+        return Counters(free, reserved, allocated, allocations)
 
     def segments(self, pools: Iterable[PoolKey]) -> list[Mapping[str, Any]]:
         ids = list(dict.fromkeys(pools))
@@ -82,10 +85,15 @@ class AllocatorReadings:
         return _compat.cublas_workspace_sizes(self.device_index)
 
     def pool_reserved(self, pool: PoolKey) -> int | None:
-        """The pool's reserved bytes from the allocator's per-pool figures (2.13+), None where torch has none."""
+        """The pool's reserved bytes from the allocator's per-pool figures (2.13+), None where torch has none.
+
+        Read from the statistics of the last ``counters()`` reading (the recorder asks
+        right after it, at the same moment), so it costs no second read.
+        """
         if self.device_index is None:
             return None
-        figures = _compat.private_pool_reserved(self.device_index, pool)
+        stats, self._stats = self._stats, None
+        figures = _compat.private_pool_reserved(self.device_index, pool, stats)
         return None if figures is None else figures[0]
 
 
