@@ -37,7 +37,7 @@ are ``observe_scores``'.
 
 from __future__ import annotations
 
-import gc
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
@@ -46,7 +46,7 @@ from .. import _compat
 from ..errors import InvariantViolation, MisuseError
 from ..records.record import TestRecord, current_record
 from .capture_cost import shared_device
-from .observe_recorder import AllocatorReadings, GraphRecorder, Readings, error_text
+from .observe_recorder import AllocatorReadings, GraphRecorder, Readings, error_text, refresh_read_frames
 from .observe_scores import Coverage, EstimateScore, measure_coverage
 from .observe_verdict import ObservedCapture, ObservedGraphs, ObserveOptions
 
@@ -104,8 +104,10 @@ class GraphObservation:
             return
         self.active = False
         try:
-            if self.recorder.captures:
-                gc.collect()  # graphs only a reference cycle held are released while the release is still heard
+            # a graph the observed code deleted is released while the release is still heard; no gc.collect():
+            # it costs more than every capture's own observation together (a graph held only by a reference
+            # cycle is listed as alive at the end)
+            refresh_read_frames(sys._getframe(1))
         finally:
             self._context.__exit__(None, None, None)
             self._result = self._build()

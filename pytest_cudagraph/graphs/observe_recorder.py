@@ -12,6 +12,7 @@ device.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -26,7 +27,7 @@ from .memory import pool_usage_from_segments
 from .observe_verdict import ObservedCapture, infer_sizes
 from .pool_blocks import LiveBlock, live_blocks_from_segments
 
-__all__ = ["AllocatorReadings", "Counters", "GraphRecorder", "Readings", "error_text"]
+__all__ = ["AllocatorReadings", "Counters", "GraphRecorder", "Readings", "error_text", "refresh_read_frames"]
 
 
 PoolKey = tuple[int, int]
@@ -437,6 +438,8 @@ def _local_shapes(frame: FrameType | None, in_pool: Iterable[LiveBlock] = ()) ->
         return ()
     import torch
 
+    if _LOCALS_SNAPSHOT:
+        _READ_FRAMES[id(frame)] = frame.f_code
     spans = [(b.address, b.address + b.size) for b in in_pool]
     found: list[Any] = []
     for name, value in frame.f_locals.items():
@@ -452,6 +455,32 @@ def _local_shapes(frame: FrameType | None, in_pool: Iterable[LiveBlock] = ()) ->
                     found.append(item)
     unique = list({id(t): t for t in found}.values())
     return _shapes(unique)
+
+
+# Before Python 3.13 a running function's ``f_locals`` is a snapshot the frame keeps: read once, it holds every local
+# of that moment, so a graph the function deletes later stays alive until the snapshot is taken again (PEP 667 made
+# it a live view in 3.13).  The frames read are noted, by id and code (never the frame: that would keep it alive),
+# and ``refresh_read_frames`` takes their snapshot again where they still run.
+_LOCALS_SNAPSHOT = sys.version_info < (3, 13)
+_READ_FRAMES: dict[int, Any] = {}
+
+
+def refresh_read_frames(start: FrameType | None, depth: int = 64) -> None:
+    """Take again the locals snapshot of the frames ``_local_shapes`` read that still run, from ``start`` outwards.
+
+    The snapshot then holds what the function holds now, not what it held when its
+    capture began; frames that have ended hold nothing.
+    """
+    if not _READ_FRAMES:
+        return
+    frame = start
+    for _ in range(depth):
+        if frame is None:
+            break
+        if _READ_FRAMES.get(id(frame)) is frame.f_code:
+            frame.f_locals  # noqa: B018  # taking the snapshot again drops the locals deleted since
+        frame = frame.f_back
+    _READ_FRAMES.clear()
 
 
 def error_text(error: BaseException) -> str:

@@ -72,7 +72,12 @@ class EstimateScore:
             return None
         near = self.within or 0.05
         summed = self.sum_over_sizes_bytes
-        if summed and self.graphs > 1 and abs(self.estimate_bytes / summed - 1.0) <= near:
+        largest = self.largest_graph_bytes
+        # per-size budgets summed: by batch size, or the largest graph's cost once per graph
+        candidates = [summed]
+        if largest:
+            candidates += [largest * self.graphs, largest * self.graphs + self.workspace_bytes]
+        if self.graphs > 1 and any(c and abs(self.estimate_bytes / c - 1.0) <= near for c in candidates):
             return (
                 f"the estimate is about the sum over sizes: the {self.graphs} graphs share "
                 f"{count_noun(self.pools, 'pool')}, where they cost about the largest of them, not their sum"

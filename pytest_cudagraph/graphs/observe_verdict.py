@@ -244,7 +244,7 @@ class ObservedGraphs:
     """Every graph the code under test captured while observed, and the verdict on them.
 
     ``pool_bytes_at_end`` is each pool's reserved bytes when the observation ended
-    (after a garbage collection); a pool's figure in the verdict and the report is
+    (no garbage collection is run for it); a pool's figure in the verdict and the report is
     its high-water mark, the most it held right after a capture into it; ``hooks`` how this torch was hooked
     (``"torch hooks"`` or ``"wrapper"``); ``errors`` what the recorder could not
     read; ``workspace_sizes`` cuBLAS's and cuBLASLt's workspace sizes;

@@ -263,9 +263,9 @@ def test_make_graphed_callables_forward_and_backward_graphs_are_observed_and_pas
     assert len(result.pools) == 1 and result.pool_peak_bytes > 0
 
 
-def _ladder(model, stream, sizes, keep):
+def _ladder(model, stream, sizes, keep, width=HIDDEN):
     """An engine's capture, largest first into one pool; ``keep`` says how it holds each size's output."""
-    static = torch.zeros(max(sizes), HIDDEN, device="cuda")
+    static = torch.zeros(max(sizes), width, device="cuda")
     pool = torch.cuda.graph_pool_handle()
     graphs, outputs = {}, []
     for batch in sorted(sizes, reverse=True):
@@ -294,11 +294,15 @@ def test_strong_references_to_every_sizes_output_fail_with_their_cost_and_weak_r
 
 @torch.inference_mode()
 def test_check_estimate_passes_the_measured_peak_and_fails_a_summed_estimate_showing_the_workspace():
-    model = mlp()
-    warm_up(model, torch.cuda.Stream(), torch.zeros(64, HIDDEN, device="cuda"))
+    torch.manual_seed(0)
+    wide = 2048  # activations of tens of MiB: the graphs, not cuBLAS's workspace, dominate the pool
+    model = torch.nn.Sequential(torch.nn.Linear(wide, 4 * wide), torch.nn.GELU(), torch.nn.Linear(4 * wide, wide))
+    model = model.cuda()
+    sizes = (512, 256, 128, 64)
+    warm_up(model, torch.cuda.Stream(), torch.zeros(max(sizes), wide, device="cuda"))
     stream = torch.cuda.Stream()  # never warmed: its first matmul sets up cuBLAS's workspace inside the pool
-    with observe_graphs(expect_sizes=(64, 32, 16, 8)) as observed:
-        graphs, _ = _ladder(model, stream, (64, 32, 16, 8), keep=lambda out: None)
+    with observe_graphs(expect_sizes=sizes) as observed:
+        graphs, _ = _ladder(model, stream, sizes, keep=lambda out: None, width=wide)
         result = observed.result()
         measured = result.pool_peak_bytes
         assert result.workspace_bytes in _compat.cublas_workspace_sizes(torch.cuda.current_device())
@@ -349,6 +353,9 @@ def test_the_fixture_scores_an_estimate_and_coverage_under_the_marker(pytester):
             stream = torch.cuda.Stream()
             static = torch.zeros(max(SIZES), 256, device="cuda")
             out = torch.zeros(max(SIZES), 256, device="cuda")
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                model(static)  # cuBLAS's handle and workspace set up before the capture
             pool = torch.cuda.graph_pool_handle()
             graphs = {}
             for batch in SIZES:
