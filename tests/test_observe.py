@@ -677,3 +677,22 @@ def test_a_listeners_error_goes_back_to_that_listener_and_what_its_handler_raise
     for listener in (calm, fragile):
         assert [repr(error) for error in listener.told] == ["KeyError(7)", repr(own)]
     assert _installed() == ([], 0)
+
+
+def test_a_local_the_capturing_function_deletes_is_released_once_the_observation_ends():
+    """Before Python 3.13 reading a running frame's locals keeps a snapshot of them on the frame: the observation takes
+    it again at its end, so a graph the function deleted after its capture is not kept alive by the plugin."""
+    import weakref
+
+    from pytest_cudagraph.graphs.observe_recorder import _local_shapes, refresh_read_frames
+
+    class Graph:
+        pass
+
+    graph = Graph()
+    released = weakref.ref(graph)
+    x = torch.empty(4, 8, device="meta")  # noqa: F841  # a capture's input, read from this frame's locals
+    assert _local_shapes(sys._getframe()) == ((4, 8),)
+    del graph
+    refresh_read_frames(sys._getframe())
+    assert released() is None
