@@ -104,15 +104,20 @@ def test_broken_reduce_overhead_cases_name_the_argument_and_line_on_gpu(pytester
 
 def test_broken_engine_runner_cases_skip_without_gpu_flag(pytester):
     result, out = run_example(pytester, "test_engine_runner_broken.py")
-    result.assert_outcomes(skipped=2)
-    assert "2 GPU tests skipped, not listed: needs --cudagraph" in out
+    result.assert_outcomes(skipped=4)
+    assert "4 GPU tests skipped, not listed: needs --cudagraph" in out
 
 
 @pytest.mark.cudagraph
 def test_broken_engine_runner_cases_fail_saying_why_on_gpu(pytester):
-    """observe=True on an engine's own runner: a pool per size, and two sizes of the config never captured."""
+    """observe=True on an engine's own runner: a pool per size, two sizes never captured, batches left eager, and a
+    graph-memory estimate summed over sizes."""
     result, out = run_example(pytester, "test_engine_runner_broken.py", "--cudagraph")
-    result.assert_outcomes(failed=2)
+    result.assert_outcomes(failed=4)
+    assert "batch-size coverage: batches 33-48 ran eager: no graph replayed." in out
+    assert "32 of 48 batches replayed a graph (67%)" in out
+    assert "the estimate is about the sum over sizes: the 7 graphs share 1 pool" in out
+    assert "largest single graph: " in out and "sum over sizes: " in out
     assert "@pytest.mark.cudagraph(observe=True): observed graphs (separate pools): the 7 graphs captured at" in out
     assert (
         "`with torch.cuda.graph(graph, stream=self.stream):  # no pool=: a private pool per graph` use 7 pools" in out

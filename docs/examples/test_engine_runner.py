@@ -7,8 +7,10 @@ run time replays the graph of the smallest captured size that holds the batch.
 The test is the engine's test as it would be written anyway; the marker records
 every graph the runner captures and checks that every size of the config was
 captured, that the graphs share one pool, and that no block stays allocated in
-the pool across captures.  ``docs/examples_failing/test_engine_runner_broken.py``
-shows what fails.
+the pool across captures.  The second test asks the same observation
+(``graph_observation``) two more questions: is the engine's graph-memory estimate
+right, and does every batch it serves, 1 to ``MAX_NUM_SEQS``, replay a graph?
+``docs/examples_failing/test_engine_runner_broken.py`` shows what fails.
 """
 
 import pytest
@@ -17,6 +19,7 @@ from example_models import DecodeStep
 
 # the engine's config: its capture sizes
 SIZES = [1, 2, 4, 8, 16, 32, 64]
+MAX_NUM_SEQS = 64
 HIDDEN = 256
 
 
@@ -34,10 +37,16 @@ class DecodeRunner:
         self.graphs = {}
 
     def capture(self):
+        self.warm_up()
+        self.capture_sizes()
+
+    def warm_up(self):
         self.stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(self.stream):  # warm up where the graphs are captured (cuBLAS's workspace too)
             for _ in range(2):
                 self.model(self.static_in)
+
+    def capture_sizes(self):
         for batch in self.sizes:
             self.graphs[batch] = self._capture_one(batch)
         torch.cuda.current_stream().wait_stream(self.stream)
@@ -66,3 +75,19 @@ def test_decode_runner_serves_every_batch_like_eager():
         for batch in (1, 3, 8, 20, 64):
             x = torch.randn(batch, HIDDEN, device="cuda")
             torch.testing.assert_close(runner(x), model(x), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.cudagraph(capture_sizes=SIZES, observe=True)
+def test_decode_runner_budgets_its_graphs_and_serves_every_batch_from_one(graph_observation):
+    model = DecodeStep(d=HIDDEN, max_batch=max(SIZES)).cuda().eval()
+    with torch.inference_mode():
+        runner = DecodeRunner(model, SIZES)
+        runner.warm_up()
+        # the engine's graph-memory budget, as its profiling run measures it: what capturing every size reserves
+        torch.cuda.empty_cache()  # as torch.cuda.graph does on entering: the warm-up's cached blocks go first
+        before = torch.cuda.memory_reserved()
+        runner.capture_sizes()
+        graph_observation.check_estimate(torch.cuda.memory_reserved() - before)
+        graph_observation.check_coverage(
+            runner, range(1, MAX_NUM_SEQS + 1), lambda batch: torch.randn(batch, HIDDEN, device="cuda"), max_padding=32
+        )

@@ -7,7 +7,12 @@ The runner is ``docs/examples/test_engine_runner.py``'s, with one mistake each:
   cost the sum of them instead of about the largest;
 - ``CappedRunner`` never captures its two largest sizes (a cap on the batch it
   captures, as an engine's memory estimate may set one): a batch that needs them
-  runs a smaller graph or none, and nothing says so.
+  runs a smaller graph or none, and nothing says so;
+- a runner whose ladder stops at 32 while the engine serves up to 48 sequences:
+  ``check_coverage`` names the batches that run eager;
+- a graph-memory estimate made per size and summed (the largest graph's cost times
+  the number of sizes), though every size shares one pool: ``check_estimate``
+  names the mistake.
 """
 
 import pytest
@@ -50,6 +55,22 @@ class DecodeRunner:
         for batch in self.sizes_to_capture():
             self.graphs[batch] = self._capture_one(batch)
         torch.cuda.current_stream().wait_stream(self.stream)
+
+    def capture_with_estimate(self):
+        """Capture every size, estimating graph memory per size: the largest graph's cost times the sizes."""
+        self.stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self.stream):
+            for _ in range(2):
+                self.model(self.static_in)
+        largest, *rest = self.sizes_to_capture()
+        torch.cuda.empty_cache()  # as torch.cuda.graph does on entering: the warm-up's cached blocks go first
+        before = torch.cuda.memory_reserved()
+        self.graphs[largest] = self._capture_one(largest)
+        per_graph = torch.cuda.memory_reserved() - before
+        for batch in rest:
+            self.graphs[batch] = self._capture_one(batch)
+        torch.cuda.current_stream().wait_stream(self.stream)
+        return per_graph * len(self.sizes)
 
     def _capture_one(self, batch):
         x = self.static_in[:batch]
@@ -103,3 +124,22 @@ def test_runner_that_skips_its_two_largest_sizes():
         runner = CappedRunner(Mlp().cuda().eval(), SIZES)
         runner.capture()
         serve(runner, batches=(1, 3, 8, 20, 48))
+
+
+@pytest.mark.cudagraph(capture_sizes=[1, 2, 4, 8, 16, 32], observe=True)
+def test_runner_whose_ladder_stops_below_max_num_seqs(graph_observation):
+    max_num_seqs = 48
+    with torch.inference_mode():
+        runner = DecodeRunner(Mlp().cuda().eval(), [1, 2, 4, 8, 16, 32])
+        runner.capture()
+        graph_observation.check_coverage(
+            runner, range(1, max_num_seqs + 1), lambda batch: torch.randn(batch, HIDDEN, device="cuda")
+        )
+
+
+@pytest.mark.cudagraph(capture_sizes=SIZES, observe=True)
+def test_runner_that_sums_its_graphs_memory_over_sizes(graph_observation):
+    with torch.inference_mode():
+        runner = DecodeRunner(Mlp().cuda().eval(), SIZES)
+        estimate = runner.capture_with_estimate()
+        graph_observation.check_estimate(estimate)
