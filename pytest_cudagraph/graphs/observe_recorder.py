@@ -149,6 +149,8 @@ class GraphRecorder:
     _pool_blocks: dict[PoolKey, tuple[LiveBlock, ...]] = field(default_factory=dict)
     _workspace: frozenset[int] | None = None
     _count: int = 0
+    # the call site of each (code, line) the captures began from: an engine captures every size from one line
+    _sites: dict[tuple[Any, int], CallSite | None] = field(default_factory=dict)
 
     @property
     def captures(self) -> list[ObservedCapture]:
@@ -194,7 +196,7 @@ class GraphRecorder:
             return
         self._ignored.discard(key)
         site_frame = _site_frame(frame)
-        site = user_call_site(start=site_frame) if site_frame is not None else None
+        site = self._call_site(site_frame)
         pool_bytes_before = 0 if pool is None else self._pool_bytes_before(pool)
         held = () if pool is None else self._pool_blocks.get(pool, ())
         if tree_inputs is not None:
@@ -285,7 +287,7 @@ class GraphRecorder:
             if key in self._ignored or frame is None:
                 return
             site_frame = _site_frame(frame)
-            site = user_call_site(start=site_frame) if site_frame is not None else None
+            site = self._call_site(site_frame)
             opened = _Open(self._next_index(), site, (0, 0), "CUDAGraph.capture_begin", time.perf_counter(), None, ())
         self._add(key, opened, failed=opened.failed or reason, capture_s=time.perf_counter() - opened.started)
 
@@ -320,6 +322,15 @@ class GraphRecorder:
         return tuple((p, pool_usage_from_segments(segments, [p]).reserved_bytes) for p in pools)
 
     # -- pieces --------------------------------------------------------------
+    def _call_site(self, site_frame: FrameType | None) -> CallSite | None:
+        """The engine's line for a capture whose first frame outside torch and the plugin is ``site_frame``."""
+        if site_frame is None:
+            return None
+        key = (site_frame.f_code, site_frame.f_lineno)
+        if key not in self._sites:
+            self._sites[key] = user_call_site(start=site_frame)
+        return self._sites[key]
+
     def _next_index(self) -> int:
         self._count += 1
         return self._count - 1
