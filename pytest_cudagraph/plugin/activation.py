@@ -45,6 +45,7 @@ from .items import (
     SKIP_REASON_KEY,
     record_of,
     registered_marks,
+    start_attempt,
     xdist_workers,
 )
 from .run_so_far import RunSoFar
@@ -190,6 +191,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     collection) and what a test of the plugin measures started (``recording``).
     """
     config = item.config
+    start_attempt(item)
     if not is_active(config) and (
         "torch" in sys.modules or not PLUGIN_MARKERS.isdisjoint(m.name for m in item.iter_markers())
     ):

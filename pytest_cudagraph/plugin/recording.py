@@ -28,6 +28,7 @@ from ..records.record import CACHE_START_EMPTY, CACHE_START_SHARED, StartedCache
 from . import pytest_split as shards
 from .fixture_compiles import REPORT_SETUPS_ATTR, watch_of
 from .items import (
+    ATTEMPT_KEY,
     CACHE_KEYS_KEY,
     CACHE_SNAPSHOT_KEY,
     FAILURE_KEY,
@@ -35,6 +36,7 @@ from .items import (
     OUTCOME_KEY,
     PROGRESS_KEY,
     RECORD_KEY,
+    RERUNS_KEY,
     RUN_ID_KEY,
     SKIP_REASON_KEY,
     STATE_KEY,
@@ -206,6 +208,8 @@ def attach_record(item: pytest.Item, report: pytest.TestReport) -> None:
     """
     finished = finish_record(item, item.stash.get(RECORD_KEY, None))
     if finished is not None:
+        # a rerun plugin may drop this report unlogged and run the test again (items.start_attempt)
+        item.stash[ATTEMPT_KEY] = finished
         # One JSON string, not the dict: pytest-xdist sends a report's attributes through
         # execnet, whose serializer fails on an int below -2**31 (a device reading's change
         # of more than 2 GiB, when another worker on the GPU frees memory meanwhile), and
@@ -252,6 +256,9 @@ def finish_record(item: pytest.Item, record: TestRecord | None) -> dict[str, Any
     if record is not None and counts is not None and not isinstance(counts, StartedCaches):
         # set by the compile_cache marker or fixture: passes in directories the plugin made empty
         record.set("caches", StartedCaches(counts, CACHE_START_EMPTY))
+    reruns = [earlier["record"] for earlier in item.stash.get(RERUNS_KEY, ())]
+    if record is None and reruns:
+        record = record_of(item)  # this attempt measured nothing, an earlier one did
     if record is None:
         return None
     record.outcome, record.duration_s = item.stash.get(OUTCOME_KEY, (None, 0.0))
@@ -264,6 +271,8 @@ def finish_record(item: pytest.Item, record: TestRecord | None) -> dict[str, Any
             "cuda_visible_devices": state.pinned_device,
         }
     entry = record.to_json()
+    if reruns:
+        entry["reruns"] = reruns  # each earlier attempt's own record, never added to this one's figures
     measured = set(entry) - {"outcome", "duration_s", "failure", "skip_reason"}
     if not uses_plugin(item) and not measured and "rule" not in (record.failure or {}):
         return None  # a test that used nothing of the plugin, measured nothing and failed no check of it
