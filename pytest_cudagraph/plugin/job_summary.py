@@ -23,7 +23,8 @@ import pytest
 
 from ..errors import UsageProblem
 from .items import PROGRESS_KEY, is_worker
-from .options import SUMMARY_CHOICES  # --cudagraph-summary's values, defined with the options
+from .options import SUMMARY_CHOICES
+from .ran_no_test import ran_no_test  # --cudagraph-summary's values, defined with the options
 from .session import RunState
 
 __all__ = ["SUMMARY_CHOICES", "SUMMARY_ENV", "JobSummary", "check_summary_option", "register", "summary_markdown"]
@@ -71,8 +72,8 @@ class JobSummary:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """At the end, after the report is written and compared: the Markdown appended to the job summary."""
         config = session.config
-        if config.getoption("collectonly"):
-            return
+        if ran_no_test(config, int(exitstatus)) is not None:
+            return  # no verdict of a run of no test, and no report named as this run's
         progress = config.stash.get(PROGRESS_KEY, None)
         text = summary_markdown(self.state, progress, int(exitstatus))
         try:

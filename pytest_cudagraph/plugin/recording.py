@@ -47,6 +47,7 @@ from .items import (
     uses_plugin,
 )
 from .markers import MarkerArgumentError, parse_item_markers
+from .ran_no_test import ran_no_test
 from .run_so_far import RunSoFar
 from .session import RunState
 
@@ -396,7 +397,7 @@ def write_report_and_compare(session: pytest.Session, state: RunState, progress:
     options = state.options
     if options.report_path is None and state.baseline is None:
         return
-    if no_test_body_mode(session.config) is not None:
+    if ran_no_test(session.config, exitstatus) is not None:
         return  # a run of no test body measured nothing: the last report stays as it was
     from ..records.report import build_report, write_report
     from .environment import collect_environment
@@ -432,21 +433,6 @@ def write_report_and_compare(session: pytest.Session, state: RunState, progress:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-# pytest's modes that run no test body, by option: a report of such a run would hold no test and be "complete"
-_NO_TEST_BODY = (
-    ("collectonly", "--collect-only"),
-    ("setupplan", "--setup-plan"),  # before --setup-only: pytest turns that on with it
-    ("setuponly", "--setup-only"),
-    ("showfixtures", "--fixtures"),
-    ("show_fixtures_per_test", "--fixtures-per-test"),
-)
-
-
-def no_test_body_mode(config: pytest.Config) -> str | None:
-    """The option of a run that runs no test body (``--collect-only``, ``--setup-plan``, ...); None for a real run."""
-    return next((flag for dest, flag in _NO_TEST_BODY if _option(config, dest)), None)
-
-
 def os_error_text(exc: OSError) -> str:
     """The OS's own words for a failed write, with the hint that fits it."""
     import errno
@@ -465,7 +451,7 @@ def summary_lines(config: pytest.Config, state: RunState, progress: RunProgress,
         return []
     from ..render.summary import terminal_summary_lines
 
-    no_body = no_test_body_mode(config)
+    no_body = ran_no_test(config, exitstatus)
     # A run stopped by collection errors, or one that ran no test (--fixtures, --markers), holds only
     # the tests refused at collection: pytest's errors say it all.
     stopped_at_collection = progress.collection_errors > 0 and exitstatus == pytest.ExitCode.INTERRUPTED
@@ -480,8 +466,7 @@ def summary_lines(config: pytest.Config, state: RunState, progress: RunProgress,
         report_error=state.report_error,
     )
     if no_body is not None and state.options.report_path is not None:
-        what = "collection only" if no_body == "--collect-only" else f"{no_body} ran no test"
-        lines.append(f"{what}: the report at {state.options.report_path} was left as it was")
+        lines.append(f"{no_body}: the report at {state.options.report_path} was left as it was")
     if progress.shard is not None and no_body is None:
         from ..render.shard_text import describe_shard
 
