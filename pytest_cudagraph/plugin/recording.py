@@ -25,6 +25,7 @@ from ..graphs import open_objects
 from ..records.json_values import json_safe
 from ..records.progress import RunProgress
 from ..records.record import CACHE_START_EMPTY, CACHE_START_SHARED, StartedCaches, TestRecord, set_current_record
+from ..render.workflow_commands import inert_lines
 from . import pytest_split as shards
 from .fixture_compiles import REPORT_SETUPS_ATTR, watch_of
 from .items import (
@@ -378,7 +379,7 @@ class RunRecorder:
         if not lines:
             return
         terminalreporter.write_sep("=", "cudagraph")
-        for line in lines:
+        for line in inert_lines("\n".join(lines)).split("\n"):
             red = line.startswith(("REGRESSION", "INCOMPLETE", "NOTHING COMPARED")) or line == self.state.report_error
             yellow = line.startswith("no regression, but")
             terminalreporter.write_line(line, red=red, yellow=yellow, bold=red or yellow)

@@ -41,6 +41,7 @@ from ..records.comparison import run_completeness
 from ..records.loaded import LoadedReport, read_report
 from ..records.report import collector_paused, load_report, write_text_atomically
 from ..render.plain_text import clip, count_noun, terminal_safe
+from ..render.workflow_commands import inert_lines
 from .cli_arguments import build_parser
 from .compare import compare_reports
 from .compare_rules import parse_rules
@@ -70,8 +71,9 @@ def _write(stream: TextIO, text: str) -> None:
 
     Control characters are written as their escapes (text.terminal_safe): node ids, messages and env
     fields come from reports, and ``\\x1b[8m`` in one would hide the lines after it, the verdict among them.
+    Nor does a line start as a GitHub workflow command (``::add-mask::``): ``inert_lines``.
     """
-    text = terminal_safe(text)
+    text = inert_lines(terminal_safe(text))
     encoding = getattr(stream, "encoding", None) or "utf-8"
     try:
         text.encode(encoding)
