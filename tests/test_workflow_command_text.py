@@ -69,7 +69,9 @@ def test_a_forged_id_and_a_wrapped_skip_reason_start_no_line_as_a_command(tmp_pa
 
 @settings(max_examples=25, deadline=None)
 @given(
-    reason=st.lists(st.sampled_from(["::error::x", "::add-mask::y", "##[error]z", "  ::", "word", "a" * 40]), max_size=30),
+    reason=st.lists(
+        st.sampled_from(["::error::x", "::add-mask::y", "##[error]z", "  ::", "word", "a" * 40]), max_size=30
+    ),
     nodeid=st.sampled_from([FORGED_ID, "  ::warning::w", "tests/t.py::test_x", "##[group]g"]),
 )
 def test_no_report_text_starts_a_line_as_a_command(tmp_path_factory, reason, nodeid):
