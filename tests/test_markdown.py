@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import io
+import json
 import re
 from typing import Any
 
@@ -227,6 +228,72 @@ def test_no_text_opens_a_block_or_markup_wherever_it_is_put(value):
 def test_a_decorator_is_code_not_a_mention():
     markdown = "\n".join(paragraph(text("@pytest.mark.max_recompiles(0): Dynamo recompiled")))
     assert "<code>@pytest.mark.max_recompiles(0)</code>" in gfm().render(markdown)
+
+
+def github_html(markdown: str) -> str:
+    """``markdown`` as GitHub renders it: cmark-gfm, with the autolink extension GitHub runs."""
+    cmarkgfm = pytest.importorskip("cmarkgfm", reason="cmarkgfm is in the test extra")
+    return cmarkgfm.markdown_to_html_with_extensions(
+        markdown, extensions=["table", "autolink", "strikethrough", "tagfilter"]
+    )
+
+
+def live_mentions(html: str) -> list[str]:
+    """The mentions GitHub would make of the rendered page: ``@name`` after a non-word character, outside code."""
+    outside_code = re.sub(r"<(code|pre)>.*?</\1>", " ", html, flags=re.DOTALL)
+    return re.findall(r"(?:^|[^\w])(@[A-Za-z0-9][\w/-]*)", re.sub(r"<[^>]+>", " ", outside_code))
+
+
+def read_text(html: str) -> str:
+    import html as entities
+
+    return " ".join(entities.unescape(re.sub(r"<[^>]+>", "", html)).split())
+
+
+LIVE_PIECES = ["@0xcafe", "@1ucas", "@org/team", "https://evil.example/x?a=1", "www.evil.example", "a.b@example.com"]
+LIVE_PIECES += ["mailto:", "xmpp:", "@", "/", ".", ",", "(", ")", " ", "x", "_", "-", ":"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(LIVE_PIECES), min_size=1, max_size=25).map("".join))
+def test_githubs_renderer_finds_no_mention_and_no_link_in_report_text(value):
+    """Rendered by cmark-gfm with its autolink extension, as GitHub does: no link, no live mention, the same text."""
+    expected = " ".join(value.split())
+    for markdown, heading in (
+        ("\n".join(paragraph(text(value), 20, first="- ", indent="  ")), []),
+        ("\n".join(paragraph(text(value))), []),
+        ("\n".join(table(["h"], [[text(value)]])), ["h"]),
+    ):
+        html = github_html(markdown + "\n")
+        assert "<a " not in html, (value, markdown, html)
+        assert live_mentions(html) == [], (value, markdown, html)
+        assert read_text(html) == " ".join([*heading, expected]).strip(), (value, markdown, html)
+
+
+def test_an_e_mail_address_is_one_code_span_not_cut_in_two():
+    html = github_html("\n".join(paragraph(text("mail a.b@example.com or @0xcafe, see www.x.org"))))
+    assert "<code>a.b@example.com</code>" in html
+    assert "<code>@0xcafe</code>" in html and "<code>www.x.org</code>" in html
+
+
+def test_show_and_compare_markdown_mention_and_link_no_one(tmp_path):
+    hostile = "ask @0xcafe or @1ucas (https://evil.example, www.evil.example, a.b@example.com)"
+    base = sample_report()
+    new = copy.deepcopy(base)
+    new["tests"]["tests/test_model.py::test_decode_graphs"] = failing_record(
+        hostile, "misuse", file="@1ucas.py", line=2
+    )
+    new["tests"][f"tests/test_x.py::test_y[{hostile}]"] = {"outcome": "skipped", "skip_reason": hostile}
+    paths = {}
+    for name, report in (("base.json", base), ("new.json", new)):
+        paths[name] = tmp_path / name
+        paths[name].write_text(json.dumps(report))
+    for argv in (["show", str(paths["new.json"])], ["compare", str(paths["base.json"]), str(paths["new.json"])]):
+        out = io.StringIO()
+        cli.main([*argv, "--markdown"], stdout=out, stderr=io.StringIO())
+        html = github_html(out.getvalue())
+        assert "0xcafe" in html and "a.b@example.com" in html, argv
+        assert "<a " not in html and live_mentions(html) == [], (argv, html)
 
 
 def test_a_wrapped_line_never_starts_a_list_a_quote_or_a_heading():

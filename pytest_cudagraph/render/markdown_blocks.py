@@ -36,9 +36,14 @@ WIDTH = 120
 # what CommonMark/GFM may act on in running text; "_" is handled apart (intraword is safe)
 _SPECIAL = re.compile(r"([\\*\[\]<|~#&`])")
 _UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
-# a code span the plugin's messages hold: backticks around text on one line; or a decorator
-# ("@pytest.mark.max_recompiles(0)"), which GitHub would read as a mention of the user "pytest"
-_CODE_SPAN = re.compile(r"`(?P<code>[^`\n]+)`|(?P<decorator>@[A-Za-z_][\w.]*(?:\([^()\n]*\))?)")
+# A code span the plugin's messages hold: backticks around text on one line.  Or a word GitHub would act on,
+# made a code span whole (outside code it links and mentions nothing): one holding "://" (a URL its autolink
+# extension links, whatever comes before the scheme), "www." or an "@" (a mention of a user, whose name may
+# start with a digit, @0xcafe, or of a team; a decorator, @pytest.mark.max_recompiles(0), mentions "pytest";
+# an e-mail address, which is linked and stays whole).
+_CODE_SPAN = re.compile(r"`(?P<code>[^`\n]+)`|(?P<live>[^\s`]*(?:@|://|www\.)[^\s`]*)")
+_OPENERS, _CLOSERS = "([{<\"'", ".,:;!?)]}>\"'"
+_PAIRS = {")": "(", "]": "[", "}": "{"}
 # a word that would open a list or a quote, or underline a heading, at the start of a line: never wrapped onto
 # one, and escaped where a paragraph starts with it
 _BLOCK_START = re.compile(r"^(?:[-+=]+|\d{1,9}[.)]|>.*)$")
@@ -57,13 +62,41 @@ def text(value: object) -> str:
     """Running text: one line, escaped, backtick pairs kept as code spans."""
     line = _one_line(value)
     pieces: list[str] = []
+    spans: list[str] = []  # code spans with no text between them are one: two fences side by side are a longer one
     position = 0
     for match in _CODE_SPAN.finditer(line):
-        pieces.append(_escape_plain(line[position : match.start()]))
-        pieces.append(code(match["code"] or match["decorator"]))
-        position = match.end()
+        start, end = match.span()
+        if match["live"] is not None:
+            start, end = _live_core(line, start, end)
+        between = line[position:start]
+        if between and spans:
+            pieces.append(code("".join(spans)))
+            spans = []
+        pieces.append(_escape_plain(between))
+        spans.append(match["code"] if match["code"] is not None else line[start:end])
+        position = end
+    if spans:
+        pieces.append(code("".join(spans)))
     pieces.append(_escape_plain(line[position:]))
     return "".join(pieces)
+
+
+def _live_core(line: str, start: int, end: int) -> tuple[int, int]:
+    """The span of a live word without the punctuation around it (``(www.x.org),`` -> ``www.x.org``), which stays
+    text; a closing bracket the word opened stays in it (``@pytest.mark.max_recompiles(0):``)."""
+    word = line[start:end]
+    head = len(word) - len(word.lstrip(_OPENERS))
+    tail = len(word.rstrip(_CLOSERS))
+    while (
+        tail < len(word)
+        and word[tail] in _PAIRS
+        and word.count(_PAIRS[word[tail]], head, tail) > word.count(word[tail], head, tail)
+    ):
+        tail += 1
+    core = word[head:tail]
+    if not any(trigger in core for trigger in ("@", "://", "www.")):
+        return start, end  # the punctuation is part of what GitHub would act on: the whole word
+    return start + head, start + tail
 
 
 def code(value: object) -> str:
