@@ -18,9 +18,11 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from sample_reports import (
+    ENV_2_13,
     cache_keys_record,
     graph_record,
     modified,
+    recompile_record,
     recompile_events_record,
     sample_report,
     warm_start_record,
@@ -420,3 +422,56 @@ def test_the_cache_lookups_are_on_the_page_as_show_prints_them():
     fenced = markdown[markdown.index("```text") :]
     assert fenced.splitlines()[1].split() == ["layer", "pass", "graph", "outcome", "key", "why"]
     assert max(map(len, markdown.splitlines())) <= WIDTH
+
+
+def _all_skipped_comparison(count: int, reason: str) -> Any:
+    ids = [f"tests/test_suite_{i // 100}.py::test_case_{i}[bs{i % 7}]" for i in range(count)]
+    base = build_report(dict(ENV_2_13), {nodeid: recompile_record(0) for nodeid in ids}, exitstatus=0)
+    new = build_report(
+        dict(ENV_2_13), {nodeid: {"outcome": "skipped", "skip_reason": reason} for nodeid in ids}, exitstatus=0
+    )
+    return compare_reports(base, new)
+
+
+def test_every_list_of_a_comparison_stops_and_says_how_many_more():
+    """4,000 tests passed and now skip (a CPU-only wheel): each list stops, the page stays small, the verdict first."""
+    markdown = comparison_markdown(
+        _all_skipped_comparison(4000, "no CUDA device (torch was built without CUDA) " * 4),
+        incomplete_rule=INCOMPLETE_RULE,
+    )
+    lines = markdown.splitlines()
+    assert lines[2].startswith("**REGRESSION**: 4000 tests in both reports")
+    assert len([line for line in lines if line.startswith("- `tests/")]) == 30
+    assert "- ... 3970 more regressions (`pytest-cudagraph compare` lists them all)" in lines
+    assert len(markdown.encode()) < 100_000
+
+
+@settings(max_examples=30, deadline=None)
+@given(limit=st.integers(min_value=2_000, max_value=60_000), reason_size=st.integers(min_value=1, max_value=5_000))
+def test_a_page_over_its_byte_limit_is_cut_at_a_block_end_with_its_verdict_first(limit, reason_size):
+    """A forged report's long text: the page stays within its limit, well formed, and says what it left out."""
+    comparison = _all_skipped_comparison(40, "`x` ```fence``` <details> " + "w" * reason_size)
+    whole = comparison_markdown(comparison, incomplete_rule=INCOMPLETE_RULE, max_tests=None)
+    markdown = comparison_markdown(comparison, incomplete_rule=INCOMPLETE_RULE, max_tests=None, max_bytes=limit)
+    assert len(markdown.encode()) <= limit
+    assert markdown.splitlines()[:3] == whole.splitlines()[:3]  # the title and the verdict
+    if markdown != whole:
+        assert markdown.rstrip().splitlines()[-1].startswith("**... ")
+        assert "more bytes left out**" in markdown
+    fences = [line for line in markdown.splitlines() if line.startswith("```")]
+    assert len(fences) % 2 == 0
+    assert details_opened_and_closed(markdown)
+
+
+def test_the_run_page_keeps_its_details_closed_when_cut():
+    records = {f"tests/test_x.py::test_{i}": cache_keys_record() for i in range(40)}
+    markdown = run_markdown(records, title="run", max_bytes=8_000)
+    assert len(markdown.encode()) <= 8_000
+    assert details_opened_and_closed(markdown)
+    assert "more bytes left out" in markdown
+
+
+def details_opened_and_closed(markdown: str) -> bool:
+    """The page's own ``<details>`` (a line of its own, report text's is escaped) each closed."""
+    lines = markdown.splitlines()
+    return sum(line.startswith("<details>") for line in lines) == lines.count("</details>")

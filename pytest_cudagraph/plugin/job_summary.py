@@ -94,6 +94,7 @@ class JobSummary:
 def summary_markdown(state: RunState, progress: Any, exitstatus: int) -> str:
     """The run's Markdown: its records as ``show --markdown`` draws them, then the baseline comparison."""
     from ..render.markdown import comparison_markdown, run_markdown
+    from ..render.markdown_blocks import MAX_BYTES
 
     options = state.options
     notes = []
@@ -105,7 +106,10 @@ def summary_markdown(state: RunState, progress: Any, exitstatus: int) -> str:
         notes.append(f"report: {options.report_path}")
     reasons = progress.incomplete_reasons(exitstatus) if progress is not None else []
     title = f"pytest-cudagraph: {options.report_path.name}" if options.report_path is not None else "pytest-cudagraph"
+    # GitHub drops a step's summary over 1 MiB whole: the run's page and the comparison share the room
+    room = MAX_BYTES if state.baseline_comparison is None else MAX_BYTES // 2
     text = run_markdown(
+        max_bytes=room,
         state.records,
         title=title,
         incomplete_reasons=reasons,
@@ -116,5 +120,7 @@ def summary_markdown(state: RunState, progress: Any, exitstatus: int) -> str:
         from ..tools.compare_rules import INCOMPLETE_RULE
 
         title = f"pytest-cudagraph: compared with baseline {options.baseline_path}"
-        text += "\n" + comparison_markdown(state.baseline_comparison, incomplete_rule=INCOMPLETE_RULE, title=title)
+        text += "\n" + comparison_markdown(
+            state.baseline_comparison, incomplete_rule=INCOMPLETE_RULE, title=title, max_bytes=room
+        )
     return text

@@ -30,9 +30,11 @@ from collections.abc import Sequence
 
 from .plain_text import terminal_safe
 
-__all__ = ["WIDTH", "code", "fenced", "paragraph", "table", "table_fits", "text"]
+__all__ = ["MAX_BYTES", "WIDTH", "code", "fenced", "paragraph", "table", "table_fits", "text", "within_bytes"]
 
 WIDTH = 120
+# GitHub drops a job summary over 1 MiB whole (the job page then shows none of it); a page stays under this
+MAX_BYTES = 1_000_000
 # what CommonMark/GFM may act on in running text; "_" is handled apart (intraword is safe)
 _SPECIAL = re.compile(r"([\\*\[\]<|~#&`])")
 _UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
@@ -205,3 +207,34 @@ def fenced(lines: Sequence[str], info: str = "text") -> list[str]:
     runs = [len(run) for line in safe for run in re.findall(r"`{3,}", line)]
     fence = "`" * max(3, max(runs, default=0) + 1)
     return [fence + info, *safe, fence]
+
+
+def within_bytes(markdown: str, limit: int = MAX_BYTES) -> str:
+    """``markdown`` whole when it fits ``limit`` bytes; else cut at a block's end, with a line saying so.
+
+    The page's first blocks (its title and verdict) are kept; the cut is at a blank
+    line outside any fenced block, a ``<details>`` left open is closed, and the
+    last line says how much was left out and where all of it is.
+    """
+    data = markdown.encode("utf-8")
+    if len(data) <= limit:
+        return markdown
+    room = max(limit - 400, 0)  # the closing tags and the line that says so
+    lines = data[:room].decode("utf-8", "ignore").split("\n")[:-1]  # the last line may be cut in two
+    cut, fence, details = 0, "", 0
+    open_details_at_cut = 0
+    for number, line in enumerate(lines):
+        opening = re.match(r"`{3,}", line)
+        if not fence and opening:
+            fence = opening.group()
+        elif fence and line.startswith(fence) and not line.strip("`"):
+            fence = ""
+        elif not fence:
+            # the page's own: a line of its own; report text's "<" is escaped ("\\<details>")
+            details += line.startswith("<details>") - (line == "</details>")
+            if not line:
+                cut, open_details_at_cut = number, details
+    kept = lines[:cut] + ["", "</details>"] * open_details_at_cut
+    left_out = len(data) - len("\n".join(kept).encode("utf-8"))
+    note = f"**... {left_out:,} more bytes left out**: GitHub shows at most 1 MiB; the report and the plain text hold it all"
+    return "\n".join([*kept, "", note]) + "\n"
