@@ -109,12 +109,12 @@ def summary_markdown(state: RunState, progress: Any, exitstatus: int) -> str:
     # GitHub drops a step's summary over 1 MiB whole: the run's page and the comparison share the room
     room = MAX_BYTES if state.baseline_comparison is None else MAX_BYTES // 2
     text = run_markdown(
-        max_bytes=room,
         state.records,
         title=title,
         incomplete_reasons=reasons,
         not_run_count=len(progress.not_run()) if progress is not None and reasons else 0,
         notes=notes,
+        max_bytes=room,
     )
     if state.baseline_comparison is not None:
         from ..tools.compare_rules import INCOMPLETE_RULE
