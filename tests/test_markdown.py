@@ -22,8 +22,8 @@ from sample_reports import (
     cache_keys_record,
     graph_record,
     modified,
-    recompile_record,
     recompile_events_record,
+    recompile_record,
     sample_report,
     warm_start_record,
 )
