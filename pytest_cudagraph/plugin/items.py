@@ -50,7 +50,7 @@ SKIP_REASON_KEY = pytest.StashKey[str]()
 ATTEMPT_KEY = pytest.StashKey[dict]()
 RERUNS_KEY = pytest.StashKey[list]()
 # what one attempt of a test keeps on its item; a rerun starts without it
-ATTEMPT_KEYS = (OUTCOME_KEY, FAILURE_KEY, SKIP_REASON_KEY, RECORD_KEY, ATTEMPT_KEY)
+ATTEMPT_KEYS: tuple[pytest.StashKey[Any], ...] = (OUTCOME_KEY, FAILURE_KEY, SKIP_REASON_KEY, RECORD_KEY, ATTEMPT_KEY)
 
 # the names of the plugin's markers, and of its fixtures
 PLUGIN_MARKERS = frozenset(MARKER_DOCS)
