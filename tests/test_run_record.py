@@ -306,3 +306,15 @@ def test_a_run_of_tests_still_appends_to_the_job_summary(suite, tmp_path, monkey
     assert run(suite, "--cudagraph-report=new.json").returncode == 0
     assert "**PASSED**" in job_summary.read_text()
     assert report_of(suite)["summary"]["tests"] == 4
+
+
+def test_a_pytest_split_shard_that_got_no_test_still_writes_its_report(pytester):
+    """``merge`` asks for every shard's report: a shard with nothing to run is a shard, not a run of no test body."""
+    pytester.makepyfile(test_one="def test_one():\n    pass\n")
+    result = pytester.runpytest("-p", "no:randomly", "--splits", "2", "--group", "2", "--cudagraph-report=s2.json")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED, result.stdout.str()
+    report = report_of(pytester, "s2.json")
+    assert report["summary"]["shard"]["group"] == 2 and report["tests"] == {}
+    result = pytester.runpytest("-p", "no:randomly", "-k", "nothing", "--cudagraph-report=none.json")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    assert not (pytester.path / "none.json").exists()

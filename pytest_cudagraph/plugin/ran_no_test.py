@@ -15,7 +15,8 @@ where the run got to:
 - inside the loop, pytest's own switches that skip every body: ``--collect-only``
   and ``--setup-only`` (which ``--setup-plan`` turns on);
 - and the loop must have had a test: a run that selected none (exit 5:
-  ``--trace-config`` where there are no tests, ``-k`` matching nothing).
+  ``--trace-config`` where there are no tests, ``-k`` matching nothing), but a
+  pytest-split shard that got none, whose report ``merge`` asks for.
 
 Such a run writes no output and leaves the last report as it was; the terminal
 section says so.  This module is registered at configure in every run, so it
@@ -53,7 +54,8 @@ def ran_no_test(config: pytest.Config, exitstatus: int) -> str | None:
         return f"{named or 'this pytest mode'} ran no test"
     if named in ("--collect-only", "--setup-plan", "--setup-only"):
         return "collection only" if named == "--collect-only" else f"{named} ran no test"
-    if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+    if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and not _option(config, "splits"):
+        # a pytest-split shard that got no test is still a shard: merge asks for every shard's report
         return "no test was selected"
     return None
 
