@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import io
 import json
 
 import pytest
@@ -898,3 +899,23 @@ def test_a_test_that_passed_and_now_skips_is_a_regression_naming_its_skip_reason
         f"outcome passed -> skipped ({reason}): it validated nothing in the new run; accept that with "
         "--fail-on outcome,recompiles,recompile-limit,cache-miss,graphs,pool,numerics"
     )
+
+
+def test_a_field_an_older_report_lacks_is_not_a_change(tmp_path):
+    """A ``pytest-cudagraph/1`` report from before ``cache_passes`` against a new one of the same test: unchanged."""
+    from sample_reports import warm_start_record
+
+    from pytest_cudagraph.records.report import build_report, write_report
+    from pytest_cudagraph.tools.cli import main
+
+    nodeid = "tests/test_model.py::test_warm_start"
+    older = {"schema": "pytest-cudagraph/1", "env": dict(ENV_2_13), "tests": {nodeid: warm_start_record()}}
+    (tmp_path / "older.json").write_text(json.dumps(older))
+    write_report(tmp_path / "new.json", build_report(dict(ENV_2_13), {nodeid: warm_start_record()}, exitstatus=0))
+    assert "cache_passes" in json.dumps(build_report(dict(ENV_2_13), {nodeid: warm_start_record()}, exitstatus=0))
+    for base, new in (("older.json", "new.json"), ("new.json", "older.json")):
+        out = io.StringIO()
+        assert main(["compare", str(tmp_path / base), str(tmp_path / new)], stdout=out, stderr=io.StringIO()) == 0
+        printed = out.getvalue()
+        assert "cache_passes" not in printed, printed
+        assert "1 test in both reports: 0 changed" in printed, printed

@@ -235,6 +235,29 @@ def test_properties_travel_from_xdist_workers(pytester):
     assert seen["test_figures.py::test_two_graph_sets"]["cudagraph.pool_bytes"] == str(8 * 2**20)
 
 
+OWN_PROPERTY = """
+import pytest
+
+
+@pytest.mark.max_recompiles(0)
+def test_owned(record_property):
+    record_property("cudagraph.owner", "team-a")
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["in-process", "xdist"])
+def test_a_tests_own_cudagraph_property_leaves_the_plugins_properties_in_place(pytester, workers):
+    pytester.makepyfile(test_owned=OWN_PROPERTY)
+    xml = pytester.path / "junit.xml"
+    arguments = ("--cudagraph-report=r.json", f"--junitxml={xml}", "-p", "no:cacheprovider", *workers)
+    result = pytester.runpytest_subprocess(*arguments) if workers else pytester.runpytest(*arguments)
+    result.assert_outcomes(passed=1)
+    [properties] = properties_by_testcase(xml).values()
+    assert ("cudagraph.owner", "team-a") in properties
+    assert ("cudagraph.recompiles", "0") in properties
+    assert len(properties) == len(set(properties))  # each written once, by the worker that ran the test
+
+
 def test_nothing_is_added_without_junitxml(pytester):
     pytester.makepyfile(test_figures=SUITE)
     recorded = pytester.inline_run(f"--cudagraph-report={pytester.path / 'report.json'}", "-p", "no:cacheprovider")

@@ -469,3 +469,35 @@ def test_a_component_that_prints_the_same_on_both_sides_is_said_so_not_shown_as_
     out = io.StringIO()
     main(["compare", *paths], stdout=out, stderr=io.StringIO())
     assert "example_inputs[0]: prints the same in both runs" in out.getvalue()
+
+
+def test_explain_clips_a_long_component_around_its_first_difference(tmp_path):
+    """Two values that differ past the first 400 characters: the base and new lines show the difference."""
+    import io
+
+    from cache_key_samples import WARM, key_report
+
+    from pytest_cudagraph.records.report import write_report
+    from pytest_cudagraph.tools.cli import main
+
+    base, new = key_report("2.13.0+cu128"), key_report("2.13.0+cu128")
+    # the difference in the middle of a long value, where cutting both at the same place loses it
+    head = "TensorMetadata(dtype=torch.float32, " + ", ".join(f"stride_{i}=1" for i in range(60))
+    tail = ", ".join(f"flag_{i}=False" for i in range(60))
+    for report, digest, size in ((base, "uzyh23rgth4m", 16), (new, "k2p7w3qx5dna", 32)):
+        for lookup in report["tests"][WARM]["cache_keys"]["lookups"]:
+            if lookup["layer"] == "fxgraph" and lookup["pass"] == "warm":
+                value = f"{head}, shape=torch.Size([{size}, 16]), {tail})"
+                lookup["components"]["example_inputs[0]"] = [digest, value]
+                lookup["key"] = "f" + digest
+                if report is new:
+                    lookup["outcome"], lookup["detail"] = "miss", "full_miss"
+    assert len(head) > 600 and len(tail) > 600
+    paths = [str(write_report(tmp_path / name, report)) for name, report in (("a.json", base), ("b.json", new))]
+    out = io.StringIO()
+    assert main(["explain", *paths, WARM], stdout=out, stderr=io.StringIO()) == 0
+    lines = out.getvalue().splitlines()
+    shown_base = next(line for line in lines if line.strip().startswith("base: TensorMetadata") or "base: ..." in line)
+    shown_new = next(line for line in lines if line.strip().startswith("new:") and "Size" in line)
+    assert shown_base.replace("base: ", "") != shown_new.replace("new:  ", ""), out.getvalue()
+    assert "Size([16, 16])" in shown_base and "Size([32, 16])" in shown_new

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import io
+import json
 import re
 from typing import Any
 
@@ -17,10 +18,12 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from sample_reports import (
+    ENV_2_13,
     cache_keys_record,
     graph_record,
     modified,
     recompile_events_record,
+    recompile_record,
     sample_report,
     warm_start_record,
 )
@@ -229,6 +232,72 @@ def test_a_decorator_is_code_not_a_mention():
     assert "<code>@pytest.mark.max_recompiles(0)</code>" in gfm().render(markdown)
 
 
+def github_html(markdown: str) -> str:
+    """``markdown`` as GitHub renders it: cmark-gfm, with the autolink extension GitHub runs."""
+    cmarkgfm = pytest.importorskip("cmarkgfm", reason="cmarkgfm is in the test extra")
+    return cmarkgfm.markdown_to_html_with_extensions(
+        markdown, extensions=["table", "autolink", "strikethrough", "tagfilter"]
+    )
+
+
+def live_mentions(html: str) -> list[str]:
+    """The mentions GitHub would make of the rendered page: ``@name`` after a non-word character, outside code."""
+    outside_code = re.sub(r"<(code|pre)>.*?</\1>", " ", html, flags=re.DOTALL)
+    return re.findall(r"(?:^|[^\w])(@[A-Za-z0-9][\w/-]*)", re.sub(r"<[^>]+>", " ", outside_code))
+
+
+def read_text(html: str) -> str:
+    import html as entities
+
+    return " ".join(entities.unescape(re.sub(r"<[^>]+>", "", html)).split())
+
+
+LIVE_PIECES = ["@0xcafe", "@1ucas", "@org/team", "https://evil.example/x?a=1", "www.evil.example", "a.b@example.com"]
+LIVE_PIECES += ["mailto:", "xmpp:", "@", "/", ".", ",", "(", ")", " ", "x", "_", "-", ":"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(LIVE_PIECES), min_size=1, max_size=25).map("".join))
+def test_githubs_renderer_finds_no_mention_and_no_link_in_report_text(value):
+    """Rendered by cmark-gfm with its autolink extension, as GitHub does: no link, no live mention, the same text."""
+    expected = " ".join(value.split())
+    for markdown, heading in (
+        ("\n".join(paragraph(text(value), 20, first="- ", indent="  ")), []),
+        ("\n".join(paragraph(text(value))), []),
+        ("\n".join(table(["h"], [[text(value)]])), ["h"]),
+    ):
+        html = github_html(markdown + "\n")
+        assert "<a " not in html, (value, markdown, html)
+        assert live_mentions(html) == [], (value, markdown, html)
+        assert read_text(html) == " ".join([*heading, expected]).strip(), (value, markdown, html)
+
+
+def test_an_e_mail_address_is_one_code_span_not_cut_in_two():
+    html = github_html("\n".join(paragraph(text("mail a.b@example.com or @0xcafe, see www.x.org"))))
+    assert "<code>a.b@example.com</code>" in html
+    assert "<code>@0xcafe</code>" in html and "<code>www.x.org</code>" in html
+
+
+def test_show_and_compare_markdown_mention_and_link_no_one(tmp_path):
+    hostile = "ask @0xcafe or @1ucas (https://evil.example, www.evil.example, a.b@example.com)"
+    base = sample_report()
+    new = copy.deepcopy(base)
+    new["tests"]["tests/test_model.py::test_decode_graphs"] = failing_record(
+        hostile, "misuse", file="@1ucas.py", line=2
+    )
+    new["tests"][f"tests/test_x.py::test_y[{hostile}]"] = {"outcome": "skipped", "skip_reason": hostile}
+    paths = {}
+    for name, report in (("base.json", base), ("new.json", new)):
+        paths[name] = tmp_path / name
+        paths[name].write_text(json.dumps(report))
+    for argv in (["show", str(paths["new.json"])], ["compare", str(paths["base.json"]), str(paths["new.json"])]):
+        out = io.StringIO()
+        cli.main([*argv, "--markdown"], stdout=out, stderr=io.StringIO())
+        html = github_html(out.getvalue())
+        assert "0xcafe" in html and "a.b@example.com" in html, argv
+        assert "<a " not in html and live_mentions(html) == [], (argv, html)
+
+
 def test_a_wrapped_line_never_starts_a_list_a_quote_or_a_heading():
     words = " ".join(["word"] * 25 + ["-", "1.", "+", ">", "==", "---"] * 4)
     lines = paragraph(text(words), 40, first="- ", indent="  ")
@@ -353,3 +422,56 @@ def test_the_cache_lookups_are_on_the_page_as_show_prints_them():
     fenced = markdown[markdown.index("```text") :]
     assert fenced.splitlines()[1].split() == ["layer", "pass", "graph", "outcome", "key", "why"]
     assert max(map(len, markdown.splitlines())) <= WIDTH
+
+
+def _all_skipped_comparison(count: int, reason: str) -> Any:
+    ids = [f"tests/test_suite_{i // 100}.py::test_case_{i}[bs{i % 7}]" for i in range(count)]
+    base = build_report(dict(ENV_2_13), {nodeid: recompile_record(0) for nodeid in ids}, exitstatus=0)
+    new = build_report(
+        dict(ENV_2_13), {nodeid: {"outcome": "skipped", "skip_reason": reason} for nodeid in ids}, exitstatus=0
+    )
+    return compare_reports(base, new)
+
+
+def test_every_list_of_a_comparison_stops_and_says_how_many_more():
+    """4,000 tests passed and now skip (a CPU-only wheel): each list stops, the page stays small, the verdict first."""
+    markdown = comparison_markdown(
+        _all_skipped_comparison(4000, "no CUDA device (torch was built without CUDA) " * 4),
+        incomplete_rule=INCOMPLETE_RULE,
+    )
+    lines = markdown.splitlines()
+    assert lines[2].startswith("**REGRESSION**: 4000 tests in both reports")
+    assert len([line for line in lines if line.startswith("- `tests/")]) == 30
+    assert "- ... 3970 more regressions (`pytest-cudagraph compare` lists them all)" in lines
+    assert len(markdown.encode()) < 100_000
+
+
+@settings(max_examples=30, deadline=None)
+@given(limit=st.integers(min_value=2_000, max_value=60_000), reason_size=st.integers(min_value=1, max_value=5_000))
+def test_a_page_over_its_byte_limit_is_cut_at_a_block_end_with_its_verdict_first(limit, reason_size):
+    """A forged report's long text: the page stays within its limit, well formed, and says what it left out."""
+    comparison = _all_skipped_comparison(40, "`x` ```fence``` <details> " + "w" * reason_size)
+    whole = comparison_markdown(comparison, incomplete_rule=INCOMPLETE_RULE, max_tests=None)
+    markdown = comparison_markdown(comparison, incomplete_rule=INCOMPLETE_RULE, max_tests=None, max_bytes=limit)
+    assert len(markdown.encode()) <= limit
+    assert markdown.splitlines()[:3] == whole.splitlines()[:3]  # the title and the verdict
+    if markdown != whole:
+        assert markdown.rstrip().splitlines()[-1].startswith("**... ")
+        assert "more bytes left out**" in markdown
+    fences = [line for line in markdown.splitlines() if line.startswith("```")]
+    assert len(fences) % 2 == 0
+    assert details_opened_and_closed(markdown)
+
+
+def test_the_run_page_keeps_its_details_closed_when_cut():
+    records = {f"tests/test_x.py::test_{i}": cache_keys_record() for i in range(40)}
+    markdown = run_markdown(records, title="run", max_bytes=8_000)
+    assert len(markdown.encode()) <= 8_000
+    assert details_opened_and_closed(markdown)
+    assert "more bytes left out" in markdown
+
+
+def details_opened_and_closed(markdown: str) -> bool:
+    """The page's own ``<details>`` (a line of its own, report text's is escaped) each closed."""
+    lines = markdown.splitlines()
+    return sum(line.startswith("<details>") for line in lines) == lines.count("</details>")

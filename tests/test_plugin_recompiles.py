@@ -264,3 +264,44 @@ def test_sizes(size):
     result = pytester.runpytest()
     # automatic dynamic shapes: at most one recompile over all examples
     result.assert_outcomes(passed=1)
+
+
+SHARED_FUNCTION = """
+import torch
+from pytest_cudagraph import watch_recompiles
+
+double = torch.compile(lambda tokens: tokens * 2, backend="eager")
+
+
+def test_warms_the_shared_function():
+    double(torch.ones(2))
+    double(torch.ones(3))
+
+
+def test_watches_the_shared_function():
+    with watch_recompiles() as watch:
+        double(torch.ones(2))
+        double(torch.ones(3))
+    assert watch.count == 1
+"""
+
+
+def test_a_plain_watch_counts_the_same_in_any_test_order(pytester):
+    """Two orders of one build (pytest-randomly's seeds 6 and 1) record the same recompiles and compare clean."""
+    from pytest_cudagraph.tools.cli import main
+
+    pytester.makepyfile(test_shared=SHARED_FUNCTION)
+    orders = []
+    for seed in (6, 1):
+        result = pytester.runpytest(
+            "-v", "-p", "randomly", f"--randomly-seed={seed}", f"--cudagraph-report=seed{seed}.json"
+        )
+        result.assert_outcomes(passed=2)
+        orders.append(re.findall(r"::(test_\w+) PASSED", result.stdout.str()))
+    assert orders[0] == orders[1][::-1], orders  # the two seeds run the tests in the two orders
+    counts = []
+    for seed in (6, 1):
+        report = report_as_read(json.loads((pytester.path / f"seed{seed}.json").read_text()))
+        counts.append(report["tests"]["test_shared.py::test_watches_the_shared_function"]["recompiles"]["count"])
+    assert counts == [1, 1]
+    assert main(["compare", str(pytester.path / "seed6.json"), str(pytester.path / "seed1.json")]) == 0

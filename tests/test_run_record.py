@@ -262,13 +262,59 @@ def test_a_stepwise_stop_is_named_as_such_not_as_an_interrupt(pytester, flag, wo
     assert "KeyboardInterrupt" not in result.stdout
 
 
+# Every pytest mode that runs no test body, with the line the terminal section says (None: the mode prints no
+# summary at all); --cache-show needs pytest's cache provider, which run() leaves out.
+NO_TEST_BODY_MODES = [
+    (["--collect-only"], "collection only"),
+    (["--setup-plan"], "--setup-plan ran no test"),
+    (["--setup-only"], "--setup-only ran no test"),
+    (["--fixtures"], "--fixtures ran no test"),
+    (["--fixtures-per-test"], "--fixtures-per-test ran no test"),
+    (["-p", "cacheprovider", "--cache-show"], "--cache-show ran no test"),
+    (["--trace-config", "--ignore=test_suite.py"], "no test was selected"),
+    (["-k", "no_such_test"], "no test was selected"),
+    (["--markers"], None),
+    (["--version"], None),
+    (["--help"], None),
+]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("flag", ["--setup-plan", "--setup-only", "--fixtures", "--fixtures-per-test"])
-def test_a_run_of_no_test_body_leaves_the_last_report_as_it_was(suite, flag):
-    """Like --collect-only: a report of such a run would hold no test ran and say it was complete."""
+@pytest.mark.parametrize(("flags", "said"), NO_TEST_BODY_MODES, ids=[" ".join(f) for f, _ in NO_TEST_BODY_MODES])
+def test_a_run_of_no_test_body_leaves_the_last_report_as_it_was(suite, flags, said, tmp_path):
+    """Nor does it append to the job summary: a report of such a run would hold no test ran and say it was complete."""
     assert run(suite, "--cudagraph-report=new.json").returncode == 0
     before = (suite.path / "new.json").read_bytes()
-    result = run(suite, flag, "--cudagraph-report=new.json")
-    assert result.returncode == 0, result.stdout
+    job_summary = tmp_path / "step_summary.md"
+    job_summary.write_text("earlier step\n")
+    os.environ["GITHUB_STEP_SUMMARY"] = str(job_summary)
+    try:
+        result = run(suite, *flags, "--cudagraph-report=new.json")
+    finally:
+        del os.environ["GITHUB_STEP_SUMMARY"]
+    assert result.returncode in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED), result.stdout + result.stderr
     assert (suite.path / "new.json").read_bytes() == before
-    assert f"{flag} ran no test: the report at " in result.stdout and "was left as it was" in result.stdout
+    assert job_summary.read_text() == "earlier step\n"
+    if said is not None:
+        assert f"{said}: the report at " in result.stdout and "was left as it was" in result.stdout
+
+
+@pytest.mark.slow
+def test_a_run_of_tests_still_appends_to_the_job_summary(suite, tmp_path, monkeypatch):
+    job_summary = tmp_path / "step_summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(job_summary))
+    assert run(suite, "--cudagraph-report=new.json").returncode == 0
+    assert "**PASSED**" in job_summary.read_text()
+    assert report_of(suite)["summary"]["tests"] == 4
+
+
+def test_a_pytest_split_shard_that_got_no_test_still_writes_its_report(pytester):
+    """``merge`` asks for every shard's report: a shard with nothing to run is a shard, not a run of no test body."""
+    pytester.makepyfile(test_one="def test_one():\n    pass\n")
+    result = pytester.runpytest("-p", "no:randomly", "--splits", "2", "--group", "2", "--cudagraph-report=s2.json")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED, result.stdout.str()
+    report = report_of(pytester, "s2.json")
+    assert report["summary"]["shard"]["group"] == 2 and report["tests"] == {}
+    result = pytester.runpytest("-p", "no:randomly", "-k", "nothing", "--cudagraph-report=none.json")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    assert not (pytester.path / "none.json").exists()

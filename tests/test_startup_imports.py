@@ -33,6 +33,8 @@ HOOK_MODULES = {
     "pytest_cudagraph.plugin.items",
     "pytest_cudagraph.plugin.marker_docs",
     "pytest_cudagraph.plugin.options",
+    # the one rule by which a run of no test body writes nothing: it watches for pytest's test loop
+    "pytest_cudagraph.plugin.ran_no_test",
     "pytest_cudagraph.plugin.run_so_far",
     "pytest_cudagraph.plugin.state_isolation",
     # the running test's slot: the record and the open-object registry take it on first use

@@ -33,6 +33,7 @@ from typing import Any
 
 from .. import _compat as compat
 from ..errors import InvariantViolation, MisuseError
+from ..records import running
 from ..records.record import current_record
 from .dynamo_log import DynamoLogTap, function_from_refusal, reasons_from_message
 from .expect import ExpectBlock, checked_deltas
@@ -129,6 +130,7 @@ class RecompileWatch:
         if self._active:
             raise MisuseError("this RecompileWatch is already active; create a new one with watch_recompiles()")
         compat.register_dynamo_loggers()
+        _start_like_the_marker()
 
         self._log.start()
         self._breaks_after = None
@@ -407,6 +409,22 @@ def _refusal_message(recorded: list[_Event], exc: BaseException, when: str) -> s
         )
         event = None
     return compile_refused(function, reasons, str(exc), when, event)
+
+
+def _start_like_the_marker() -> None:
+    """In a test, the first watch starts from an empty Dynamo cache, as ``max_recompiles``' test does.
+
+    Otherwise its count follows the test order: a shared compiled function that an
+    earlier test called is warm (0 recompiles), cold where this test runs first (1).
+    Only while the test has compiled nothing yet: the reset then drops only what
+    earlier tests left, never the test's own warm-up (a watch after it counts on
+    that warm state, as before).  Outside a test, nothing is reset.
+    """
+    if running.frames_at_begin is None or running.started_from_empty:
+        return
+    running.started_from_empty = True
+    if compat.counter_value("frames", "total") == running.frames_at_begin:
+        start_from_empty_dynamo_cache()
 
 
 def start_from_empty_dynamo_cache() -> None:

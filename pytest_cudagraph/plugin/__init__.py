@@ -17,6 +17,7 @@ pytest.  Its modules:
   cache root), then the feature modules registered;
 - ``collection``: marker arguments checked, GPU tests gated, module groups;
 - ``recording``: each test's record, the run's progress, the report, the summary;
+- ``ran_no_test``: the one rule by which a run of no test body writes nothing;
 - ``marker_checks``: the ``max_recompiles`` and ``compile_cache`` markers (the
   latter's cold and warm passes are ``compile_cache_marker``'s);
 - ``fixtures``: ``cudagraphs``, ``recompiles``, ``compile_cache``, ``piecewise``;
@@ -37,7 +38,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from . import activation, fixtures, options, state_isolation
+from . import activation, fixtures, options, ran_no_test, state_isolation
 from .items import STATE_KEY, xdist_workers
 from .run_so_far import RunSoFar
 
@@ -71,6 +72,7 @@ def pytest_configure(config: pytest.Config) -> None:
         ("cudagraph-activation", activation),
         ("cudagraph-fixtures", fixtures),
         ("cudagraph-state-isolation", state_isolation),
+        ("cudagraph-ran-no-test", ran_no_test),
     ):
         manager.register(module, name)
     if activation.wanted_from_start(config):

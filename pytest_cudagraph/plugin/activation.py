@@ -45,6 +45,7 @@ from .items import (
     SKIP_REASON_KEY,
     record_of,
     registered_marks,
+    start_attempt,
     xdist_workers,
 )
 from .run_so_far import RunSoFar
@@ -190,6 +191,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     collection) and what a test of the plugin measures started (``recording``).
     """
     config = item.config
+    start_attempt(item)
+    # Dynamo's compile count as the test begins, where Dynamo is loaded: a plain recompile watch starts from an
+    # empty Dynamo cache only while the test has compiled nothing (compile/recompiles.py)
+    running.begin_frames(_compiled_frames())
     if not is_active(config) and (
         "torch" in sys.modules or not PLUGIN_MARKERS.isdisjoint(m.name for m in item.iter_markers())
     ):
@@ -222,11 +227,21 @@ def pytest_runtest_makereport(
         locate_failure(item, call.excinfo)
     if call.when == "teardown":
         running.end()
+        running.end_frames()
         if is_active(config):
             from .recording import attach_record
 
             attach_record(item, report)
     return report
+
+
+def _compiled_frames() -> int:
+    """Dynamo's process-wide count of frames it compiled; 0 while Dynamo is not loaded (nothing compiled)."""
+    if "torch._dynamo.utils" not in sys.modules:
+        return 0
+    from .. import _compat
+
+    return _compat.counter_value("frames", "total")
 
 
 def short_crash_line(call: pytest.CallInfo, report: pytest.TestReport) -> None:

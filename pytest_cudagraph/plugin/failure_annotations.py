@@ -30,6 +30,7 @@ from ..render.failure_line import failure_cause, failure_rule, failure_site
 from ..render.workflow_commands import error_command
 from .items import is_worker
 from .options import ANNOTATION_CHOICES  # --cudagraph-annotations's values, defined with the options
+from .ran_no_test import ran_no_test
 from .session import RunState
 
 __all__ = ["ANNOTATION_CHOICES", "Annotations", "annotation_lines", "annotation_path", "register", "wanted"]
@@ -56,7 +57,7 @@ class Annotations:
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         """At the end of pytest's summary: one ``::error`` line per failure of the plugin's checks."""
-        if config.getoption("collectonly"):
+        if ran_no_test(config, exitstatus) is not None:
             return
         workspace = os.environ.get("GITHUB_WORKSPACE") or None
         regressions = getattr(self.state.baseline_comparison, "regressions", ())

@@ -45,6 +45,12 @@ REGISTERED_MARKS_KEY = pytest.StashKey[tuple]()
 FAILURE_KEY = pytest.StashKey[dict]()
 # Why the test skipped (the terminal section counts the GPU tests the plugin skipped).
 SKIP_REASON_KEY = pytest.StashKey[str]()
+# The finished record of the test's last attempt, and those of its earlier attempts: a rerun plugin
+# (pytest-rerunfailures) runs one item's setup, call and teardown again, and the record is the last attempt's.
+ATTEMPT_KEY = pytest.StashKey[dict]()
+RERUNS_KEY = pytest.StashKey[list]()
+# what one attempt of a test keeps on its item; a rerun starts without it
+ATTEMPT_KEYS: tuple[pytest.StashKey[Any], ...] = (OUTCOME_KEY, FAILURE_KEY, SKIP_REASON_KEY, RECORD_KEY, ATTEMPT_KEY)
 
 # the names of the plugin's markers, and of its fixtures
 PLUGIN_MARKERS = frozenset(MARKER_DOCS)
@@ -105,6 +111,24 @@ def marked_cudagraph_or_using(item: pytest.Item, fixtures: frozenset[str]) -> bo
 
 def report_nodeid(item: pytest.Item) -> str:
     return item.stash.get(NODEID_KEY, item.nodeid)
+
+
+def start_attempt(item: pytest.Item) -> None:
+    """Before a test's setup: where an earlier attempt of the same item ran, set its record apart (``reruns``).
+
+    A rerun plugin (pytest-rerunfailures, flaky) calls the item's setup, call and
+    teardown again in the same session; the record is of the attempt that counts,
+    the last, and an earlier attempt's figures are never added to it.  Told by what
+    an attempt leaves on the item, whatever plugin reran it.
+    """
+    if OUTCOME_KEY not in item.stash:
+        return  # the first attempt
+    earlier = item.stash.get(ATTEMPT_KEY, None)
+    if earlier is not None:
+        item.stash.setdefault(RERUNS_KEY, []).append(earlier)
+    for key in ATTEMPT_KEYS:
+        if key in item.stash:
+            del item.stash[key]
 
 
 def record_of(item: pytest.Item) -> TestRecord:

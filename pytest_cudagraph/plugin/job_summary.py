@@ -23,7 +23,8 @@ import pytest
 
 from ..errors import UsageProblem
 from .items import PROGRESS_KEY, is_worker
-from .options import SUMMARY_CHOICES  # --cudagraph-summary's values, defined with the options
+from .options import SUMMARY_CHOICES
+from .ran_no_test import ran_no_test  # --cudagraph-summary's values, defined with the options
 from .session import RunState
 
 __all__ = ["SUMMARY_CHOICES", "SUMMARY_ENV", "JobSummary", "check_summary_option", "register", "summary_markdown"]
@@ -71,8 +72,8 @@ class JobSummary:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """At the end, after the report is written and compared: the Markdown appended to the job summary."""
         config = session.config
-        if config.getoption("collectonly"):
-            return
+        if ran_no_test(config, int(exitstatus)) is not None:
+            return  # no verdict of a run of no test, and no report named as this run's
         progress = config.stash.get(PROGRESS_KEY, None)
         text = summary_markdown(self.state, progress, int(exitstatus))
         try:
@@ -93,6 +94,7 @@ class JobSummary:
 def summary_markdown(state: RunState, progress: Any, exitstatus: int) -> str:
     """The run's Markdown: its records as ``show --markdown`` draws them, then the baseline comparison."""
     from ..render.markdown import comparison_markdown, run_markdown
+    from ..render.markdown_blocks import MAX_BYTES
 
     options = state.options
     notes = []
@@ -104,16 +106,21 @@ def summary_markdown(state: RunState, progress: Any, exitstatus: int) -> str:
         notes.append(f"report: {options.report_path}")
     reasons = progress.incomplete_reasons(exitstatus) if progress is not None else []
     title = f"pytest-cudagraph: {options.report_path.name}" if options.report_path is not None else "pytest-cudagraph"
+    # GitHub drops a step's summary over 1 MiB whole: the run's page and the comparison share the room
+    room = MAX_BYTES if state.baseline_comparison is None else MAX_BYTES // 2
     text = run_markdown(
         state.records,
         title=title,
         incomplete_reasons=reasons,
         not_run_count=len(progress.not_run()) if progress is not None and reasons else 0,
         notes=notes,
+        max_bytes=room,
     )
     if state.baseline_comparison is not None:
         from ..tools.compare_rules import INCOMPLETE_RULE
 
         title = f"pytest-cudagraph: compared with baseline {options.baseline_path}"
-        text += "\n" + comparison_markdown(state.baseline_comparison, incomplete_rule=INCOMPLETE_RULE, title=title)
+        text += "\n" + comparison_markdown(
+            state.baseline_comparison, incomplete_rule=INCOMPLETE_RULE, title=title, max_bytes=room
+        )
     return text

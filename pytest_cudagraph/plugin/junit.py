@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import pytest
 
-from ..render.junit_properties import PREFIX, junit_properties
+from ..render.junit_properties import junit_properties
 from .recording import carried_record
+
+ADDED_ATTR = "cudagraph_properties_added"
 
 
 def register(config: pytest.Config) -> None:
@@ -35,6 +37,9 @@ class JunitProperties:
         carried = carried_record(report)
         if carried is None or report.when != "teardown":
             return
-        if any(str(name).startswith(PREFIX) for name, _ in report.user_properties):
+        if getattr(report, ADDED_ATTR, False):
             return  # added by the worker that ran the test: this is the controller reading its report
+        # Marked on the report, not told by the properties' names: a test's own
+        # record_property("cudagraph.owner", ...) must not stand for the plugin's.
         report.user_properties.extend(junit_properties(carried["record"]))
+        setattr(report, ADDED_ATTR, True)  # xdist sends a report's attributes to the controller

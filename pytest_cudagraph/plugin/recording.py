@@ -25,9 +25,11 @@ from ..graphs import open_objects
 from ..records.json_values import json_safe
 from ..records.progress import RunProgress
 from ..records.record import CACHE_START_EMPTY, CACHE_START_SHARED, StartedCaches, TestRecord, set_current_record
+from ..render.workflow_commands import inert_lines
 from . import pytest_split as shards
 from .fixture_compiles import REPORT_SETUPS_ATTR, watch_of
 from .items import (
+    ATTEMPT_KEY,
     CACHE_KEYS_KEY,
     CACHE_SNAPSHOT_KEY,
     FAILURE_KEY,
@@ -35,6 +37,7 @@ from .items import (
     OUTCOME_KEY,
     PROGRESS_KEY,
     RECORD_KEY,
+    RERUNS_KEY,
     RUN_ID_KEY,
     SKIP_REASON_KEY,
     STATE_KEY,
@@ -45,6 +48,7 @@ from .items import (
     uses_plugin,
 )
 from .markers import MarkerArgumentError, parse_item_markers
+from .ran_no_test import ran_no_test
 from .run_so_far import RunSoFar
 from .session import RunState
 
@@ -206,6 +210,8 @@ def attach_record(item: pytest.Item, report: pytest.TestReport) -> None:
     """
     finished = finish_record(item, item.stash.get(RECORD_KEY, None))
     if finished is not None:
+        # a rerun plugin may drop this report unlogged and run the test again (items.start_attempt)
+        item.stash[ATTEMPT_KEY] = finished
         # One JSON string, not the dict: pytest-xdist sends a report's attributes through
         # execnet, whose serializer fails on an int below -2**31 (a device reading's change
         # of more than 2 GiB, when another worker on the GPU frees memory meanwhile), and
@@ -252,6 +258,9 @@ def finish_record(item: pytest.Item, record: TestRecord | None) -> dict[str, Any
     if record is not None and counts is not None and not isinstance(counts, StartedCaches):
         # set by the compile_cache marker or fixture: passes in directories the plugin made empty
         record.set("caches", StartedCaches(counts, CACHE_START_EMPTY))
+    reruns = [earlier["record"] for earlier in item.stash.get(RERUNS_KEY, ())]
+    if record is None and reruns:
+        record = record_of(item)  # this attempt measured nothing, an earlier one did
     if record is None:
         return None
     record.outcome, record.duration_s = item.stash.get(OUTCOME_KEY, (None, 0.0))
@@ -264,6 +273,8 @@ def finish_record(item: pytest.Item, record: TestRecord | None) -> dict[str, Any
             "cuda_visible_devices": state.pinned_device,
         }
     entry = record.to_json()
+    if reruns:
+        entry["reruns"] = reruns  # each earlier attempt's own record, never added to this one's figures
     measured = set(entry) - {"outcome", "duration_s", "failure", "skip_reason"}
     if not uses_plugin(item) and not measured and "rule" not in (record.failure or {}):
         return None  # a test that used nothing of the plugin, measured nothing and failed no check of it
@@ -368,7 +379,7 @@ class RunRecorder:
         if not lines:
             return
         terminalreporter.write_sep("=", "cudagraph")
-        for line in lines:
+        for line in inert_lines("\n".join(lines)).split("\n"):
             red = line.startswith(("REGRESSION", "INCOMPLETE", "NOTHING COMPARED")) or line == self.state.report_error
             yellow = line.startswith("no regression, but")
             terminalreporter.write_line(line, red=red, yellow=yellow, bold=red or yellow)
@@ -387,7 +398,7 @@ def write_report_and_compare(session: pytest.Session, state: RunState, progress:
     options = state.options
     if options.report_path is None and state.baseline is None:
         return
-    if no_test_body_mode(session.config) is not None:
+    if ran_no_test(session.config, exitstatus) is not None:
         return  # a run of no test body measured nothing: the last report stays as it was
     from ..records.report import build_report, write_report
     from .environment import collect_environment
@@ -423,21 +434,6 @@ def write_report_and_compare(session: pytest.Session, state: RunState, progress:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-# pytest's modes that run no test body, by option: a report of such a run would hold no test and be "complete"
-_NO_TEST_BODY = (
-    ("collectonly", "--collect-only"),
-    ("setupplan", "--setup-plan"),  # before --setup-only: pytest turns that on with it
-    ("setuponly", "--setup-only"),
-    ("showfixtures", "--fixtures"),
-    ("show_fixtures_per_test", "--fixtures-per-test"),
-)
-
-
-def no_test_body_mode(config: pytest.Config) -> str | None:
-    """The option of a run that runs no test body (``--collect-only``, ``--setup-plan``, ...); None for a real run."""
-    return next((flag for dest, flag in _NO_TEST_BODY if _option(config, dest)), None)
-
-
 def os_error_text(exc: OSError) -> str:
     """The OS's own words for a failed write, with the hint that fits it."""
     import errno
@@ -456,7 +452,7 @@ def summary_lines(config: pytest.Config, state: RunState, progress: RunProgress,
         return []
     from ..render.summary import terminal_summary_lines
 
-    no_body = no_test_body_mode(config)
+    no_body = ran_no_test(config, exitstatus)
     # A run stopped by collection errors, or one that ran no test (--fixtures, --markers), holds only
     # the tests refused at collection: pytest's errors say it all.
     stopped_at_collection = progress.collection_errors > 0 and exitstatus == pytest.ExitCode.INTERRUPTED
@@ -471,8 +467,7 @@ def summary_lines(config: pytest.Config, state: RunState, progress: RunProgress,
         report_error=state.report_error,
     )
     if no_body is not None and state.options.report_path is not None:
-        what = "collection only" if no_body == "--collect-only" else f"{no_body} ran no test"
-        lines.append(f"{what}: the report at {state.options.report_path} was left as it was")
+        lines.append(f"{no_body}: the report at {state.options.report_path} was left as it was")
     if progress.shard is not None and no_body is None:
         from ..render.shard_text import describe_shard
 

@@ -113,7 +113,7 @@ def check_options(config: pytest.Config, state: RunState) -> None:
     if options.report_path is not None:
         from ..records.report import check_report_path_writable
 
-        problem = check_report_path_writable(options.report_path)
+        problem = check_report_path_writable(options.report_path) or _output_clash(config, state)
         if problem:
             raise UsageProblem(problem)
     if options.baseline_path is not None:
@@ -129,6 +129,38 @@ def check_options(config: pytest.Config, state: RunState) -> None:
     from .job_summary import check_summary_option
 
     check_summary_option(config)
+
+
+def _output_clash(config: pytest.Config, state: RunState) -> str | None:
+    """Why the report or the job summary cannot be written where they are asked to: over a file of another kind
+    (``records.output_paths``), or over a path given to collect; None when they can.
+
+    ``pytest --cudagraph-report test_q.py``, the value forgotten, makes the module the report's path.
+    """
+    from ..records.output_paths import REPORT, refusal
+    from .job_summary import SUMMARY_ENV, summary_path
+
+    report = state.options.report_path
+    given = [Path(str(config.invocation_params.dir), arg.split("::")[0]) for arg in config.args]
+    # the command meant, where a forgotten value made a test module the report's path
+    fix = "pytest --cudagraph-report=cudagraph.json" + (f" {report.name}" if report and report.suffix == ".py" else "")
+    summary = summary_path(config, state)
+    outputs = [(f"--cudagraph-report={report}", report, f"give the report a path of its own: {fix}")]
+    outputs.append((f"${SUMMARY_ENV}={summary}", summary, f"point ${SUMMARY_ENV} at a file of its own"))
+    for option, path, remedy in outputs:
+        collected = next((arg for arg in given if path is not None and _same_path(path, arg)), None)
+        if collected is not None:
+            return f"{option} is {collected}, a path this run collects, which writing would replace; {remedy}"
+    if report is None:
+        return None
+    return refusal(f"--cudagraph-report={report}", report, REPORT, fix)
+
+
+def _same_path(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+    except OSError:
+        return False
 
 
 def _check_a_gpu_is_visible() -> None:

@@ -19,6 +19,10 @@ serial = 0
 # The record is an object here: ``records/record.py`` reads it back as its ``TestRecord``
 # (this module sits below the record, so that marking a test imports nothing).
 _record_of: Callable[[], object] | None = None
+# Dynamo's count of frames it had compiled when the running test began (None: no test is running), and whether
+# the test already started from an empty Dynamo cache: its first recompile watch does, as the marker's test does
+frames_at_begin: int | None = None
+started_from_empty = False
 
 
 def begin(record_of: Callable[[], object]) -> None:
@@ -42,3 +46,14 @@ def running() -> bool:
 def record() -> object | None:
     """The running test's record (made now if it was not), or None outside a test."""
     return _record_of() if _record_of is not None else None
+
+
+def begin_frames(frames: int) -> None:
+    """A test (plugin or plain) begins; Dynamo had compiled ``frames`` frames so far in the process."""
+    global frames_at_begin, started_from_empty
+    frames_at_begin, started_from_empty = frames, False
+
+
+def end_frames() -> None:
+    global frames_at_begin
+    frames_at_begin = None

@@ -628,6 +628,9 @@ class TestRecord(Section):
     failure: Failure | UnsetType = UNSET
     skip_reason: Text | UnsetType = UNSET
     startup: Startup | UnsetType = UNSET
+    # the earlier attempts of a test a rerun plugin (pytest-rerunfailures) ran again, each its own record;
+    # the record's own fields are the last attempt's
+    reruns: list[TestRecord] | UnsetType = UNSET
     # anything a test or a newer plugin adds: any JSON
     extra: Any = UNSET
 

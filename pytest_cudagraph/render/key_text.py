@@ -199,8 +199,28 @@ def _change_lines(change: ComponentChange, indent: str) -> list[str]:
     if len(a) <= 100 and len(b) <= 100:
         return [f"{indent}{change.name}: {a} -> {b}"]
     lines = [indent + component_change_text(change, 100)]
-    lines += [f"{indent}  base: {clip_middle(a, WHOLE_VALUE)}", f"{indent}  new:  {clip_middle(b, WHOLE_VALUE)}"]
+    shown_a, shown_b = clip_around_difference(a, b, WHOLE_VALUE)
+    lines += [f"{indent}  base: {shown_a}", f"{indent}  new:  {shown_b}"]
     return lines
+
+
+def clip_around_difference(a: str, b: str, width: int) -> tuple[str, str]:
+    """``a`` and ``b`` each cut to about ``width`` characters around where they first differ, "..." at each cut.
+
+    Both are cut at the same offsets, chosen so that the first difference is shown
+    with a third of the width before it: two values that differ after ``width``
+    characters never print as two equal lines.
+    """
+    if len(a) <= width and len(b) <= width:
+        return a, b
+    first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    start = max(0, min(first - width // 3, max(len(a), len(b)) - width))
+
+    def window(text: str) -> str:
+        end = start + width
+        return ("..." if start > 0 else "") + text[start:end] + ("..." if end < len(text) else "")
+
+    return window(a), window(b)
 
 
 def _key_text(key: str | None) -> str:

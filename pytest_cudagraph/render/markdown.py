@@ -25,7 +25,10 @@ figures.  Failures come first, each with its one-line cause
 (``render.failure_line``); the table's cells are the terminal section's
 (``render.summary.summary_row``), so the page, the terminal and the job summary
 agree.  Everything from a report is escaped (``render.markdown_blocks``), and the
-raw text stays within 120 columns where its words allow.  Reads records only;
+raw text stays within 120 columns where its words allow.  Every list stops at
+``MAX_TESTS`` or ``MAX_ROWS`` items, saying how many more the report holds, and a
+page stays under ``MAX_BYTES`` (GitHub drops a job summary over 1 MiB), its
+verdict first.  Reads records only;
 nothing here imports torch.
 """
 
@@ -41,7 +44,7 @@ from ..records.report import summarize
 from .compare_text import delta_text, explain_command_of, incomplete_lines, summary_line, value_text
 from .failure_line import failure_cause, failure_rule, failure_site
 from .key_text import compare_lines, lookup_table_lines, lookups_legend, prominent, run_wide_lines
-from .markdown_blocks import WIDTH, code, fenced, paragraph, table, table_fits, text
+from .markdown_blocks import MAX_BYTES, WIDTH, code, fenced, paragraph, table, table_fits, text, within_bytes
 from .plain_text import clip, clip_nodeid, count_noun
 from .summary import (
     ATTENTION_OUTCOMES,
@@ -93,6 +96,7 @@ def run_markdown(
     not_run_count: int = 0,
     notes: Sequence[str] = (),
     max_rows: int | None = MAX_ROWS,
+    max_bytes: int = MAX_BYTES,
 ) -> str:
     """A run's Markdown: title, verdict line, failures with their causes, the table of tests, the lines under it.
 
@@ -119,7 +123,7 @@ def run_markdown(
             lines.append(f"- ... {len(failed) - len(shown)} more failures (the report holds every one)")
     if records:
         lines += ["", *_tests_section(ordered, max_rows)]
-    return "\n".join(lines) + "\n"
+    return within_bytes("\n".join(lines) + "\n", max_bytes)
 
 
 def _failure_item(nodeid: str, record: Mapping[str, Any]) -> str:
@@ -234,7 +238,12 @@ def _lookups_section(nodeids: Sequence[str], records: Mapping[str, Mapping[str, 
 
 
 def comparison_markdown(
-    comparison: Comparison, *, incomplete_rule: str, title: str | None = None, max_tests: int | None = MAX_TESTS
+    comparison: Comparison,
+    *,
+    incomplete_rule: str,
+    title: str | None = None,
+    max_tests: int | None = MAX_TESTS,
+    max_bytes: int = MAX_BYTES,
 ) -> str:
     """A comparison's Markdown: verdict line, regressions, environment changes, each changed test's figures, notes.
 
@@ -253,16 +262,20 @@ def comparison_markdown(
     regressions += [("", r.rule, r.message) for r in c.run_regressions if r.rule not in worded]
     if regressions:
         lines += ["", f"#### Regressions ({len(regressions)})", ""]
-        for where, rule, message in regressions:
+        for where, rule, message in _first(regressions, max_tests):
             head = f"{where} **{text(rule)}**" if where else f"**{text(rule)}**"
             lines += paragraph(f"{head}: {text(message)}", first="- ", indent="  ")
+        lines += _more(regressions, max_tests, "regressions (`pytest-cudagraph compare` lists them all)")
     if not c.new_run.complete:
         lines += ["", *fenced(incomplete_lines(c.labels, c.new_run, c.vanished_tests))]
     if c.env_changes:
-        rows = [[text(key), text(_or_dash(base)), text(_or_dash(new))] for key, base, new in c.env_changes]
+        changes = _first(c.env_changes, MAX_ROWS)
+        rows = [[text(key), text(_or_dash(base)), text(_or_dash(new))] for key, base, new in changes]
         lines += ["", "#### Environment", "", *table(["", text(base_label), text(new_label)], rows)]
+        lines += _more(c.env_changes, MAX_ROWS, "environment fields changed", after_table=True)
         if c.env_same:
-            lines += ["", *paragraph(text("same: " + ", ".join(f"{k} {_or_dash(v)}" for k, v in c.env_same)))]
+            same = ", ".join(f"{k} {_or_dash(v)}" for k, v in _first(c.env_same, MAX_ROWS))
+            lines += ["", *paragraph(text(f"same: {same}" + (", ..." if len(c.env_same) > MAX_ROWS else "")))]
     if c.cache_keys is not None and c.cache_keys.run_wide:
         lines += ["", *fenced(run_wide_lines(c.cache_keys.run_wide, explain_command_of(c.labels, c.sources)))]
     changed = sorted((t for t in c.tests if t.changed), key=lambda t: (not t.regressions, t.nodeid))
@@ -279,15 +292,29 @@ def comparison_markdown(
     for heading, nodeids in (("New tests", c.new_tests), ("Vanished tests", c.vanished_tests)):
         if nodeids:
             lines += ["", f"#### {heading} ({len(nodeids)})", ""]
-            lines += [f"- {code(nodeid)}" for nodeid in (nodeids if max_tests is None else nodeids[:max_tests])]
-            if max_tests is not None and len(nodeids) > max_tests:
-                lines.append(f"- ... {len(nodeids) - max_tests} more")
+            lines += [f"- {code(nodeid)}" for nodeid in _first(nodeids, max_tests)]
+            lines += _more(nodeids, max_tests, "")
     notes = c.notes()
     if notes:
         lines += ["", "#### Notes", ""]
-        for note in notes:
+        for note in _first(notes, MAX_ROWS):
             lines += paragraph(text(note), first="- ", indent="  ")
-    return "\n".join(lines) + "\n"
+        lines += _more(notes, MAX_ROWS, "notes (`pytest-cudagraph compare` lists them all)")
+    return within_bytes("\n".join(lines) + "\n", max_bytes)
+
+
+def _first(items: Sequence[Any], limit: int | None) -> Sequence[Any]:
+    return items if limit is None else items[:limit]
+
+
+def _more(items: Sequence[Any], limit: int | None, what: str, *, after_table: bool = False) -> list[str]:
+    """The list item that says how many of ``items`` a list of ``limit`` left out; none when it left none out.
+
+    ``after_table``: under a table, after a blank line, which ends it.
+    """
+    if limit is None or len(items) <= limit:
+        return []
+    return [""] * after_table + [f"- ... {len(items) - limit} more" + (f" {what}" if what else "")]
 
 
 def _or_dash(value: Any) -> str:
@@ -302,6 +329,7 @@ def _changed_test(test: TestComparison, labels: tuple[str, str], sources: tuple[
         state = "changed"
     lines = paragraph(f"{code(test.nodeid)} **{text(state)}**")
     if test.changes:
+        changes = _first(test.changes, MAX_ROWS)
         rows = [
             [
                 text(change.metric),
@@ -310,10 +338,11 @@ def _changed_test(test: TestComparison, labels: tuple[str, str], sources: tuple[
                 text(delta_text(change.metric, change.base, change.new)),
                 text(change.rule or ""),
             ]
-            for change in test.changes
+            for change in changes
         ]
         lines += ["", *table(["metric", text(labels[0]), text(labels[1]), "change", "rule"], rows)]
-    for note in test.notes:
+        lines += _more(test.changes, MAX_ROWS, "figures changed", after_table=True)
+    for note in _first(test.notes, MAX_ROWS):
         lines += ["", *paragraph(text(f"note: {note}"))]
     if test.cache_keys is not None and test.cache_keys.behaviour_changed:
         lines += ["", *fenced(compare_lines(test.cache_keys, explain_command_of(labels, sources, test.nodeid), labels))]

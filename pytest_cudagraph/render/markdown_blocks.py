@@ -30,15 +30,22 @@ from collections.abc import Sequence
 
 from .plain_text import terminal_safe
 
-__all__ = ["WIDTH", "code", "fenced", "paragraph", "table", "table_fits", "text"]
+__all__ = ["MAX_BYTES", "WIDTH", "code", "fenced", "paragraph", "table", "table_fits", "text", "within_bytes"]
 
 WIDTH = 120
+# GitHub drops a job summary over 1 MiB whole (the job page then shows none of it); a page stays under this
+MAX_BYTES = 1_000_000
 # what CommonMark/GFM may act on in running text; "_" is handled apart (intraword is safe)
 _SPECIAL = re.compile(r"([\\*\[\]<|~#&`])")
 _UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
-# a code span the plugin's messages hold: backticks around text on one line; or a decorator
-# ("@pytest.mark.max_recompiles(0)"), which GitHub would read as a mention of the user "pytest"
-_CODE_SPAN = re.compile(r"`(?P<code>[^`\n]+)`|(?P<decorator>@[A-Za-z_][\w.]*(?:\([^()\n]*\))?)")
+# A code span the plugin's messages hold: backticks around text on one line.  Or a word GitHub would act on,
+# made a code span whole (outside code it links and mentions nothing): one holding "://" (a URL its autolink
+# extension links, whatever comes before the scheme), "www." or an "@" (a mention of a user, whose name may
+# start with a digit, @0xcafe, or of a team; a decorator, @pytest.mark.max_recompiles(0), mentions "pytest";
+# an e-mail address, which is linked and stays whole).
+_CODE_SPAN = re.compile(r"`(?P<code>[^`\n]+)`|(?P<live>[^\s`]*(?:@|://|www\.)[^\s`]*)")
+_OPENERS, _CLOSERS = "([{<\"'", ".,:;!?)]}>\"'"
+_PAIRS = {")": "(", "]": "[", "}": "{"}
 # a word that would open a list or a quote, or underline a heading, at the start of a line: never wrapped onto
 # one, and escaped where a paragraph starts with it
 _BLOCK_START = re.compile(r"^(?:[-+=]+|\d{1,9}[.)]|>.*)$")
@@ -57,13 +64,41 @@ def text(value: object) -> str:
     """Running text: one line, escaped, backtick pairs kept as code spans."""
     line = _one_line(value)
     pieces: list[str] = []
+    spans: list[str] = []  # code spans with no text between them are one: two fences side by side are a longer one
     position = 0
     for match in _CODE_SPAN.finditer(line):
-        pieces.append(_escape_plain(line[position : match.start()]))
-        pieces.append(code(match["code"] or match["decorator"]))
-        position = match.end()
+        start, end = match.span()
+        if match["live"] is not None:
+            start, end = _live_core(line, start, end)
+        between = line[position:start]
+        if between and spans:
+            pieces.append(code("".join(spans)))
+            spans = []
+        pieces.append(_escape_plain(between))
+        spans.append(match["code"] if match["code"] is not None else line[start:end])
+        position = end
+    if spans:
+        pieces.append(code("".join(spans)))
     pieces.append(_escape_plain(line[position:]))
     return "".join(pieces)
+
+
+def _live_core(line: str, start: int, end: int) -> tuple[int, int]:
+    """The span of a live word without the punctuation around it (``(www.x.org),`` -> ``www.x.org``), which stays
+    text; a closing bracket the word opened stays in it (``@pytest.mark.max_recompiles(0):``)."""
+    word = line[start:end]
+    head = len(word) - len(word.lstrip(_OPENERS))
+    tail = len(word.rstrip(_CLOSERS))
+    while (
+        tail < len(word)
+        and word[tail] in _PAIRS
+        and word.count(_PAIRS[word[tail]], head, tail) > word.count(word[tail], head, tail)
+    ):
+        tail += 1
+    core = word[head:tail]
+    if not any(trigger in core for trigger in ("@", "://", "www.")):
+        return start, end  # the punctuation is part of what GitHub would act on: the whole word
+    return start + head, start + tail
 
 
 def code(value: object) -> str:
@@ -172,3 +207,34 @@ def fenced(lines: Sequence[str], info: str = "text") -> list[str]:
     runs = [len(run) for line in safe for run in re.findall(r"`{3,}", line)]
     fence = "`" * max(3, max(runs, default=0) + 1)
     return [fence + info, *safe, fence]
+
+
+def within_bytes(markdown: str, limit: int = MAX_BYTES) -> str:
+    """``markdown`` whole when it fits ``limit`` bytes; else cut at a block's end, with a line saying so.
+
+    The page's first blocks (its title and verdict) are kept; the cut is at a blank
+    line outside any fenced block, a ``<details>`` left open is closed, and the
+    last line says how much was left out and where all of it is.
+    """
+    data = markdown.encode("utf-8")
+    if len(data) <= limit:
+        return markdown
+    room = max(limit - 400, 0)  # the closing tags and the line that says so
+    lines = data[:room].decode("utf-8", "ignore").split("\n")[:-1]  # the last line may be cut in two
+    cut, fence, details = 0, "", 0
+    open_details_at_cut = 0
+    for number, line in enumerate(lines):
+        opening = re.match(r"`{3,}", line)
+        if not fence and opening:
+            fence = opening.group()
+        elif fence and line.startswith(fence) and not line.strip("`"):
+            fence = ""
+        elif not fence:
+            # the page's own: a line of its own; report text's "<" is escaped ("\\<details>")
+            details += line.startswith("<details>") - (line == "</details>")
+            if not line:
+                cut, open_details_at_cut = number, details
+    kept = lines[:cut] + ["", "</details>"] * open_details_at_cut
+    left_out = len(data) - len("\n".join(kept).encode("utf-8"))
+    note = f"**... {left_out:,} more bytes left out**: GitHub shows at most 1 MiB; the report and the plain text hold it all"
+    return "\n".join([*kept, "", note]) + "\n"

@@ -47,6 +47,7 @@ from typing import Any
 
 from ..records.json_values import number
 from ..records.loaded import LoadedReport, RecordRead, given, is_set, typed_report
+from ..records.output_paths import HTML_GENERATOR
 from ..records.schema import Graphs, GraphSet, Summary
 from .html_caches import cache_keys_html, caches_html, extra_html
 from .html_compile import compile_time_html
@@ -320,6 +321,7 @@ def render_html(report: LoadedReport | Mapping[str, Any], title: str = "pytest-c
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        HTML_GENERATOR,  # what tells a page `show --html` may write over
         f"<title>{escape(title)}</title><style>{CSS}</style></head><body>",
         f'<h1>{escape(title)}</h1><p class="meta">{escape(subtitle)}</p>',
         f'<p class="verdict{" bad" if attention else ""}">{"<br>".join(map(escape, verdict_lines))}</p>',

@@ -11,18 +11,42 @@ runner unescapes it (its ``CommandEscaping``):
 ``%`` goes first, so an escape already in the text stays text.  A message is cut
 (``MESSAGE_WIDTH``) before it is escaped, so no escape is ever cut in two, and any
 other control character is written as its escape (``\\x1b``: ``text.terminal_safe``),
-as everything the plugin prints from a record.  Nothing here imports torch.
+as everything the plugin prints from a record.
+
+The runner reads every line of the log, so report text printed at the start of a
+line (a wrapped skip reason, a forged node id) would be a command too
+(``::add-mask::REGRESSION`` hides the verdict).  ``inert_lines`` makes every line
+the plugin prints plain, but its own annotations.  Nothing here imports torch.
 """
 
 from __future__ import annotations
 
+import re
+
 from .plain_text import clip_middle, terminal_safe
 
-__all__ = ["MESSAGE_WIDTH", "TITLE_WIDTH", "error_command", "escape_data", "escape_property"]
+__all__ = ["MESSAGE_WIDTH", "TITLE_WIDTH", "error_command", "escape_data", "escape_property", "inert_lines"]
 
 # GitHub shows an annotation's message whole, but a log line of megabytes helps no one
 MESSAGE_WIDTH = 4000
 TITLE_WIDTH = 200
+
+
+# The runner trims a line's leading white space before it looks for "::"; its older form "##[command]" is read
+# anywhere in a line.
+_COMMAND_START = re.compile(r"^([^\S\r\n]*)(?=::)", re.MULTILINE)
+_OLD_COMMAND = "##["
+
+
+def inert_lines(text: str) -> str:
+    """``text`` with no line GitHub's runner would take as a workflow command.
+
+    A line that starts with ``::`` (after white space) gets a backslash before it,
+    and ``##[`` becomes ``#\\#[``: visible, and in Markdown, where a backslash escapes
+    punctuation, the line renders as it was.  Every line the plugin prints goes
+    through it but its own annotations (``error_command``).
+    """
+    return _COMMAND_START.sub(r"\1\\", text).replace(_OLD_COMMAND, "#\\#[")
 
 
 def escape_data(text: str) -> str:

@@ -39,8 +39,10 @@ from typing import Any, TextIO
 from ..errors import CudagraphError, ReportError
 from ..records.comparison import run_completeness
 from ..records.loaded import LoadedReport, read_report
+from ..records.output_paths import DURATIONS, HTML_PAGE, REPORT, refusal
 from ..records.report import collector_paused, load_report, write_text_atomically
 from ..render.plain_text import clip, count_noun, terminal_safe
+from ..render.workflow_commands import inert_lines
 from .cli_arguments import build_parser
 from .compare import compare_reports
 from .compare_rules import parse_rules
@@ -70,8 +72,9 @@ def _write(stream: TextIO, text: str) -> None:
 
     Control characters are written as their escapes (text.terminal_safe): node ids, messages and env
     fields come from reports, and ``\\x1b[8m`` in one would hide the lines after it, the verdict among them.
+    Nor does a line start as a GitHub workflow command (``::add-mask::``): ``inert_lines``.
     """
-    text = terminal_safe(text)
+    text = inert_lines(terminal_safe(text))
     encoding = getattr(stream, "encoding", None) or "utf-8"
     try:
         text.encode(encoding)
@@ -171,9 +174,9 @@ def _show(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
     if args.html is not None:
         fix = f"another path for the page, such as {Path(args.report).with_suffix('.html').name}"
-        refusal = _overwrites_input("--html", args.html, [args.report], "report", "writing the page", fix)
-        if refusal is not None:
-            return _fail(refusal, stderr)
+        refused = _overwrites_input("--html", args.html, [args.report], "report", "writing the page", fix, HTML_PAGE)
+        if refused is not None:
+            return _fail(refused, stderr)
     try:
         loaded = read_report(args.report)
     except ReportError as exc:
@@ -235,12 +238,15 @@ def _same_file(output: Path, inputs: Sequence[str]) -> str | None:
     return None
 
 
-def _overwrites_input(option: str, output: str, inputs: Sequence[str], kind: str, writing: str, fix: str) -> str | None:
+def _overwrites_input(
+    option: str, output: str, inputs: Sequence[str], kind: str, writing: str, fix: str, output_kind: str
+) -> str | None:
     """The refusal ``"-o OUT is the report IN, which writing the durations would overwrite; give FIX"`` when the
-    path given to ``option`` names one of the command's ``inputs`` (each a ``kind``); None when it names none."""
+    path given to ``option`` names one of the command's ``inputs`` (each a ``kind``), or an existing file that is
+    no ``output_kind`` (``records.output_paths``); None when it may be written."""
     clash = _same_file(Path(output), inputs)
     if clash is None:
-        return None
+        return refusal(f"{option} {output}", output, output_kind, fix)
     return f"{option} {output} is the {kind} {clash}, which {writing} would overwrite; give {fix}"
 
 
@@ -266,9 +272,9 @@ def _merge(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
     out = Path(args.output)
     fix = "another path for the merged report, such as all.json"
-    refusal = _overwrites_input("-o", args.output, args.shards, "shard report", "merging", fix)
-    if refusal is not None:
-        return _fail(refusal, stderr)
+    refused = _overwrites_input("-o", args.output, args.shards, "shard report", "merging", fix, REPORT)
+    if refused is not None:
+        return _fail(refused, stderr)
     try:
         merged = merge_shard_reports(_load_all(args.shards))
     except ReportError as exc:
@@ -291,9 +297,9 @@ def _durations(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
     out = Path(args.output)
     fix = "pytest-split's durations file, such as .test_durations"
-    refusal = _overwrites_input("-o", args.output, args.reports, "report", "writing the durations", fix)
-    if refusal is not None:
-        return _fail(refusal, stderr)
+    refused = _overwrites_input("-o", args.output, args.reports, "report", "writing the durations", fix, DURATIONS)
+    if refused is not None:
+        return _fail(refused, stderr)
     try:
         durations, notes = durations_from_reports(_load_all(args.reports))
     except ReportError as exc:
@@ -381,6 +387,9 @@ def _startup_output_clash(args: argparse.Namespace) -> str | None:
                 f"{flag} {output} is the test file {measured} the benchmark measures, which writing would "
                 f"overwrite; give another path, such as {'startup.json' if flag == '--report' else 'expected.csv'}"
             )
+    foreign = refusal(f"--report {args.report}", args.report, REPORT, "another path, such as startup.json")
+    if foreign is not None:
+        return foreign
     if args.write_expected and _same_file(Path(args.write_expected), [args.report]) is not None:
         return (
             f"--write-expected {args.write_expected} is the --report path {args.report}: one file cannot hold both; "

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..records.cold_warm import passes_apart
 from ..records.loaded import RecordRead
 from .compare_noise import keyed_set_data, keyed_sets
 from .compare_results import Change
@@ -48,8 +49,8 @@ _TABLE_SKIP_KEYS = frozenset(
 # The outcome and the words that go with it: the outcome is compared, its message and
 # skip reason are the page's to show (a reworded message is not a change of the test).
 _OUTCOME_WORDS = ("outcome", "duration_s", "failure", "skip_reason")
-# compared apart (key_diff), not as table rows
-_NOT_IN_TABLE = ("cache_keys",)
+# compared apart (key_diff), not as table rows; a rerun's earlier attempts are not the test's result
+_NOT_IN_TABLE = ("cache_keys", "reruns")
 
 
 def paired_tests(
@@ -126,7 +127,7 @@ def _flatten(prefix: str, value: Any, out: dict[str, Any], include_timings: bool
 
 
 def _table_values(read: RecordRead, include_timings: bool) -> dict[str, Any]:
-    record = read.data
+    record = _with_derived_sections(read.data)
     out: dict[str, Any] = {"outcome": read.typed.outcome}
     if include_timings and "duration_s" in record:
         out["duration_s"] = record["duration_s"]
@@ -139,3 +140,20 @@ def _table_values(read: RecordRead, include_timings: bool) -> dict[str, Any]:
         if key not in out and key not in _TABLE_SECTIONS and key not in _OUTCOME_WORDS and key not in _NOT_IN_TABLE:
             _flatten(key, value, out, include_timings)
     return out
+
+
+def _with_derived_sections(record: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``record`` with the sections an older plugin did not write but whose makings it holds, derived.
+
+    A field an older report lacks is not a change: ``cache_passes`` (the cold and
+    warm passes counted apart) is what the passes under ``extra`` give, and a
+    ``pytest-cudagraph/1`` report of a plugin before it holds the passes only.
+    Reading a ``/2`` file puts it back likewise (``stored_once``).
+    """
+    if "cache_passes" in record:
+        return record
+    derived = passes_apart([record])
+    if derived is None:
+        return record
+    derived.pop("tests", None)
+    return {**record, "cache_passes": derived}
