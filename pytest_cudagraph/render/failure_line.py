@@ -61,7 +61,10 @@ def failure_cause(record: Mapping[str, Any], width: int = CAUSE_WIDTH) -> str:
     head = _MODULE_PATH.sub("", lines[0].strip().removeprefix("Failed: ").strip())
     head = _CACHE_DIR.sub("", head)
     listed = lines[1 : next((i for i, line in enumerate(lines) if i and not line.strip()), len(lines))]
-    bullet = next((match["text"] for match in map(_BULLET.match, listed) if match), None)
+    at = next((i for i, line in enumerate(listed) if _BULLET.match(line)), len(listed))
+    bullet = listed[at].strip()[2:] if at < len(listed) else None
+    if bullet is not None and bullet.endswith(":"):  # it introduces the lines under it: the fact is there
+        bullet = f"{bullet} {_nested_fact(listed[at:])}".rstrip()
     if bullet is not None and bullet not in head:
         head = f"{head} {bullet}" if head.endswith(".") else f"{head.rstrip(':')}: {bullet}"
     if failure_rule(record) in _RECOMPILE_RULES:
@@ -69,6 +72,26 @@ def failure_cause(record: Mapping[str, Any], width: int = CAUSE_WIDTH) -> str:
         if first and first not in head:
             head = f"{head} First: {first}" if head.endswith(".") else f"{head}; first: {first}"
     return clip(head, width)
+
+
+def _nested_fact(lines: list[str]) -> str:
+    """What a problem ending on a colon introduces, from the lines indented under it: the fact to fix.
+
+    A changed graph's code (``- mul = sin * 1.0``, ``+ mul = sin * 2.0``, ``a constant:
+    1.0 -> 2.0``) is told by its summary line where there is one, else by its first
+    removed and added lines.
+    """
+    depth = len(lines[0]) - len(lines[0].lstrip())
+    nested = []
+    for line in lines[1:]:
+        if len(line) - len(line.lstrip()) <= depth:
+            break
+        nested.append(line.strip())
+    facts = [line for line in nested if not line.startswith(("- ", "+ ", "... "))]
+    if facts:
+        return "; ".join(facts)
+    changed = [next((line[2:] for line in nested if line.startswith(sign)), "") for sign in ("- ", "+ ")]
+    return " -> ".join(f"`{line}`" for line in changed if line)
 
 
 def _first_recompile_reason(record: Mapping[str, Any]) -> str | None:
