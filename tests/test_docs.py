@@ -75,3 +75,39 @@ def test_docs_site_builds_without_warnings(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "WARNING" not in result.stderr, result.stderr
     assert (tmp_path / "site" / "concepts" / "index.html").exists()
+    # the reports the pages link to are on the site, and so is every page
+    assert (tmp_path / "site" / "reports" / "annotations-examples-failing-cpu.txt").exists()
+    assert (tmp_path / "site" / "zoo" / "index.html").exists()
+
+
+def test_the_strict_docs_build_fails_on_links_that_break_on_the_site_or_on_github(tmp_path):
+    """A page left out of the nav, a link into a file the site leaves out, and a section link in MkDocs' format."""
+    pytest.importorskip("mkdocs", reason="building the docs needs mkdocs (pip install -e '.[test]')")
+    import shutil
+    import subprocess
+    import sys
+
+    docs = tmp_path / "docs"
+    (docs / "examples").mkdir(parents=True)
+    shutil.copy(DOCS / "source_links.py", docs)
+    (docs / "examples" / "test_x.py").write_text("")
+    (docs / "index.md").write_text(
+        "# Home\n\n## `--cudagraph-cache-dir` and the cache root\n\n"
+        "[GitHub's anchor](#--cudagraph-cache-dir-and-the-cache-root), "
+        "[MkDocs' anchor](#-cudagraph-cache-dir-and-the-cache-root), [excluded](examples/test_x.py)\n"
+    )
+    (docs / "other.md").write_text("# Other\n")
+    config = (DOCS.parent / "mkdocs.yml").read_text()
+    nav = config[config.index("\nnav:") + 1 : config.index("\nhooks:") + 1]
+    (tmp_path / "mkdocs.yml").write_text(config.replace(nav, "nav:\n  - Home: index.md\n"))
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--no-strict", "--site-dir", str(tmp_path / "site")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("WARNING")]
+    assert len(warnings) == 3, result.stderr
+    assert 'are not included in the "nav"' in warnings[0] and "other.md" in result.stderr
+    assert "index.md links to examples/test_x.py, which the site leaves out (exclude_docs)" in result.stderr
+    assert "'#-cudagraph-cache-dir-and-the-cache-root', but there is no such anchor" in result.stderr
