@@ -248,7 +248,7 @@ def test_the_job_summary_is_appended_to_githubs_file(pytester, monkeypatch):
     result, _ = run_hostile(pytester, monkeypatch, github=False)
     text = summary.read_text()
     assert text.startswith(
-        "an earlier step's summary\n### pytest-cudagraph: r.json\n\n**FAILED**: 4 tests used the plugin: 4 failed;"
+        "an earlier step's summary\n### pytest-cudagraph: r.json\n\n**FAILED**: 4 tests recorded: 4 failed;"
     )
     assert "- `test_hostile.py::test_stale` failed, **stale-graph** at `test_hostile.py:" in text
     # off: nothing appended; auto without a report: nothing either

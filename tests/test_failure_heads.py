@@ -211,3 +211,35 @@ def test_the_quickstart_cache_test_broken_by_a_constant_names_the_graph_and_the_
     if cold is not None:
         assert cause.endswith(f"(aot_autograd graph 1): a constant: {cold} -> {warm}")
     assert not cause.endswith(":") and "a constant: " in cause
+
+
+def test_the_report_keeps_a_changed_graphs_code_diff_under_its_hashes_for_explain():
+    """``explain`` reads the report: the changed lines and the constant come with the gm hashes, as in the failure."""
+    from pytest_cudagraph.caches.keys import LookupLog
+    from pytest_cudagraph.caches.lookups import explain_miss
+    from pytest_cudagraph.render.key_text import one_run_lines
+
+    cold = _lookup("aot_autograd", "cold", HASH_A, "1.0")
+    warm = _lookup("aot_autograd", "warm", HASH_B, "2.0")
+    log = LookupLog()
+    log.add(cold)
+    log.add(warm)
+    log.annotate(explain_miss(log.lookups[1], [log.lookups[0]], "the cold pass"))
+    explained = log.to_json()["lookups"][1]["explained"]
+    assert explained == [
+        "gm: [aaaaaaaaaaaa] -> [bbbbbbbbbbbb]",
+        "  - mul = sin * 1.0",
+        "  + mul = sin * 2.0",
+        "  a constant: 1.0 -> 2.0",
+    ]
+    from sample_reports import COMPLETE_RUN, ENV_2_13
+
+    from pytest_cudagraph.records.report import build_report
+
+    record = {"outcome": "failed", "cache_keys": log.to_json()}
+    report = build_report(dict(ENV_2_13), {"t.py::test": record}, exitstatus=1, run=COMPLETE_RUN)
+    lines = one_run_lines(report, "r.json", "t.py::test")
+    assert "        a constant: 1.0 -> 2.0" in lines
+    # without the code on both sides (a warm pass of an older plugin): the hashes alone
+    log.annotate(explain_miss(replace(log.lookups[1], graph_code=None), [log.lookups[0]], "the cold pass"))
+    assert log.to_json()["lookups"][1]["explained"] == ["gm: [aaaaaaaaaaaa] -> [bbbbbbbbbbbb]"]

@@ -1,4 +1,4 @@
-"""The terminal summary: one line per test that used the plugin, under its file, and the report's path.
+"""The terminal summary: one line per recorded test (it used the plugin, or compiled), under its file, and the report's path.
 
 Example (``pytest docs/examples --cudagraph --cudagraph-report=r.json`` on a CPU)::
 
@@ -7,7 +7,7 @@ Example (``pytest docs/examples --cudagraph --cudagraph-report=r.json`` on a CPU
       test_warm_start_in_a_fresh_interpreter     passed   -         -           4.0s -> 2.5s  m=1 s=1 -> h=1  m=1 s=1 -> h=1
     docs/examples/test_piecewise_attention.py
       test_split_at_attention_on_any_device      passed   7 pieces  -           0.4s          -               -
-    14 tests used the plugin: 8 passed, 6 skipped; 1 recompile; 0 graphs captured
+    14 tests recorded: 8 passed, 6 skipped; 1 recompile; 0 graphs captured
     6 GPU tests skipped, not listed: no CUDA device (torch 2.13.0+cpu reports torch.cuda.is_available() == False)
     graphs: CUDA graphs captured (their batch sizes); recompiles: Dynamo recompiles
     ...
@@ -300,9 +300,10 @@ def summary_row(nodeid: str, record: Mapping[str, Any], *, compact_pool: bool = 
 
 
 def totals_line(records: Mapping[str, Mapping[str, Any]]) -> str:
-    """``14 tests used the plugin: 8 passed, 6 skipped; 1 recompile; 0 graphs captured``.
+    """``14 tests recorded: 8 passed, 6 skipped; 1 recompile; 0 graphs captured``.
 
-    The counts are of the tests that used the plugin (pytest's own line counts every
+    The counts are of the tests the report records, those that used a marker or
+    fixture of the plugin and those that compiled (pytest's own line counts every
     test); recompile-limit hits in tests that passed are said to be there.
     """
     totals = summarize(records)
@@ -310,7 +311,8 @@ def totals_line(records: Mapping[str, Mapping[str, Any]]) -> str:
     outcomes = ", ".join(
         count_noun(n, outcome) if outcome == "error" else f"{n} {outcome}" for outcome, n in totals["outcomes"].items()
     )
-    used = f"{count_noun(len(records), 'test')} used the plugin"
+    # a test that only compiled (torch.compile, no marker or fixture of the plugin) has a record too
+    used = f"{count_noun(len(records), 'test')} recorded"
     recompiles = count_noun(totals["recompiles"], "recompile")
     hits = totals["recompile_limit_hits"]
     if hits:
@@ -611,10 +613,12 @@ def first_use_lines(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
     ]
 
 
+# the pool ratio in the legend's words, replaced by the first ratio the table shows
+RATIO_EXAMPLE = "1.43x"
 # what each column holds, for the legend's first part (the test and outcome columns need none)
 COLUMN_MEANING = {
     "graphs": "graphs: CUDA graphs captured (their batch sizes)",
-    "pool / largest": "pool / largest: the shared pool and the largest graph alone, 1.43x = (pool - cuBLAS) / largest",
+    "pool / largest": f"pool / largest: the shared pool and the largest graph alone, {RATIO_EXAMPLE} = (pool - cuBLAS) / largest",
     "recompiles": "recompiles: Dynamo recompiles",
     "compile": "compile: torch.compile seconds (Dynamo, AOTAutograd, Inductor)",
     "fxgraph": "fxgraph: Inductor's FX-graph cache",
@@ -630,6 +634,9 @@ def legend_lines(rows: list[list[str]], width: int = LEGEND_WIDTH) -> list[str]:
     cache_cells = [row[column[name]] for row in rows for name in CACHE_COLUMNS.values()]
     letters = set().union(*map(letters_in, cache_cells)) if cache_cells else set()
     parts = [COLUMN_MEANING[name] for name in shown_columns if name in COLUMN_MEANING]
+    # the ratio's example is one the table shows
+    ratio = next((m[0] for row in rows if (m := re.search(r"\d+\.\d+x", row[column["pool / largest"]]))), None)
+    parts = [part.replace(RATIO_EXAMPLE, ratio) if ratio else part for part in parts]
     shown = [letter for letter in LETTER_MEANING if letter in letters]
     if shown:
         meanings = ", ".join(f"{letter} {LETTER_MEANING[letter]}" for letter in shown)
