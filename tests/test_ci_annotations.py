@@ -248,7 +248,7 @@ def test_the_job_summary_is_appended_to_githubs_file(pytester, monkeypatch):
     result, _ = run_hostile(pytester, monkeypatch, github=False)
     text = summary.read_text()
     assert text.startswith(
-        "an earlier step's summary\n### pytest-cudagraph: r.json\n\n**FAILED**: 4 tests used the plugin: 4 failed;"
+        "an earlier step's summary\n### pytest-cudagraph: r.json\n\n**FAILED**: 4 tests recorded: 4 failed;"
     )
     assert "- `test_hostile.py::test_stale` failed, **stale-graph** at `test_hostile.py:" in text
     # off: nothing appended; auto without a report: nothing either
@@ -325,3 +325,21 @@ def test_the_plain_api_capture_failure_site_is_the_ops_line(tmp_path):
     assert site == (__file__, line_of(source, "THE OP"))
     assert f"test_ci_annotations.py:{site[1]}" in message
     assert describe_capture_failure_at(RuntimeError("capture ended"), "b", "f")[2] is None
+
+
+def test_a_changed_graphs_one_line_cause_ends_on_the_constant_not_on_a_colon():
+    """The problem that introduces the code diff ends on a colon: the line names what changed after it."""
+    from test_failure_heads import _graph_changed
+
+    from pytest_cudagraph.caches.warm_start import format_failure
+
+    pair = _graph_changed()
+    message = format_failure(pair, pair.problems(), context="@pytest.mark.compile_cache(mode='inprocess')")
+    record = {"outcome": "failed", "failure": {"message": f"Failed: {message}", "rule": "compile_cache"}}
+    assert failure_cause(record) == (
+        "the traced graph differs between the cold and the warm pass (@pytest.mark.compile_cache(mode='inprocess')): "
+        "the code the body traced, cold pass -> warm pass (aot_autograd graph 1): a constant: 1.0 -> 2.0"
+    )
+    # code that differs in more than a constant: its first removed and added lines
+    record["failure"]["message"] = "Failed: head\n  - the code:\n      - a = x.sin()\n      + a = x.cos()\n  - other"
+    assert failure_cause(record) == "head: the code: `a = x.sin()` -> `a = x.cos()`"

@@ -671,3 +671,52 @@ def test_the_schema_id_is_a_name_the_reference_gives():
     schema_id = report_json_schema()["$id"]
     assert schema_id == "urn:pytest-cudagraph:report:2"
     assert schema_id in (Path(__file__).parent.parent / "docs" / "reference.md").read_text()
+
+
+# ----------------------------------------------------------------------------
+# wording: compare's rows and help, explain's misses
+# ----------------------------------------------------------------------------
+
+
+def test_compare_counts_one_item_in_the_singular_and_names_the_outcome_once():
+    from pytest_cudagraph.tools.compare import compare_reports
+
+    base = sample_report()
+    nodeid = next(iter(base["tests"]))
+    new = copy.deepcopy(base)
+    base["tests"][nodeid]["extra"] = {"notes": [{"a": 1}, {"a": 2}]}
+    new["tests"][nodeid]["extra"] = {"notes": [{"a": 1}]}
+    new["tests"][nodeid]["outcome"] = "failed"
+    base["tests"][nodeid]["outcome"] = "passed"
+    text = compare_reports(base, new).format_text()
+    assert "[2 items]" in text and "[1 item]" in text and "[1 items]" not in text
+    assert "outcome: passed -> failed" in text and "outcome passed -> failed" not in text
+
+
+def test_compare_help_keeps_every_rule_name_whole_at_80_columns(monkeypatch, capsys):
+    from pytest_cudagraph.tools.compare_rules import ALL_RULES
+
+    monkeypatch.setenv("COLUMNS", "80")
+    with pytest.raises(SystemExit):
+        main(["compare", "--help"])
+    out = capsys.readouterr().out
+    assert not [line for line in out.splitlines() if line.rstrip().endswith("-") and line.strip() != "-"]
+    words = set(out.replace(",", " ").split())
+    assert set(ALL_RULES) <= words
+
+
+def test_explain_calls_a_cold_pass_miss_expected_not_unexplained():
+    from pytest_cudagraph.records.report import build_report
+    from pytest_cudagraph.render.key_text import one_run_lines
+
+    lookups = [
+        {"layer": "fxgraph", "outcome": "miss", "key": "k1", "pass": "cold", "graph": 1},
+        {"layer": "fxgraph", "outcome": "miss", "key": "k2", "graph": 1},
+        {"layer": "fxgraph", "outcome": "miss", "key": "k3", "pass": "warm", "graph": 1},
+    ]
+    record = {"outcome": "passed", "cache_keys": {"lookups": lookups}}
+    report = build_report(dict(ENV_2_13), {"t.py::test": record}, exitstatus=0)
+    lines = one_run_lines(report, "r.json", "t.py::test")
+    assert "    expected: the cold pass starts from an empty cache" in lines
+    assert "    a first compile of this graph: no earlier lookup to compare it with" in lines
+    assert "    nothing explained it: no lookup before the warm pass to compare it with" in lines

@@ -35,27 +35,73 @@ def test_docs_hold_test_modules():
     assert len(BLOCKS) >= 3, "the quickstart's examples should be runnable test modules"
 
 
-# a block that compiles with Inductor cold and warm, or spawns rank processes, takes seconds: it runs
-# with the slow tests
-BLOCK_PARAMS = [
-    pytest.param(*block.values, marks=pytest.mark.slow, id=block.id)
-    if "@pytest.mark.compile_cache" in block.values[2] or "cudagraph_ranks" in block.values[2]
-    else block
-    for block in BLOCKS
+# a block that compiles with Inductor (the compile_cache marker or fixture), or spawns rank processes,
+# takes seconds: it runs alone, with the slow tests
+def _slow(source: str) -> bool:
+    return "compile_cache" in source or "cudagraph_ranks" in source
+
+
+SLOW_BLOCKS = [
+    pytest.param(*block.values, marks=pytest.mark.slow, id=block.id) for block in BLOCKS if _slow(block.values[2])
 ]
+QUICK_BLOCKS = [block for block in BLOCKS if not _slow(block.values[2])]
+# pytest's -rA lines: "PASSED f.py::test", "SKIPPED [1] f.py:9: reason", "FAILED f.py::test - ..."
+SUMMARY_LINE = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (?:\[\d+\] )?(test_\w+\.py)\b(.*)$")
 
 
-@pytest.mark.parametrize("page, filename, source", BLOCK_PARAMS)
-def test_doc_block_runs(pytester, request, page, filename, source):
-    pytester.makepyfile(**{filename[:-3]: source})
-    gpu = ["--cudagraph"] if request.config.getoption("cudagraph") else []
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rs", *gpu)
-    outcomes = result.parseoutcomes()
-    assert outcomes.get("failed", 0) == 0 and outcomes.get("errors", 0) == 0, result.stdout.str()
-    assert outcomes.get("passed", 0) + outcomes.get("skipped", 0) >= 1
-    for line in result.stdout.lines:
+def _gpu_args(config: pytest.Config) -> list[str]:
+    return ["--cudagraph"] if config.getoption("cudagraph") else []
+
+
+def _check_block_outcomes(lines: list[str], output: str) -> None:
+    """A block's summary lines: nothing failed, at least one test ran or skipped, each skip for want of a GPU."""
+    assert lines, output
+    assert not [line for line in lines if line.startswith(("FAILED", "ERROR", "XPASS"))], output
+    for line in lines:
         if line.startswith("SKIPPED"):
             assert "needs --cudagraph" in line or "no CUDA device" in line, line
+
+
+@pytest.fixture(scope="module")
+def quick_blocks_run(request, tmp_path_factory) -> tuple[dict[str, list[str]], str]:
+    """Every quick block in one child pytest: one interpreter imports torch for all of them, not one each.
+
+    Returns each block file's summary lines and the whole output.
+    """
+    import subprocess
+    import sys
+
+    directory = tmp_path_factory.mktemp("doc_blocks")
+    for block in QUICK_BLOCKS:
+        (directory / block.values[1]).write_text(block.values[2])
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-rA", "--color=no"]
+        + _gpu_args(request.config),
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    lines: dict[str, list[str]] = {}
+    for line in result.stdout.splitlines():
+        match = SUMMARY_LINE.match(line)
+        if match:
+            lines.setdefault(match[2], []).append(line)
+    return lines, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("page, filename, source", QUICK_BLOCKS)
+def test_doc_block_runs(quick_blocks_run, page, filename, source):
+    lines, output = quick_blocks_run
+    _check_block_outcomes(lines.get(filename, []), output)
+
+
+@pytest.mark.parametrize("page, filename, source", SLOW_BLOCKS)
+def test_slow_doc_block_runs(pytester, request, page, filename, source):
+    pytester.makepyfile(**{filename[:-3]: source})
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rA", "--color=no", *_gpu_args(request.config))
+    lines = [line for line in result.stdout.lines if (match := SUMMARY_LINE.match(line)) and match[2] == filename]
+    _check_block_outcomes(lines, result.stdout.str())
 
 
 def test_docs_site_builds_without_warnings(tmp_path):
@@ -75,3 +121,39 @@ def test_docs_site_builds_without_warnings(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "WARNING" not in result.stderr, result.stderr
     assert (tmp_path / "site" / "concepts" / "index.html").exists()
+    # the reports the pages link to are on the site, and so is every page
+    assert (tmp_path / "site" / "reports" / "annotations-examples-failing-cpu.txt").exists()
+    assert (tmp_path / "site" / "zoo" / "index.html").exists()
+
+
+def test_the_strict_docs_build_fails_on_links_that_break_on_the_site_or_on_github(tmp_path):
+    """A page left out of the nav, a link into a file the site leaves out, and a section link in MkDocs' format."""
+    pytest.importorskip("mkdocs", reason="building the docs needs mkdocs (pip install -e '.[test]')")
+    import shutil
+    import subprocess
+    import sys
+
+    docs = tmp_path / "docs"
+    (docs / "examples").mkdir(parents=True)
+    shutil.copy(DOCS / "source_links.py", docs)
+    (docs / "examples" / "test_x.py").write_text("")
+    (docs / "index.md").write_text(
+        "# Home\n\n## `--cudagraph-cache-dir` and the cache root\n\n"
+        "[GitHub's anchor](#--cudagraph-cache-dir-and-the-cache-root), "
+        "[MkDocs' anchor](#-cudagraph-cache-dir-and-the-cache-root), [excluded](examples/test_x.py)\n"
+    )
+    (docs / "other.md").write_text("# Other\n")
+    config = (DOCS.parent / "mkdocs.yml").read_text()
+    nav = config[config.index("\nnav:") + 1 : config.index("\nhooks:") + 1]
+    (tmp_path / "mkdocs.yml").write_text(config.replace(nav, "nav:\n  - Home: index.md\n"))
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--no-strict", "--site-dir", str(tmp_path / "site")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("WARNING")]
+    assert len(warnings) == 3, result.stderr
+    assert 'are not included in the "nav"' in warnings[0] and "other.md" in result.stderr
+    assert "index.md links to examples/test_x.py, which the site leaves out (exclude_docs)" in result.stderr
+    assert "'#-cudagraph-cache-dir-and-the-cache-root', but there is no such anchor" in result.stderr

@@ -21,6 +21,57 @@ def run_example(pytester, name, *args):
     return result, result.stdout.str()
 
 
+# the GPU cases that skip without --cudagraph, and how many tests each file holds
+GPU_CASES = {
+    "test_graphs_broken.py": 6,
+    "test_ranks_broken.py": 2,
+    "test_reduce_overhead_broken.py": 3,
+    "test_engine_runner_broken.py": 4,
+}
+
+
+@pytest.fixture(scope="module")
+def gpu_cases_without_the_flag(pytester_module_path):
+    """The GPU case files in one child pytest without --cudagraph: one interpreter imports torch for all four.
+
+    Returns the output and, per file, its lines that say a test skipped.
+    """
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", *(str(FAILING / name) for name in GPU_CASES)]
+        + ["-p", "no:cacheprovider", "-p", "no:randomly", "-rs", "--color=no", f"--rootdir={pytester_module_path}"],
+        cwd=pytester_module_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    out = result.stdout + result.stderr
+    skips = {name: [line for line in out.splitlines() if name in line and "SKIPPED" in line] for name in GPU_CASES}
+    return out, skips
+
+
+@pytest.fixture(scope="module")
+def pytester_module_path(tmp_path_factory):
+    return tmp_path_factory.mktemp("gpu_cases")
+
+
+def skipped_count(lines: list[str]) -> int:
+    """Tests skipped, from pytest's -rs lines (``SKIPPED [3] f.py:9: reason`` counts 3)."""
+    return sum(int(match[1]) for line in lines if (match := re.search(r"SKIPPED \[(\d+)\]", line)))
+
+
+def test_the_gpu_cases_skip_without_the_gpu_flag_all_and_only_for_it(gpu_cases_without_the_flag):
+    out, skips = gpu_cases_without_the_flag
+    # every test of each file skipped, nothing else happened, and the plugin says so in one line
+    assert re.search(rf"^=+ {sum(GPU_CASES.values())} skipped in ", out, re.M), out
+    assert f"{sum(GPU_CASES.values())} GPU tests skipped, not listed: needs --cudagraph" in out
+    for name, count in GPU_CASES.items():
+        assert skipped_count(skips[name]) == count, (name, out)
+        assert all("needs --cudagraph" in line for line in skips[name]), skips[name]
+
+
 def test_broken_recompile_cases_fail_with_guard_reasons(pytester):
     result, out = run_example(pytester, "test_recompiles_broken.py")
     result.assert_outcomes(failed=3)
@@ -45,14 +96,6 @@ def test_broken_cache_cases_fail_naming_layer_and_reason(pytester):
     assert "During handling of the above exception" not in out
 
 
-def test_broken_graph_cases_skip_without_gpu_flag(pytester):
-    result, out = run_example(pytester, "test_graphs_broken.py")
-    result.assert_outcomes(skipped=6)
-    # each test's skip line, and the plugin's one line for all of them
-    assert "6 GPU tests skipped, not listed: needs --cudagraph" in out
-    assert out.count("needs --cudagraph") == 7
-
-
 @pytest.mark.cudagraph
 def test_broken_graph_cases_fail_with_their_messages_on_gpu(pytester):
     result, out = run_example(pytester, "test_graphs_broken.py", "--cudagraph")
@@ -69,12 +112,6 @@ def test_broken_graph_cases_fail_with_their_messages_on_gpu(pytester):
     assert "Offset increment outside graph capture" not in out
 
 
-def test_broken_rank_cases_skip_without_gpu_flag(pytester):
-    result, out = run_example(pytester, "test_ranks_broken.py")
-    result.assert_outcomes(skipped=2)
-    assert "needs --cudagraph" in out
-
-
 @pytest.mark.cudagraph
 def test_broken_rank_cases_fail_without_hanging_on_two_gpus(pytester):
     """Both cases fail within their timeouts, naming the failing rank; neither hangs (needs two GPUs)."""
@@ -86,11 +123,6 @@ def test_broken_rank_cases_fail_without_hanging_on_two_gpus(pytester):
     assert "rank 0 did not finish within 15 s" in out
 
 
-def test_broken_reduce_overhead_cases_skip_without_gpu_flag(pytester):
-    result, out = run_example(pytester, "test_reduce_overhead_broken.py")
-    result.assert_outcomes(skipped=3)
-
-
 @pytest.mark.cudagraph
 def test_broken_reduce_overhead_cases_name_the_argument_and_line_on_gpu(pytester):
     result, out = run_example(pytester, "test_reduce_overhead_broken.py", "--cudagraph")
@@ -100,12 +132,6 @@ def test_broken_reduce_overhead_cases_name_the_argument_and_line_on_gpu(pytester
     assert re.search(r"cpu device \(arg\d+_1\), argument '(?:factors|arg\d+_1)', in scale_by", out)
     assert "host = y.cpu()" in out and "in the compiled code" in out
     assert "torchinductor" not in out
-
-
-def test_broken_engine_runner_cases_skip_without_gpu_flag(pytester):
-    result, out = run_example(pytester, "test_engine_runner_broken.py")
-    result.assert_outcomes(skipped=4)
-    assert "4 GPU tests skipped, not listed: needs --cudagraph" in out
 
 
 @pytest.mark.cudagraph

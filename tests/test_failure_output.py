@@ -61,7 +61,8 @@ def dynamo_modules_loaded():
         pytest.param(("--cudagraph",), id="cudagraph"),
     ],
 )
-def test_a_failing_compiled_test_shows_no_torch_trace_records(pytester, args):
+def test_a_failing_compiled_test_shows_no_torch_trace_records(pytester, monkeypatch, args):
+    monkeypatch.setenv("COLUMNS", "200")  # the headline on one line: its lines are fitted to the terminal
     pytester.makepyfile(test_flood=FAILING_RECOMPILE)
     result = pytester.runpytest(*args)
     result.assert_outcomes(failed=2, passed=1)

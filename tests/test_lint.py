@@ -44,6 +44,9 @@ def test_ruff_format_is_applied():
     )
 
 
+# a cold mypy over 192 files: about a minute on two cores, the longest test of the default run; it runs
+# with the slow tests (.ci/run, `pytest -m slow`) and in `tox -e lint`
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("mypy") is None, reason="mypy is not installed (pip install -e '.[test]')")
 def test_mypy_passes_on_every_layer_and_the_gateway():
     """pyproject.toml's ``[tool.mypy]`` names the whole package: every layer and the gateway.

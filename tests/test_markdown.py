@@ -106,7 +106,7 @@ def test_the_run_reads_verdict_failures_then_tables_holding_the_terminal_cells()
     kinds = [kind for kind, _ in document]
     assert document[0] == ("heading", "pytest-cudagraph: run.json")
     assert document[1][1].startswith(
-        "FAILED: 7 tests used the plugin: 1 failed, 5 passed, 1 skipped; 3 recompiles (1 recompile-limit hit); "
+        "FAILED: 7 tests recorded: 1 failed, 5 passed, 1 skipped; 3 recompiles (1 recompile-limit hit); "
         "16 graphs captured"
     )
     assert kinds.index("heading", 1) < kinds.index("table")  # failures come before the tables
@@ -360,7 +360,7 @@ def test_cli_prints_markdown_for_show_and_compare(tmp_path):
     (tmp_path / "new.json").write_text(json.dumps(new))
     out = io.StringIO()
     assert cli.main(["show", str(tmp_path / "new.json"), "--markdown"], stdout=out) == 0
-    assert out.getvalue().startswith("### pytest-cudagraph: new.json\n\n**PASSED**: 5 tests used the plugin: 5 passed;")
+    assert out.getvalue().startswith("### pytest-cudagraph: new.json\n\n**PASSED**: 5 tests recorded: 5 passed;")
     assert "`tests/test_model.py`" in out.getvalue()
     out = io.StringIO()
     assert cli.main(["compare", str(tmp_path / "base.json"), str(tmp_path / "new.json"), "--markdown"], stdout=out) == 1

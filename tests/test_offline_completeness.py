@@ -270,9 +270,7 @@ def test_a_crashed_test_counts_as_failing():
     new = copy.deepcopy(base)
     new["tests"][DECODE]["outcome"] = "crashed"
     comparison = compare_reports(base, new)
-    assert [(r.nodeid, r.rule, r.message) for r in comparison.regressions] == [
-        (DECODE, "outcome", "outcome passed -> crashed")
-    ]
+    assert [(r.nodeid, r.rule, r.message) for r in comparison.regressions] == [(DECODE, "outcome", "passed -> crashed")]
 
 
 # ----------------------------------------------------------------------------

@@ -16,6 +16,13 @@ import pytest
 
 from pytest_cudagraph.records.stored_once import report_as_read
 
+
+@pytest.fixture(autouse=True)
+def wide_terminal(monkeypatch):
+    """The runs' failure lines whole: the plugin fits them to the terminal, 80 columns where pytest sees none."""
+    monkeypatch.setenv("COLUMNS", "250")
+
+
 FWD_BWD_BODY = """
 import pytest
 import torch

@@ -15,7 +15,14 @@ import pytest
 
 from pytest_cudagraph.records.stored_once import report_as_read
 
+
 # torch 2.6 prints a tensor argument's guard source as L['x'], 2.8+ as x
+@pytest.fixture(autouse=True)
+def wide_terminal(monkeypatch):
+    """The runs' failure lines whole: the plugin fits them to the terminal, 80 columns where pytest sees none."""
+    monkeypatch.setenv("COLUMNS", "250")
+
+
 X = r"(?:L\['x'\]|x)"
 
 

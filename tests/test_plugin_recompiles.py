@@ -13,9 +13,16 @@ import pytest
 
 from pytest_cudagraph.records.stored_once import report_as_read
 
+
 # Dynamo names a tensor argument by its guard source: 2.6 writes the frame-locals
 # lookup (``tensor 'L['tokens']'``), 2.8+ the bare name (``tensor 'tokens'``).  The
 # plugin reports reasons verbatim, so both spellings are correct output.
+@pytest.fixture(autouse=True)
+def wide_terminal(monkeypatch):
+    """The runs' failure lines whole: the plugin fits them to the terminal, 80 columns where pytest sees none."""
+    monkeypatch.setenv("COLUMNS", "250")
+
+
 TOKENS_DTYPE_MISMATCH = r"tensor '(?:L\['tokens'\]|tokens)' dtype mismatch"
 
 

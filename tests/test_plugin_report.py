@@ -100,7 +100,7 @@ def test_report_env_hook_records_and_terminal_summary(pytester):
             "test_model.py",
             "  test_marker_without_torch_work * 0 *",
             "  test_recompiles_twice * 2 *",
-            "3 tests used the plugin: 2 passed, 1 skipped; 2 recompiles; 0 graphs captured",
+            "3 tests recorded: 2 passed, 1 skipped; 2 recompiles; 0 graphs captured",
             "1 GPU test skipped, not listed: needs --cudagraph",
             f"report written to {report_path}",
         ]

@@ -16,6 +16,12 @@ import re
 import pytest
 
 
+@pytest.fixture(autouse=True)
+def wide_terminal(monkeypatch):
+    """The runs' failure lines whole: the plugin fits them to the terminal, 80 columns where pytest sees none."""
+    monkeypatch.setenv("COLUMNS", "250")
+
+
 @pytest.fixture(scope="module", autouse=True)
 def dynamo_modules_loaded():
     """Load every module a Dynamo compile imports lazily, before the in-process runs (see test_plugin_recompiles)."""

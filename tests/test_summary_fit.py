@@ -82,7 +82,7 @@ def test_a_gpu_row_is_one_line_with_its_function_name_whole(function, param, dir
     lines = terminal_summary_lines(records, None)
     assert max(map(len, lines)) <= WIDTH, "\n".join(lines)
     header, file_line, row, totals = lines[:4]
-    assert totals.startswith("1 test used the plugin"), "\n".join(lines)  # the row took one line
+    assert totals.startswith("1 test recorded"), "\n".join(lines)  # the row took one line
     assert file_line.endswith("test_model.py") and file_line == fit_path(path, WIDTH)
     assert row.split()[0].startswith(f"test_{function}")
     # the pool cell as it is where the row fits, its compact form where not

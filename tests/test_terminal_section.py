@@ -76,12 +76,11 @@ def test_counts_are_in_words_with_the_right_number():
     one = recompile_record(count=1)
     one["recompiles"]["limit_hits"] = ["forward (model.py:12): hit config.recompile_limit (8)"]
     assert totals_line({"a": one}) == (
-        "1 test used the plugin: 1 passed; 1 recompile (1 recompile-limit hit, in a test that passed); "
-        "0 graphs captured"
+        "1 test recorded: 1 passed; 1 recompile (1 recompile-limit hit, in a test that passed); 0 graphs captured"
     )
     errors = {name: {"outcome": "error"} for name in ("a", "b")}
-    assert totals_line(errors).startswith("2 tests used the plugin: 2 errors; ")
-    assert totals_line({"a": {"outcome": "error"}}).startswith("1 test used the plugin: 1 error; ")
+    assert totals_line(errors).startswith("2 tests recorded: 2 errors; ")
+    assert totals_line({"a": {"outcome": "error"}}).startswith("1 test recorded: 1 error; ")
 
 
 def test_gpu_tests_skipped_for_want_of_a_gpu_are_one_line_per_reason():
@@ -254,7 +253,7 @@ def _cpu_examples() -> dict[str, dict]:
 def test_each_test_is_one_line_under_its_file_and_no_column_is_empty():
     lines = terminal_summary_lines(_cpu_examples(), None)
     assert max(map(len, lines)) <= 120, "\n".join(lines)
-    table = lines[: next(i for i, line in enumerate(lines) if " used the plugin: " in line)]
+    table = lines[: next(i for i, line in enumerate(lines) if " recorded: " in line)]
     # Triton moved nothing: no column; every row passed (the totals line says so): no outcome column
     assert table[0].split() == ["test", "recompiles", "fxgraph", "aot"]
     assert table[1:] == [
@@ -270,7 +269,7 @@ def test_each_test_is_one_line_under_its_file_and_no_column_is_empty():
     # the GPU tests that skipped are not rows of dashes: one line counts them
     assert not any("skipped" in line for line in table)
     assert f"3 GPU tests skipped, not listed: {NO_CUDA}" in lines
-    assert "6 tests used the plugin: 3 passed, 3 skipped; 1 recompile; 0 graphs captured" in lines
+    assert "6 tests recorded: 3 passed, 3 skipped; 1 recompile; 0 graphs captured" in lines
 
 
 def test_the_legend_says_what_every_column_shown_holds():

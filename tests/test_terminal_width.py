@@ -116,7 +116,7 @@ def test_a_gpu_row_with_a_wide_pool_fits_120_columns_on_one_line():
     # row passed, so no outcome column (the totals line says so)
     assert lines[0].split()[:2] == ["test", "graphs"] and lines[1] == "tests/test_mlp.py"
     assert lines[2].split() == "test_mlp 4 (1-8) 76.0M/42.0M 1.05x [1/3] +4.0M out 0 h=1 h=1 l=3".split()
-    assert lines[3].split()[:2] == ["test_warm", "-"] and lines[4].startswith("2 tests used the plugin: 2 passed")
+    assert lines[3].split()[:2] == ["test_warm", "-"] and lines[4].startswith("2 tests recorded: 2 passed")
     # the legend says what the compact cell's notations are
     legend = " ".join(lines[5:])
     assert "[i/n]: the figures of set i" in legend and "+4.0M out, outside: device memory" in legend
@@ -170,7 +170,7 @@ def _columns(section: list[str]) -> dict[str, list[str]]:
     header = section[0]
     starts = [match.start() for match in re.finditer(r"(?:^|(?<=  ))\S", header)]
     names = [header[a:b].strip() for a, b in zip(starts, [*starts[1:], None])]
-    end = next(i for i, line in enumerate(section) if " used the plugin: " in line)
+    end = next(i for i, line in enumerate(section) if " recorded: " in line)
     cells: dict[str, list[str]] = {name: [] for name in names}
     for line in section[1:end]:
         if line[starts[1] - 2 : starts[1]] != "  " or not line[starts[1] :].strip():
@@ -194,7 +194,7 @@ def test_the_terminal_section_fits_120_columns_and_shows_no_empty_column(pyteste
     # every test passed: no outcome column (the totals line says "4 passed")
     assert list(columns) == ["test", "recompiles", "compile"]
     assert all(any(cell not in ("-", "") for cell in cells) for name, cells in columns.items() if name != "test")
-    assert "4 tests used the plugin: 4 passed; 0 recompiles; 0 graphs captured" in section
+    assert "4 tests recorded: 4 passed; 0 recompiles; 0 graphs captured" in section
     # one line per test, under its file's line: its name whole, or clipped in the middle where the row has no room
     records = json.loads(report.read_text())["tests"]
     assert section[1] == "test_long_rows.py"
@@ -274,3 +274,12 @@ def test_the_compile_time_line_changes_no_exit_status(tmp_path):
     stdout = io.StringIO()
     assert main(["compare", paths[0], str(tmp_path / "c.json")], stdout=stdout, stderr=io.StringIO()) == 1
     assert _note_in(stdout.getvalue(), OFF_NOTE)
+
+
+def test_the_legends_ratio_example_is_one_the_table_shows():
+    lines = terminal_summary_lines({"t.py::test_mlp": graph_record()}, None)
+    ratio = re.search(r"\d+\.\d+x", next(line for line in lines if "test_mlp" in line))
+    assert ratio is not None
+    assert f"alone, {ratio[0]} = (pool - cuBLAS) / largest" in "\n".join(lines)
+    row = ["t", "passed", "4 (1-8)", "76.0M/42.0M 1.05x", "0", "-", "-", "-", "-"]
+    assert "alone, 1.05x = (pool - cuBLAS) / largest" in legend_lines([row])[1]

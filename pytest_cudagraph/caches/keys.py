@@ -43,6 +43,7 @@ from typing import Any
 
 from .. import _compat
 from ..records.key_diff import KEYED_LAYERS
+from .graph_code import graph_change
 from .key_index import (
     INDEX_FILE_LIMIT,
     IndexContents,
@@ -126,6 +127,26 @@ __all__ = [
 # ----------------------------------------------------------------------------
 
 
+def explained_lines(explanation: MissExplanation) -> list[str]:
+    """The report's lines of a miss: the components that differ, and under a changed graph's hashes its code's diff.
+
+    The report keeps the graph's hash alone (its code stays in memory): where both
+    lookups kept the code, the changed lines and the constant that changed come
+    with the hashes, so ``explain`` shows what the test's failure showed::
+
+        gm: [1f2e3d4c5b6a] -> [a6b5c4d3e2f1]
+          - mul = sin * 1.0
+          + mul = sin * 2.0
+          a constant: 1.0 -> 2.0
+    """
+    lines = list(explanation.explained)
+    at = next((i for i, line in enumerate(lines) if line.startswith(f"{GRAPH_CODE}: ")), None)
+    if at is None or explanation.matched is None:
+        return lines
+    change = graph_change([(explanation.matched, explanation.lookup)])
+    return lines if change is None else [*lines[: at + 1], *(f"  {line}" for line in change.lines()), *lines[at + 1 :]]
+
+
 class LookupLog:
     """The lookups made while it is active, numbered per (pass, layer), with what explains their misses.
 
@@ -175,7 +196,7 @@ class LookupLog:
             entry = lookup.to_json()
             explanation = self.explanation(lookup)
             if explanation is not None:
-                entry["explained"] = list(explanation.explained)
+                entry["explained"] = explained_lines(explanation)
                 entry["compared_with"] = explanation.compared_with
             lookups.append(entry)
         out: dict[str, Any] = {"lookups": lookups}

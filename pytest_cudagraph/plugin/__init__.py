@@ -29,6 +29,8 @@ pytest.  Its modules:
 - ``junit``, ``failure_site``, ``failure_annotations``, ``job_summary``: each test's
   figures in the JUnit XML, which check failed a test and the user's line it points
   at, the GitHub annotations, the job summary in Markdown;
+- ``failure_display``: a failure of the plugin's checks in the terminal, its cause
+  on pytest's ``-r`` line and its lines in the terminal's width;
 - ``torch_trace``: torch's structured-trace records kept out of pytest's log capture.
 """
 

@@ -225,6 +225,9 @@ def pytest_runtest_makereport(
         from .failure_site import locate_failure  # only for a failed phase: which check, and the user's line
 
         locate_failure(item, call.excinfo)
+        from .failure_display import mark_plugin_failure
+
+        mark_plugin_failure(report, item.stash.get(FAILURE_KEY, None))
     if call.when == "teardown":
         running.end()
         running.end_frames()

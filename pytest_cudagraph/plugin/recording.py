@@ -450,7 +450,7 @@ def summary_lines(config: pytest.Config, state: RunState, progress: RunProgress,
     comparison = state.baseline_comparison
     if not state.records and state.options.report_path is None and comparison is None:
         return []
-    from ..render.summary import terminal_summary_lines
+    from ..render.summary import section_width, terminal_summary_lines
 
     no_body = ran_no_test(config, exitstatus)
     # A run stopped by collection errors, or one that ran no test (--fixtures, --markers), holds only
@@ -465,6 +465,7 @@ def summary_lines(config: pytest.Config, state: RunState, progress: RunProgress,
         None if no_body is not None else state.options.report_path,
         max_rows=None if config.get_verbosity() > 0 else 40,
         report_error=state.report_error,
+        width=section_width(config.get_terminal_writer().fullwidth),
     )
     if no_body is not None and state.options.report_path is not None:
         lines.append(f"{no_body}: the report at {state.options.report_path} was left as it was")

@@ -38,6 +38,7 @@ def start_features(
     """
     from . import (
         failure_annotations,
+        failure_display,
         fixture_compiles,
         job_summary,
         junit,
@@ -89,6 +90,7 @@ def start_features(
     junit.register(config)
     job_summary.register(config, state)
     failure_annotations.register(config, state)
+    failure_display.register(config)
     if "torch" in sys.modules:
         # switched on inside a test phase: take pytest's handlers off torch's loggers for this phase too
         torch_trace.detach_pytest_handlers(config)

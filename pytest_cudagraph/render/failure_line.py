@@ -19,7 +19,7 @@ from typing import Any
 
 from .plain_text import clip
 
-__all__ = ["CAUSE_WIDTH", "failure_cause", "failure_rule", "failure_site"]
+__all__ = ["CAUSE_WIDTH", "crash_line", "failure_cause", "failure_rule", "failure_site"]
 
 # a cause longer than this is cut: one line is the point, the report keeps the whole message
 CAUSE_WIDTH = 300
@@ -30,6 +30,8 @@ _BULLET = re.compile(r"^\s+- (?P<text>\S.*)$")
 _RECOMPILE_RULES = ("max_recompiles", "recompiles")
 # the probe's directory a compile_cache headline names: the message keeps it, one line has no room for it
 _CACHE_DIR = re.compile(r"; cache dir \S+")
+# the exception's name before the verdict: "InvariantViolation: pool check ..." (pytest's -r line has no room for it)
+_EXCEPTION_NAME = re.compile(r"^[A-Z][A-Za-z]*(?:Error|Violation|Exception): ")
 
 
 def _failure(record: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -58,10 +60,12 @@ def failure_cause(record: Mapping[str, Any], width: int = CAUSE_WIDTH) -> str:
     if not isinstance(message, str) or not message.strip():
         return ""
     lines = message.strip().splitlines()
-    head = _MODULE_PATH.sub("", lines[0].strip().removeprefix("Failed: ").strip())
-    head = _CACHE_DIR.sub("", head)
+    head = _headline(lines[0])
     listed = lines[1 : next((i for i, line in enumerate(lines) if i and not line.strip()), len(lines))]
-    bullet = next((match["text"] for match in map(_BULLET.match, listed) if match), None)
+    at = next((i for i, line in enumerate(listed) if _BULLET.match(line)), len(listed))
+    bullet = listed[at].strip()[2:] if at < len(listed) else None
+    if bullet is not None and bullet.endswith(":"):  # it introduces the lines under it: the fact is there
+        bullet = f"{bullet} {_nested_fact(listed[at:])}".rstrip()
     if bullet is not None and bullet not in head:
         head = f"{head} {bullet}" if head.endswith(".") else f"{head.rstrip(':')}: {bullet}"
     if failure_rule(record) in _RECOMPILE_RULES:
@@ -69,6 +73,62 @@ def failure_cause(record: Mapping[str, Any], width: int = CAUSE_WIDTH) -> str:
         if first and first not in head:
             head = f"{head} First: {first}" if head.endswith(".") else f"{head}; first: {first}"
     return clip(head, width)
+
+
+def crash_line(record: Mapping[str, Any]) -> str:
+    """The one line for pytest's ``-r`` summary: the cause's first words first, the check's name moved to the end.
+
+    The exception's name goes too (``InvariantViolation:``): the test's failure section shows it.
+
+    pytest prints it after the test's id, cut to the terminal's width (80 columns in
+    most CI logs): ``the traced graph differs between the cold and the warm pass
+    (@pytest.mark.compile_cache(mode='inprocess')): ... a constant: 1.0 -> 2.0`` reads
+    ``the traced graph differs between the cold and the warm pass: ... a constant: 1.0
+    -> 2.0 (@pytest.mark.compile_cache(mode='inprocess'))``.
+    """
+    cause = failure_cause(record, width=10**6)
+    head = _headline(cause and str(_failure(record)["message"]).strip().splitlines()[0])
+    check = _closing_parenthetical(head)
+    if check and cause != head and cause.startswith(head):
+        cause = f"{cause[: len(head) - len(check)]}{cause[len(head) :]}{check}"
+    return clip(_EXCEPTION_NAME.sub("", cause), CAUSE_WIDTH)
+
+
+def _headline(line: str) -> str:
+    """A message's first line without pytest's ``Failed:``, the exception's module path, and the probe's directory."""
+    return _CACHE_DIR.sub("", _MODULE_PATH.sub("", line.strip().removeprefix("Failed: ").strip()))
+
+
+def _closing_parenthetical(text: str) -> str:
+    """The parenthesised part that ends ``text`` (`` (@pytest.mark.x(0))``), with the space before it; else ``""``."""
+    if not text.endswith(")"):
+        return ""
+    depth = 0
+    for at in range(len(text) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(text[at], 0)
+        if depth == 0:
+            return text[at - 1 :] if at > 0 and text[at - 1] == " " else ""
+    return ""
+
+
+def _nested_fact(lines: list[str]) -> str:
+    """What a problem ending on a colon introduces, from the lines indented under it: the fact to fix.
+
+    A changed graph's code (``- mul = sin * 1.0``, ``+ mul = sin * 2.0``, ``a constant:
+    1.0 -> 2.0``) is told by its summary line where there is one, else by its first
+    removed and added lines.
+    """
+    depth = len(lines[0]) - len(lines[0].lstrip())
+    nested = []
+    for line in lines[1:]:
+        if len(line) - len(line.lstrip()) <= depth:
+            break
+        nested.append(line.strip())
+    facts = [line for line in nested if not line.startswith(("- ", "+ ", "... "))]
+    if facts:
+        return "; ".join(facts)
+    changed = [next((line[2:] for line in nested if line.startswith(sign)), "") for sign in ("- ", "+ ")]
+    return " -> ".join(f"`{line}`" for line in changed if line)
 
 
 def _first_recompile_reason(record: Mapping[str, Any]) -> str | None:

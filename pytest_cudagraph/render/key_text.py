@@ -409,7 +409,7 @@ def one_run_lines(report: LoadedReport | Mapping[str, Any], label: str, nodeid: 
                 lines.append(f"    compared{against}:")
                 lines += [f"      {item}" for item in lookup.explained]
             elif lookup.outcome == "miss" and lookup.detail != "guard_miss":
-                lines.append("    nothing explained it (a first compile has nothing to compare with)")
+                lines.append(f"    {_unexplained_miss(lookup)}")
         note = _note(records[name])
         if note:
             lines.append(f"  note: {note}")
@@ -418,6 +418,15 @@ def one_run_lines(report: LoadedReport | Mapping[str, Any], label: str, nodeid: 
     if len(lines) == 1:
         lines += ["", "no test recorded a cache lookup"]
     return lines
+
+
+def _unexplained_miss(lookup: Lookup) -> str:
+    """A miss the plugin compared with nothing: expected in a cold pass and in a first compile; else said so."""
+    if lookup.pass_name == "cold":
+        return "expected: the cold pass starts from an empty cache"
+    if lookup.pass_name is None:
+        return "a first compile of this graph: no earlier lookup to compare it with"
+    return f"nothing explained it: no lookup before the {lookup.pass_name} pass to compare it with"
 
 
 # ----------------------------------------------------------------------------

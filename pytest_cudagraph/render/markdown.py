@@ -106,7 +106,7 @@ def run_markdown(
     """
     lines = [f"### {text(title)}", ""]
     verdict = run_verdict(records, bool(incomplete_reasons))
-    lines += paragraph(f"**{verdict}**: {text(totals_line(records) if records else 'no test used the plugin')}")
+    lines += paragraph(f"**{verdict}**: {text(totals_line(records) if records else 'no test recorded')}")
     if incomplete_reasons:
         not_run = f" ({count_noun(not_run_count, 'selected test')} not run)" if not_run_count else ""
         lines += ["", *paragraph(f"**INCOMPLETE run**: {text('; '.join(incomplete_reasons) + not_run)}")]

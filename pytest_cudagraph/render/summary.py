@@ -1,4 +1,4 @@
-"""The terminal summary: one line per test that used the plugin, under its file, and the report's path.
+"""The terminal summary: one line per recorded test (it used the plugin, or compiled), under its file, and the report's path.
 
 Example (``pytest docs/examples --cudagraph --cudagraph-report=r.json`` on a CPU)::
 
@@ -7,15 +7,15 @@ Example (``pytest docs/examples --cudagraph --cudagraph-report=r.json`` on a CPU
       test_warm_start_in_a_fresh_interpreter     passed   -         -           4.0s -> 2.5s  m=1 s=1 -> h=1  m=1 s=1 -> h=1
     docs/examples/test_piecewise_attention.py
       test_split_at_attention_on_any_device      passed   7 pieces  -           0.4s          -               -
-    14 tests used the plugin: 8 passed, 6 skipped; 1 recompile; 0 graphs captured
+    14 tests recorded: 8 passed, 6 skipped; 1 recompile; 0 graphs captured
     6 GPU tests skipped, not listed: no CUDA device (torch 2.13.0+cpu reports torch.cuda.is_available() == False)
     graphs: CUDA graphs captured (their batch sizes); recompiles: Dynamo recompiles
     ...
     report written to /tmp/r.json
 
-The section fits WIDTH (120) columns, one line per test: a column empty (``-``) in
-every row is left out; where a row would not fit, the pool cells take their compact
-form (``76.0M/42.0M 1.05x [1/3] +4.0M out``), then a test's name is shortened: its
+The section fits the terminal's width (``section_width``: WIDTH, 120 columns, at
+most), one line per test: a column empty (``-``) in every row is left out; where a
+row would not fit, the pool cells take their compact form (``76.0M/42.0M 1.05x [1/3] +4.0M out``), then a test's name is shortened: its
 parametrize id and class first, its function's name last; a file's line shortens its
 directory, never the file's name.  Only where even that leaves a name too little
 room are the pool and graphs cells broken over lines.  A skipped test that
@@ -65,6 +65,8 @@ GPU_SKIP_REASONS = ("needs --cudagraph", "no CUDA device")
 # the terminal section's width: its table, and the lines under it
 WIDTH = 120
 LEGEND_WIDTH = WIDTH
+# a terminal narrower than this gets the section this wide: a GPU run's seven columns need it
+NARROWEST = 80
 # a pool cell wider than this is broken over lines where the table would not fit
 POOL_NARROWEST = 30
 # a test's name is clipped to no fewer characters than this; the pool and graphs cells are broken first
@@ -298,9 +300,10 @@ def summary_row(nodeid: str, record: Mapping[str, Any], *, compact_pool: bool = 
 
 
 def totals_line(records: Mapping[str, Mapping[str, Any]]) -> str:
-    """``14 tests used the plugin: 8 passed, 6 skipped; 1 recompile; 0 graphs captured``.
+    """``14 tests recorded: 8 passed, 6 skipped; 1 recompile; 0 graphs captured``.
 
-    The counts are of the tests that used the plugin (pytest's own line counts every
+    The counts are of the tests the report records, those that used a marker or
+    fixture of the plugin and those that compiled (pytest's own line counts every
     test); recompile-limit hits in tests that passed are said to be there.
     """
     totals = summarize(records)
@@ -308,7 +311,8 @@ def totals_line(records: Mapping[str, Mapping[str, Any]]) -> str:
     outcomes = ", ".join(
         count_noun(n, outcome) if outcome == "error" else f"{n} {outcome}" for outcome, n in totals["outcomes"].items()
     )
-    used = f"{count_noun(len(records), 'test')} used the plugin"
+    # a test that only compiled (torch.compile, no marker or fixture of the plugin) has a record too
+    used = f"{count_noun(len(records), 'test')} recorded"
     recompiles = count_noun(totals["recompiles"], "recompile")
     hits = totals["recompile_limit_hits"]
     if hits:
@@ -330,6 +334,7 @@ def terminal_summary_lines(
     *,
     max_rows: int | None = DEFAULT_MAX_ROWS,
     report_error: str | None = None,
+    width: int = WIDTH,
 ) -> list[str]:
     """The lines of the ``cudagraph`` section of pytest's terminal summary.
 
@@ -337,7 +342,8 @@ def terminal_summary_lines(
     that hit the recompile limit without passing first, so an elided table never
     hides them); a skipped test that measured nothing is left out and counted below
     (the GPU tests of a CPU runner).  Then a totals line, a legend of what the table
-    shows, and where the report went (or why it could not be written).
+    shows, and where the report went (or why it could not be written).  Everything
+    fits ``width`` columns (the terminal's, WIDTH at most) where the words allow.
     """
     lines: list[str] = []
     if records:
@@ -351,14 +357,14 @@ def terminal_summary_lines(
         rows = [row for _, row in listed]
         nodeids = [nodeid for nodeid, _ in listed]
         compact = [summary_row(nodeid, records[nodeid], compact_pool=True)[POOL_COLUMN] for nodeid in nodeids]
-        rows = fitting_rows(rows, compact, nodeids)
-        lines += table_lines(rows, nodeids)
+        rows = fitting_rows(rows, compact, nodeids, width)
+        lines += table_lines(rows, nodeids, width)
         if hidden:
             lines.append(f"... {hidden} more tests (use -v for all of them, or see the report)")
         unlisted = len(records) - len(listed) - hidden
         below = [totals_line(records), *skip_lines(records, unlisted), *first_use_lines(records)]
-        below += disabled_layer_lines(records) + legend_lines(rows)
-        lines += [piece for line in below for piece in wrapped(line)]
+        below += disabled_layer_lines(records) + legend_lines(rows, width)
+        lines += [piece for line in below for piece in wrapped(line, width)]
     if report_error is not None:
         lines.append(report_error)
     elif report_path is not None:
@@ -366,13 +372,18 @@ def terminal_summary_lines(
     return lines
 
 
+def section_width(terminal_columns: int) -> int:
+    """The section's width in a terminal of ``terminal_columns``: the terminal's, within NARROWEST and WIDTH."""
+    return max(NARROWEST, min(WIDTH, terminal_columns))
+
+
 def measured_nothing(record: Mapping[str, Any], row: list[str]) -> bool:
     """A skipped test whose row is empty past its outcome: the lines under the table count it instead."""
     return record.get("outcome") == "skipped" and all(cell in EMPTY_CELLS for cell in row[2:])
 
 
-def table_lines(rows: list[list[str]], nodeids: list[str] | None = None) -> list[str]:
-    """The table of ``rows`` (as summary_row makes them) in WIDTH columns: one line per test, under its file.
+def table_lines(rows: list[list[str]], nodeids: list[str] | None = None, width: int = WIDTH) -> list[str]:
+    """The table of ``rows`` (as summary_row makes them) in ``width`` columns: one line per test, under its file.
 
     Columns empty in every row are left out, and the outcome column where every row
     passed (the totals line says so).  A test's name (its node id past the file) is
@@ -391,23 +402,23 @@ def table_lines(rows: list[list[str]], nodeids: list[str] | None = None) -> list
     keep = [HEADER.index(name) for name in header]
     wrap = {keep.index(HEADER.index(name)): least for name, least in WRAPPED_COLUMNS if HEADER.index(name) in keep}
     for column, least in wrap.items():  # the widest first: the pool cell, then the graphs cell
-        excess = needed + sum(widths[1:]) + 2 * (len(widths) - 1) - WIDTH
+        excess = needed + sum(widths[1:]) + 2 * (len(widths) - 1) - width
         if excess > 0:
             widths[column] = min(widths[column], max(least, len(header[column]), widths[column] - excess))
-    room = WIDTH - sum(widths[1:]) - 2 * (len(widths) - 1)
+    room = width - sum(widths[1:]) - 2 * (len(widths) - 1)
     own_line = room < needed  # no room for a name even so: each name on a line of its own
     widths[0] = len(header[0]) if own_line else min(widths[0], room)
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(header, widths)).rstrip()]
     shown_file = None
     for file, row in zip(files, cells):
         if file is not None and file != shown_file:
-            lines.append(fit_path(file, WIDTH))
+            lines.append(fit_path(file, width))
             shown_file = file
         indent = "  " if row[0].startswith("  ") else ""
         name = row[0][len(indent) :]
         # a function's name is never clipped for the table: one too wide for the column gets a line of its own
         alone = own_line or len(indent) + len(_function_name(name)) > widths[0]
-        name_width = WIDTH if alone else widths[0]
+        name_width = width if alone else widths[0]
         if len(indent) + len(name) > name_width:
             name = fit_test_name(name, name_width - len(indent))
         if alone:
@@ -420,7 +431,9 @@ def table_lines(rows: list[list[str]], nodeids: list[str] | None = None) -> list
     return lines
 
 
-def fitting_rows(rows: list[list[str]], compact_pools: list[str], nodeids: list[str] | None = None) -> list[list[str]]:
+def fitting_rows(
+    rows: list[list[str]], compact_pools: list[str], nodeids: list[str] | None = None, width: int = WIDTH
+) -> list[list[str]]:
     """``rows`` as they are where the names keep what tells them apart; else with their pool cells' compact form.
 
     What a name needs: its class and function whole and PARAM_SHARE characters of its
@@ -431,7 +444,7 @@ def fitting_rows(rows: list[list[str]], compact_pools: list[str], nodeids: list[
         return rows
     _, cells, _, widths = _layout(rows, nodeids)
     essential = max(map(_essential_length, (row[0] for row in cells)))
-    room = WIDTH - sum(widths[1:]) - 2 * (len(widths) - 1)
+    room = width - sum(widths[1:]) - 2 * (len(widths) - 1)
     if room >= min(widths[0], max(essential, NAME_NARROWEST)):
         return rows
     return [[*row[:POOL_COLUMN], pool, *row[POOL_COLUMN + 1 :]] for row, pool in zip(rows, compact_pools)]
@@ -510,9 +523,9 @@ def fit_path(path: str, width: int) -> str:
     return clip_middle(directory, width - len(file) - 1, head_share=0.5) + "/" + file
 
 
-def wrapped(line: str) -> list[str]:
-    """A line under the table in WIDTH columns: broken at spaces, the lines after the first indented by two."""
-    return wrap_line(line, WIDTH)
+def wrapped(line: str, width: int = WIDTH) -> list[str]:
+    """A line under the table in ``width`` columns: broken at spaces, the lines after the first indented by two."""
+    return wrap_line(line, width)
 
 
 def gpu_skip_lines(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -600,10 +613,12 @@ def first_use_lines(records: Mapping[str, Mapping[str, Any]]) -> list[str]:
     ]
 
 
+# the pool ratio in the legend's words, replaced by the first ratio the table shows
+RATIO_EXAMPLE = "1.43x"
 # what each column holds, for the legend's first part (the test and outcome columns need none)
 COLUMN_MEANING = {
     "graphs": "graphs: CUDA graphs captured (their batch sizes)",
-    "pool / largest": "pool / largest: the shared pool and the largest graph alone, 1.43x = (pool - cuBLAS) / largest",
+    "pool / largest": f"pool / largest: the shared pool and the largest graph alone, {RATIO_EXAMPLE} = (pool - cuBLAS) / largest",
     "recompiles": "recompiles: Dynamo recompiles",
     "compile": "compile: torch.compile seconds (Dynamo, AOTAutograd, Inductor)",
     "fxgraph": "fxgraph: Inductor's FX-graph cache",
@@ -612,13 +627,16 @@ COLUMN_MEANING = {
 }
 
 
-def legend_lines(rows: list[list[str]]) -> list[str]:
+def legend_lines(rows: list[list[str]], width: int = LEGEND_WIDTH) -> list[str]:
     """What the table shows: each column kept, then the notations its cells use; nothing the table leaves out."""
     column = {name: index for index, name in enumerate(HEADER)}
     shown_columns = [name for name in HEADER[2:] if any(row[column[name]] not in EMPTY_CELLS for row in rows)]
     cache_cells = [row[column[name]] for row in rows for name in CACHE_COLUMNS.values()]
     letters = set().union(*map(letters_in, cache_cells)) if cache_cells else set()
     parts = [COLUMN_MEANING[name] for name in shown_columns if name in COLUMN_MEANING]
+    # the ratio's example is one the table shows
+    ratio = next((m[0] for row in rows if (m := re.search(r"\d+\.\d+x", row[column["pool / largest"]]))), None)
+    parts = [part.replace(RATIO_EXAMPLE, ratio) if ratio else part for part in parts]
     shown = [letter for letter in LETTER_MEANING if letter in letters]
     if shown:
         meanings = ", ".join(f"{letter} {LETTER_MEANING[letter]}" for letter in shown)
@@ -660,7 +678,7 @@ def legend_lines(rows: list[list[str]]) -> list[str]:
         parts.append("+Nbrk: N graph breaks")
     lines: list[str] = []
     for part in parts:  # one line while it stays readable, then one more
-        if lines and len(lines[-1]) + len(part) + 2 <= LEGEND_WIDTH:
+        if lines and len(lines[-1]) + len(part) + 2 <= width:
             lines[-1] += "; " + part
         else:
             lines.append(part)

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
+import textwrap
+from typing import Any
 
 from ..render.plain_text import MIB
 from .compare_rules import (
@@ -26,7 +29,17 @@ from .compare_rules import (
 from .instructions import DEFAULT_INSTRUCTIONS_THRESHOLD
 from .startup_cost import DEFAULT_TIMEOUT_S as STARTUP_TIMEOUT_S
 
-__all__ = ["build_parser"]
+__all__ = ["CommandParser", "HelpText", "build_parser"]
+
+
+class HelpText(argparse.HelpFormatter):
+    """argparse's help with lines broken at spaces only: a rule's name (``recompile-limit``) or a list of them stays whole."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(re.sub(r"\s+", " ", text).strip(), width, break_on_hyphens=False, break_long_words=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n".join(indent + line for line in self._split_lines(text, width - len(indent)))
 
 
 def _percent(text: str) -> float:
@@ -74,16 +87,29 @@ def _check_limit(text: str, value: float, wanted: str) -> None:
         raise argparse.ArgumentTypeError(f"{text!r} is negative; give {wanted}")
 
 
+class CommandParser(argparse.ArgumentParser):
+    """A command's parser: its help in ``HelpText``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpText)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line: one subcommand per job, each with a parser of its own (``_add_*_parser``)."""
     parser = argparse.ArgumentParser(
         prog="pytest-cudagraph",
+        formatter_class=HelpText,
         description="Work with pytest-cudagraph run reports (written with --cudagraph-report): compare two runs, "
         "explain their cache keys, show or merge reports, write pytest-split's durations, print the reports' "
         "JSON Schema; and run the start-up benchmark, which runs tests in fresh interpreters.",
     )
     parser.add_argument("--version", action="version", version=f"pytest-cudagraph {_installed_version()}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands = parser.add_subparsers(
+        dest="command",
+        metavar="COMMAND",
+        parser_class=CommandParser,
+    )
     commands.required = True
     _add_compare_parser(commands)
     _add_explain_parser(commands)
@@ -126,7 +152,7 @@ def _add_compare_parser(commands: argparse._SubParsersAction) -> None:
         action="append",
         metavar="RULES",
         help=f"comma-separated regression rules, repeatable: {', '.join(ALL_RULES)}, 'all', 'default' or 'none' "
-        f"(default: {','.join(DEFAULT_RULES)})",
+        f"(default: {', '.join(DEFAULT_RULES)})",
     )
     _add_compare_limits(compare)
     compare.add_argument("--timings", action="store_true", help="also show duration_s and capture_s changes")

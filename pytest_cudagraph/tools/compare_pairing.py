@@ -121,7 +121,7 @@ def _flatten(prefix: str, value: Any, out: dict[str, Any], include_timings: bool
         if all(isinstance(v, (int, float, str, bool)) or v is None for v in value):
             out[prefix] = list(value)
         else:
-            out[prefix] = f"[{len(value)} items]"
+            out[prefix] = f"[{len(value)} item{'' if len(value) == 1 else 's'}]"
     else:
         out[prefix] = value
 

@@ -52,7 +52,7 @@ def compare_test(
 
     b, n = base.typed, new.typed
     if b.outcome in PASSING and n.outcome in FAILING:
-        flag("outcome", f"outcome {b.outcome} -> {n.outcome}", "outcome")
+        flag("outcome", f"{b.outcome} -> {n.outcome}", "outcome")  # printed after the rule: "outcome: passed -> failed"
     if b.outcome in PASSING and n.outcome == "skipped":
         flag("skipped", _skipped_message(b.outcome, given(n.skip_reason), rules), "outcome")
     _recompile_rules(filled(b.recompiles), filled(n.recompiles), flag)
