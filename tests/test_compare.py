@@ -486,8 +486,8 @@ def test_the_json_form_carries_the_pairs_and_the_run_wide_components():
     data = json.loads(json.dumps(compare_reports(base, new).to_json()))
     assert data["cache_keys"]["run_wide"][0] == {
         "name": "torch_version",
-        "base": base["cache_components"]["fxgraph"]["torch_version"],
-        "new": new["cache_components"]["fxgraph"]["torch_version"],
+        "base": base["cache_components"]["torch_version"],
+        "new": new["cache_components"]["torch_version"],
         "layers": ["fxgraph", "aot_autograd"],
     }
     warm = data["tests"][WARM]["cache_keys"]

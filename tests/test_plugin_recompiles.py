@@ -11,8 +11,6 @@ import re
 
 import pytest
 
-from pytest_cudagraph.records.stored_once import report_as_read
-
 # Dynamo names a tensor argument by its guard source: 2.6 writes the frame-locals
 # lookup (``tensor 'L['tokens']'``), 2.8+ the bare name (``tensor 'tokens'``).  The
 # plugin reports reasons verbatim, so both spellings are correct output.
@@ -195,7 +193,7 @@ def test_watch(recompiles):
     report = tmp_path / "report.json"
     result = pytester.runpytest(f"--cudagraph-report={report}")
     result.assert_outcomes(passed=1)
-    entry = report_as_read(json.loads(report.read_text()))["tests"]["test_fixture.py::test_watch"]
+    entry = json.loads(report.read_text())["tests"]["test_fixture.py::test_watch"]
     recompiles = entry["recompiles"]
     assert recompiles["count"] == 1
     assert recompiles["limit_hits"] == []
