@@ -71,7 +71,7 @@ from typing import Any
 from ..errors import ReportError
 from .cache_components import factor_cache_components
 from .cold_warm import passes_apart
-from .files import FileRefused, check_report_path_writable, read_regular_bytes, write_text_atomically
+from .files import FileRefused, check_report_path_writable, gzip_bytes, read_regular_bytes, write_text_atomically
 from .json_values import as_int, json_safe
 from .load import collector_paused, load_report
 from .progress import NOT_RUN_LIMIT
@@ -324,13 +324,15 @@ def _compact(value: Any) -> str:
 
 
 def write_report(path: str | os.PathLike[str], report: Mapping[str, Any]) -> Path:
-    """Write ``report`` to ``path`` as write_text_atomically does.
+    """Write ``report`` to ``path`` as write_text_atomically does; gzip-compressed where the name ends in ``.gz``.
 
     If anything fails (serialising, a full disk), an existing report at ``path`` is
     left as it was, no temporary file stays behind, and the error propagates.
     """
     # serialise first: a value that cannot be written must not even create a file
-    return write_text_atomically(Path(path), dumps_report(report))
+    text = dumps_report(report)
+    path = Path(path)
+    return write_text_atomically(path, gzip_bytes(text) if path.name.endswith(".gz") else text)
 
 
 def _run_facts_type() -> Any:
