@@ -63,15 +63,20 @@ def report(request) -> tuple[Path, dict[str, Any]]:
     return request.param, json.loads(request.param.read_text())
 
 
+def lines_of_tests_with(data: dict[str, Any], section: str, text: Any) -> str:
+    """One line per test whose record has ``section``: ``node id: text(section)``, each ending in a newline."""
+    return "".join(
+        f"{nodeid}: {text(record[section])}\n" for nodeid, record in data["tests"].items() if record.get(section)
+    )
+
+
 def test_failed_tests_with_their_causes(report):
     path, data = report
-    expected = [
-        f"{nodeid}: {record['failure'].get('rule', 'test')} {record['failure']['message']}"
-        for nodeid, record in data["tests"].items()
-        if record.get("failure")
-    ]
     # a message may take several lines (the failure's whole account)
-    assert run(recipe_named("failed tests"), path) == "".join(f"{line}\n" for line in expected)
+    expected = lines_of_tests_with(
+        data, "failure", lambda failure: f"{failure.get('rule', 'test')} {failure['message']}"
+    )
+    assert run(recipe_named("failed tests"), path) == expected
 
 
 def test_recompile_reasons_per_test(report):
@@ -93,12 +98,10 @@ def test_cache_misses_per_layer(report):
 
 def test_the_pool_of_each_test_with_graphs(report):
     path, data = report
-    expected = [
-        f"{nodeid}: pool {record['graphs']['pool_bytes']} bytes, {record['graphs']['captured']} graphs"
-        for nodeid, record in data["tests"].items()
-        if record.get("graphs")
-    ]
-    assert run(recipe_named("the pool"), path).splitlines() == expected
+    expected = lines_of_tests_with(
+        data, "graphs", lambda graphs: f"pool {graphs['pool_bytes']} bytes, {graphs['captured']} graphs"
+    )
+    assert run(recipe_named("the pool"), path) == expected
 
 
 def test_durations_slowest_first(report):
