@@ -6,14 +6,12 @@ of ``--tests`` tests with the package's own ``build_report``: the real report's
 test records, cycled under new node ids (``docs/examples/test_x.py::test_y`` ->
 ``docs/examples/test_x_0042.py::test_y``), each with its seconds in ``durations``;
 the run-level tables (the environment, the fixtures' compiles, the run's facts)
-stay as they were.  So the cache lookups, recompile events and durations that the
-file stores once are in it as in a real suite, which the synthetic records of
-``bench_compare.py`` are not.
+stay as they were.  So the cache lookups, recompile events and durations are in
+it as in a real suite, which the synthetic records of ``bench_compare.py`` are not.
 
 Printed: the bytes of the file as ``--cudagraph-report`` writes it (``dumps_report``:
-each fact stored once, ``pytest-cudagraph/2``), the bytes of the same report with
-every fact repeated (``json.dumps`` of ``report_as_read`` of that file, which is what
-a ``pytest-cudagraph/1`` plugin wrote), their ratio; that reading the file back gives
+one line per test record), the bytes of the same report indented (``json.dumps(...,
+indent=2)``, what ``jq .`` prints), their ratio; that reading the file back gives
 the report that was built; and, each the median of ``--runs`` runs in one process,
 ``load_report`` of both files.
 
@@ -34,15 +32,9 @@ from typing import Any
 # the compare benchmark's timer: the cyclic GC off meanwhile, as in ``timeit``
 from bench_compare import timed
 
+from pytest_cudagraph.records.cache_components import expand_cache_components
 from pytest_cudagraph.records.json_values import json_safe
-from pytest_cudagraph.records.report import (
-    RUN_FIELDS,
-    build_report,
-    dumps_report,
-    expand_cache_components,
-    load_report,
-)
-from pytest_cudagraph.records.stored_once import SCHEMA_V1, report_as_read
+from pytest_cudagraph.records.report import RUN_FIELDS, build_report, dumps_report, load_report
 
 MiB = 2**20
 _MODULE = re.compile(r"\.py(?=::|$)")
@@ -57,7 +49,7 @@ def copied_nodeid(nodeid: str, copy_index: int) -> str:
 def suite_report(source: dict[str, Any], tests: int) -> dict[str, Any]:
     """A report of ``tests`` tests: ``source``'s records cycled under new node ids, its run-level tables kept.
 
-    ``source`` is a report as ``load_report`` gives it (every fact spelled out).
+    ``source`` is a report as ``load_report`` gives it.
     The result is what ``build_report`` makes in a run of that suite, so
     ``dumps_report`` writes it as the plugin writes its file.
     """
@@ -88,16 +80,14 @@ def suite_report(source: dict[str, Any], tests: int) -> dict[str, Any]:
     )
 
 
-def every_fact_repeated(stored_text: str) -> str:
-    """The file ``stored_text`` with every fact spelled out, as a ``pytest-cudagraph/1`` plugin wrote it."""
-    full = report_as_read(json.loads(stored_text))
-    full["schema"] = SCHEMA_V1  # same length as /2; a reader takes it as an older plugin's file
-    return json.dumps(full, indent=2, allow_nan=False) + "\n"
+def indented(written: str) -> str:
+    """The file ``written`` indented by two spaces a level, as ``jq .`` prints it."""
+    return json.dumps(json.loads(written), indent=2, allow_nan=False) + "\n"
 
 
-def reads_back(report: dict[str, Any], stored_text: str) -> bool:
-    """Whether reading the stored file gives back ``report`` as built (as JSON holds it)."""
-    return report_as_read(json.loads(stored_text)) == json.loads(json.dumps(json_safe(report)))
+def reads_back(report: dict[str, Any], written: str) -> bool:
+    """Whether reading the written file gives back ``report`` as built (as JSON holds it)."""
+    return json.loads(written) == json.loads(json.dumps(json_safe(report)))
 
 
 def main() -> None:
@@ -107,37 +97,36 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     source = load_report(args.report)
-    source_stored = args.report.read_bytes()
-    source_full = every_fact_repeated(source_stored.decode("utf-8")).encode("utf-8")
+    source_written = args.report.read_bytes()
+    source_indented = indented(dumps_report(source)).encode("utf-8")
     report = suite_report(source, args.tests)
-    stored = dumps_report(report)
-    full = every_fact_repeated(stored)
-    identical = reads_back(report, stored)
+    written = dumps_report(report)
+    identical = reads_back(report, written)
     with tempfile.TemporaryDirectory() as tmp:
-        stored_path, full_path = Path(tmp) / "stored-once.json", Path(tmp) / "every-fact-repeated.json"
-        stored_path.write_text(stored, encoding="utf-8")
-        full_path.write_text(full, encoding="utf-8")
-        times: dict[str, list[float]] = {"stored": [], "full": []}
-        load_report(stored_path), load_report(full_path)  # warm the page cache
+        written_path, indented_path = Path(tmp) / "written.json", Path(tmp) / "indented.json"
+        written_path.write_text(written, encoding="utf-8")
+        indented_path.write_text(indented(written), encoding="utf-8")
+        times: dict[str, list[float]] = {"written": [], "indented": []}
+        load_report(written_path), load_report(indented_path)  # warm the page cache
         for _ in range(args.runs):
-            times["stored"].append(timed(lambda: load_report(stored_path)))
-            times["full"].append(timed(lambda: load_report(full_path)))
-        sizes = stored_path.stat().st_size, full_path.stat().st_size
+            times["written"].append(timed(lambda: load_report(written_path)))
+            times["indented"].append(timed(lambda: load_report(indented_path)))
+        sizes = written_path.stat().st_size, indented_path.stat().st_size
     med = {name: statistics.median(values) for name, values in times.items()}
     print(
-        f"source {args.report}: {len(source['tests'])} tests, {len(source_stored)} bytes as stored, "
-        f"{len(source_full)} bytes with every fact repeated (ratio {len(source_stored) / len(source_full):.3f})"
+        f"source {args.report}: {len(source['tests'])} tests, {len(source_written)} bytes as read, "
+        f"{len(source_indented)} bytes indented (ratio {len(source_written) / len(source_indented):.3f})"
     )
     print(
         f"built: {len(report['tests'])} tests ({len(source['tests'])} records cycled), "
         f"{len(report.get('durations') or {})} durations; read back identical: {identical}"
     )
-    print(f"as stored (pytest-cudagraph/2)        {sizes[0]:>12,} bytes ({sizes[0] / MiB:6.1f} MiB)")
-    print(f"every fact repeated (as /1 wrote it)  {sizes[1]:>12,} bytes ({sizes[1] / MiB:6.1f} MiB)")
-    print(f"    ratio stored / repeated {sizes[0] / sizes[1]:.3f}")
-    print(f"load_report, as stored                median {med['stored'] * 1000:8.1f} ms ({args.runs} runs)")
-    print(f"load_report, every fact repeated      median {med['full'] * 1000:8.1f} ms")
-    print(f"    ratio stored / repeated {med['stored'] / med['full']:.3f}")
+    print(f"as written (pytest-cudagraph/3)       {sizes[0]:>12,} bytes ({sizes[0] / MiB:6.1f} MiB)")
+    print(f"indented (jq .)                       {sizes[1]:>12,} bytes ({sizes[1] / MiB:6.1f} MiB)")
+    print(f"    ratio written / indented {sizes[0] / sizes[1]:.3f}")
+    print(f"load_report, as written               median {med['written'] * 1000:8.1f} ms ({args.runs} runs)")
+    print(f"load_report, indented                 median {med['indented'] * 1000:8.1f} ms")
+    print(f"    ratio written / indented {med['written'] / med['indented']:.3f}")
 
 
 if __name__ == "__main__":

@@ -118,7 +118,7 @@ COMPLETE_RUN = {"complete": True, "incomplete_reasons": [], "not_run": [], "not_
 
 
 def sample_report(env: dict[str, Any] | None = None, run: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A whole report as ``--cudagraph-report`` writes it (schema pytest-cudagraph/2)."""
+    """A whole report as ``--cudagraph-report`` writes it (schema pytest-cudagraph/3)."""
     from pytest_cudagraph.records.report import build_report
 
     tests = {

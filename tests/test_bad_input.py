@@ -117,8 +117,8 @@ BAD_REPORTS: dict[str, tuple[object, str, str | None]] = {
         "it may be truncated, so write it again with --cudagraph-report",
     ),
     "other-schema": (
-        lambda: json.dumps({**sample_report(), "schema": "pytest-cudagraph/3"}),
-        "has schema 'pytest-cudagraph/3', but this pytest-cudagraph reads 'pytest-cudagraph/2'",
+        lambda: json.dumps({**sample_report(), "schema": "pytest-cudagraph/4"}),
+        "has schema 'pytest-cudagraph/4', but this pytest-cudagraph reads 'pytest-cudagraph/3'",
         "write both reports with the same plugin version",
     ),
     "not-json": (lambda: '<?xml version="1.0"?><testsuites/>\n', "is not valid JSON", "write it again"),

@@ -89,11 +89,11 @@ def _bad_inputs(tmp_path):
     good = sample_report()
     text = json.dumps(good)
     (tmp_path / "truncated.json").write_text(text[: len(text) // 2])
-    (tmp_path / "schema3.json").write_text(json.dumps({**good, "schema": "pytest-cudagraph/3"}))
+    (tmp_path / "schema4.json").write_text(json.dumps({**good, "schema": "pytest-cudagraph/4"}))
     (tmp_path / "junit.xml").write_text('<?xml version="1.0"?><testsuites/>')
     return {
         "truncated": (tmp_path / "truncated.json", "is not valid JSON"),
-        "wrong schema": (tmp_path / "schema3.json", "has schema 'pytest-cudagraph/3'"),
+        "wrong schema": (tmp_path / "schema4.json", "has schema 'pytest-cudagraph/4'"),
         "not json": (tmp_path / "junit.xml", "is not valid JSON"),
         "missing": (tmp_path / "nowhere.json", "does not exist"),
         "directory": (tmp_path, "is a directory"),
@@ -669,7 +669,7 @@ def test_the_schema_id_is_a_name_the_reference_gives():
     from pytest_cudagraph.records.json_schema import report_json_schema
 
     schema_id = report_json_schema()["$id"]
-    assert schema_id == "urn:pytest-cudagraph:report:2"
+    assert schema_id == "urn:pytest-cudagraph:report:3"
     assert schema_id in (Path(__file__).parent.parent / "docs" / "reference.md").read_text()
 
 

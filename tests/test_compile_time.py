@@ -15,7 +15,6 @@ from pytest_cudagraph.compile.compile_time import (
     watch_compile_time,
 )
 from pytest_cudagraph.records.report import SCHEMA, ReportError, validate_report
-from pytest_cudagraph.records.stored_once import report_as_read
 from pytest_cudagraph.render.compile_time_text import compile_time_cell
 
 
@@ -137,7 +136,7 @@ def _run(pytester: pytest.Pytester) -> dict:
     pytester.makepyfile(test_ct=BODY)
     result = pytester.runpytest_subprocess("--cudagraph-report=r.json", "-p", "no:randomly")
     result.assert_outcomes(passed=2)
-    return report_as_read(json.loads((pytester.path / "r.json").read_text()))["tests"]
+    return json.loads((pytester.path / "r.json").read_text())["tests"]
 
 
 @pytest.mark.slow  # a subprocess-heavy run: the README's test command stays under 5 minutes

@@ -22,7 +22,6 @@ from pytest_cudagraph.plugin.devices import (
     visible_device_ids,
     worker_index,
 )
-from pytest_cudagraph.records.stored_once import report_as_read
 
 
 @given(st.lists(st.integers(min_value=0, max_value=63), min_size=1, max_size=8, unique=True))
@@ -139,7 +138,7 @@ def test_group_module_runs_the_gpu_tests_of_each_module_on_one_worker(pytester: 
         gpu = set().union(*(workers[f"{module}.py::test_gpu[{n}]"] for n in range(10)))
         assert len(gpu) == 1, f"{module}'s GPU tests ran on {gpu}"
     # the report names each test once, as collected
-    tests = report_as_read(json.loads(report.read_text()))["tests"]
+    tests = json.loads(report.read_text())["tests"]
     assert sorted(tests) == sorted(workers)
 
 

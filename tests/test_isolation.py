@@ -11,8 +11,6 @@ import json
 
 import pytest
 
-from pytest_cudagraph.records.stored_once import report_as_read
-
 # Runs first in every generated module: remembers the state the later check compares with.
 STATE_PROBE = """
 import os
@@ -166,7 +164,7 @@ def test_the_report_names_the_settings_a_test_left_changed(pytester: pytest.Pyte
         "-p", "no:randomly", "-p", "no:cacheprovider", f"--cudagraph-report={report}"
     )
     result.assert_outcomes(passed=3)
-    record = report_as_read(json.loads(report.read_text()))["tests"]["test_report.py::test_5_changes"]
+    record = json.loads(report.read_text())["tests"]["test_report.py::test_5_changes"]
     assert sorted(record["extra"]["restored_after_test"]) == [
         "$TORCHINDUCTOR_FX_GRAPH_CACHE",
         "compile stance",
@@ -217,7 +215,7 @@ def test_settings_of_wider_scoped_fixtures_survive_and_are_not_blamed_on_tests(p
     pytester.makepyfile(test_wide=WIDER_FIXTURES)
     result = pytester.runpytest_subprocess("--cudagraph-report=report.json")
     result.assert_outcomes(passed=4)
-    tests = report_as_read(json.loads((pytester.path / "report.json").read_text()))["tests"]
+    tests = json.loads((pytester.path / "report.json").read_text())["tests"]
     restored = {nodeid: record.get("extra", {}).get("restored_after_test") for nodeid, record in tests.items()}
     # each parametrized test changed the dtype itself and only that is named; the marker test changed nothing
     assert restored == {

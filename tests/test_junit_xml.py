@@ -16,8 +16,6 @@ from typing import Any
 
 import pytest
 
-from pytest_cudagraph.records.stored_once import report_as_read
-
 # One test per kind of figure: graphs (floats, NaN and a null among them), piecewise, reduce-overhead,
 # ranks, recompiles, caches with a cold/warm pair, compile time; and tests with no record.
 SUITE = """
@@ -170,7 +168,7 @@ def properties_by_testcase(xml_path: Path) -> dict[str, list[tuple[str, str]]]:
 
 def assert_xml_holds_the_report(xml_path: Path, report_path: Path) -> dict[str, dict[str, str]]:
     """Every figure of every test of the JSON report is in its testcase, as the same number; nothing else is."""
-    report = report_as_read(json.loads(report_path.read_text()))
+    report = json.loads(report_path.read_text())
     cases = properties_by_testcase(xml_path)
     seen: dict[str, dict[str, str]] = {}
     for nodeid, record in report["tests"].items():

@@ -14,9 +14,10 @@ from sample_reports import ENV_2_13, cache_key_report_pair, fake_hash
 
 from pytest_cudagraph.errors import ReportError
 from pytest_cudagraph.records import key_diff
+from pytest_cudagraph.records.cache_components import full_components
 from pytest_cudagraph.records.key_diff import diff_reports, diff_test, lookups_of, shared_components
 from pytest_cudagraph.records.loaded import typed_report
-from pytest_cudagraph.records.report import build_report, full_components
+from pytest_cudagraph.records.report import build_report
 from pytest_cudagraph.render import key_text
 from pytest_cudagraph.render.key_text import component_change_text, run_wide_lines
 from pytest_cudagraph.render.show import render_html
@@ -339,8 +340,8 @@ def test_run_wide_lines_name_the_components_once_with_both_values():
         "  torch_version: 2.13.0+cu128 -> 2.14.1+cu128",
         "  system_info[hash]: 2f1e0c6b -> 7ab39d20 (fxgraph)",
         "  system_info[version]: {'triton': '3.5.0', 'cuda': '12.8'} -> {'triton': '3.6.0', 'cuda': '12.8'} (fxgraph)",
-        f"  autograd_config: (opaque, hash {base['cache_components']['aot_autograd']['autograd_config'][0]}) -> "
-        f"(opaque, hash {new['cache_components']['aot_autograd']['autograd_config'][0]}) (aot_autograd)",
+        f"  autograd_config: (opaque, hash {shared_components(base)['aot_autograd']['autograd_config'][0]}) -> "
+        f"(opaque, hash {shared_components(new)['aot_autograd']['autograd_config'][0]}) (aot_autograd)",
         "  inductor_config[compile_on_one_rank]: (absent) -> False (fxgraph)",
         "  ... and 2 more components: pytest-cudagraph explain a.json b.json",
     ]

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from pytest_cudagraph.errors import InvariantViolation, MisuseError
 from pytest_cudagraph.graphs.observe import GraphObservation
-from pytest_cudagraph.graphs.observe_scores import Coverage, batch_ranges, measure_coverage, sum_over_sizes
+from pytest_cudagraph.graphs.observe_scores import batch_ranges, measure_coverage, sum_over_sizes
 from pytest_cudagraph.graphs.observe_verdict import ObservedCapture, ObservedGraphs
 from pytest_cudagraph.graphs.pool_blocks import LiveBlock
 

@@ -7,8 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from pytest_cudagraph.records.stored_once import report_as_read
-
 LEFT_OPEN = """
 import pytest
 import torch
@@ -67,7 +65,7 @@ def test_objects_a_test_left_open_are_closed_recorded_and_named(pytester: pytest
     pytester.makepyfile(test_left_open=LEFT_OPEN)
     result = pytester.runpytest_subprocess("--cudagraph-report=report.json", "-p", "no:randomly")
     result.assert_outcomes(passed=6)
-    tests = report_as_read(json.loads((pytester.path / "report.json").read_text()))["tests"]
+    tests = json.loads((pytester.path / "report.json").read_text())["tests"]
     left_open = tests["test_left_open.py::test_piecewise_left_open"]
     assert left_open["piecewise"]["pieces"] == 3
     assert left_open["extra"]["closed_by_plugin"] == ["<PiecewiseModule ToyModel sizes=[1, 2] built>"]

@@ -30,7 +30,6 @@ from pytest_cudagraph.piecewise import piecewise_compile
 from pytest_cudagraph.piecewise.ops import resolve_splitting_ops
 from pytest_cudagraph.plugin.handles import PiecewiseFixture
 from pytest_cudagraph.records.record import TestRecord
-from pytest_cudagraph.records.stored_once import report_as_read
 from pytest_cudagraph.strategies import capture_sizes
 
 
@@ -340,7 +339,7 @@ def test_piecewise_fixture_reports_into_the_run_report(pytester):
             "*batch size 3 (split, uncaptured, padded to 4): output: worst element at index*",
         ]
     )
-    tests = report_as_read(json.loads((pytester.path / "report.json").read_text()))["tests"]
+    tests = json.loads((pytester.path / "report.json").read_text())["tests"]
     passed = tests["test_pw.py::test_fixture_splits_and_checks"]
     assert passed["outcome"] == "passed"
     assert {

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_cudagraph.records.report import full_components
-from pytest_cudagraph.records.stored_once import report_as_read
+from pytest_cudagraph.records.cache_components import full_components
 
 WARM_MISSES = """
 import os
@@ -102,7 +101,7 @@ def test_warm_misses_name_what_changed_and_the_report_keeps_every_lookup(pyteste
     assert "fxgraph miss for graph 1 of the warm pass: inductor_config[fallback_random]: False -> True" in child
 
     # (e) every lookup in the report, explained where it missed, the shared components once per run
-    report = report_as_read(json.loads(report_path.read_text()))
+    report = json.loads(report_path.read_text())
     flip_lookups = _lookups(report, "test_misses.py::test_flip")
     warm_fx = next(x for x in flip_lookups if x["pass"] == "warm" and x["layer"] == "fxgraph")
     assert warm_fx["outcome"] == "miss" and warm_fx["graph"] == 1 and warm_fx["key"].startswith("f")
@@ -115,7 +114,7 @@ def test_warm_misses_name_what_changed_and_the_report_keeps_every_lookup(pyteste
     assert [(x["layer"], x["outcome"], x["pass"]) for x in hits if x["layer"] == "fxgraph"] == [
         ("fxgraph", "miss", None)
     ]
-    shared = report["cache_components"]["fxgraph"]
+    shared = report["cache_components"]
     assert len(shared) > 200 and "inductor_config[max_autotune]" in shared
     whole = own = 0
     for record in report["tests"].values():

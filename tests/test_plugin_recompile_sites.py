@@ -13,8 +13,6 @@ import re
 
 import pytest
 
-from pytest_cudagraph.records.stored_once import report_as_read
-
 
 # torch 2.6 prints a tensor argument's guard source as L['x'], 2.8+ as x
 @pytest.fixture(autouse=True)
@@ -83,9 +81,7 @@ def test_recompile_names_the_helpers_call_line_and_every_failed_guard(pytester, 
             r".*a dtype changed: cast inputs to one dtype.*",
         ]
     )
-    record = report_as_read(json.loads(report.read_text()))["tests"]["test_sites.py::test_two_guards_change"][
-        "recompiles"
-    ]
+    record = json.loads(report.read_text())["tests"]["test_sites.py::test_two_guards_change"]["recompiles"]
     [event] = record["events"]
     assert event["function"] == f"scale (test_sites.py:{line_of(HELPER_CALL, 'def scale')})"
     assert event["call_site"] == {
@@ -128,7 +124,7 @@ def test_reasons_are_flat_first_lines_without_comments_or_stacks(pytester, tmp_p
     report = tmp_path / "report.json"
     result = pytester.runpytest(f"--cudagraph-report={report}", "-p", "no:randomly")
     result.assert_outcomes(failed=1)
-    record = report_as_read(json.loads(report.read_text()))["tests"]["test_flat.py::test_scalar"]["recompiles"]
+    record = json.loads(report.read_text())["tests"]["test_flat.py::test_scalar"]["recompiles"]
     [reason] = record["reasons"]
     assert re.fullmatch(r"0/0: (?:L\['n'\]|n) == 2", reason), reason
     # the quoted source line and the user stack torch 2.8+ appends are in the verbatim text only
@@ -168,7 +164,7 @@ def test_a_limit_hit_is_an_event_with_its_call_site_and_guards(pytester, tmp_pat
     report = tmp_path / "report.json"
     result = pytester.runpytest(f"--cudagraph-report={report}", "-p", "no:randomly")
     result.assert_outcomes(failed=1)
-    record = report_as_read(json.loads(report.read_text()))["tests"]["test_limit.py::test_limit"]["recompiles"]
+    record = json.loads(report.read_text())["tests"]["test_limit.py::test_limit"]["recompiles"]
     hits = [event for event in record["events"] if event["limit_hit"]]
     assert hits, record["events"]
     hit = hits[0]
@@ -221,9 +217,7 @@ def test_graph_breaks_name_where_they_broke_and_who_called(pytester, tmp_path):
             rf"test_breaks\.py:{call} `return compiled\(x\)`",
         ]
     )
-    breaks = report_as_read(json.loads(report.read_text()))["tests"]["test_breaks.py::test_breaks"]["recompiles"][
-        "graph_breaks"
-    ]
+    breaks = json.loads(report.read_text())["tests"]["test_breaks.py::test_breaks"]["recompiles"]["graph_breaks"]
     [site] = breaks["sites"]
     assert site["location"] == f"test_breaks.py:{brk}" and site["code"] == 'print("traced")'
     assert site["call_site"]["line"] == call and site["count"] == 2

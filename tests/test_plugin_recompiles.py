@@ -11,8 +11,6 @@ import re
 
 import pytest
 
-from pytest_cudagraph.records.stored_once import report_as_read
-
 
 # Dynamo names a tensor argument by its guard source: 2.6 writes the frame-locals
 # lookup (``tensor 'L['tokens']'``), 2.8+ the bare name (``tensor 'tokens'``).  The
@@ -202,7 +200,7 @@ def test_watch(recompiles):
     report = tmp_path / "report.json"
     result = pytester.runpytest(f"--cudagraph-report={report}")
     result.assert_outcomes(passed=1)
-    entry = report_as_read(json.loads(report.read_text()))["tests"]["test_fixture.py::test_watch"]
+    entry = json.loads(report.read_text())["tests"]["test_fixture.py::test_watch"]
     recompiles = entry["recompiles"]
     assert recompiles["count"] == 1
     assert recompiles["limit_hits"] == []
@@ -308,7 +306,7 @@ def test_a_plain_watch_counts_the_same_in_any_test_order(pytester):
     assert orders[0] == orders[1][::-1], orders  # the two seeds run the tests in the two orders
     counts = []
     for seed in (6, 1):
-        report = report_as_read(json.loads((pytester.path / f"seed{seed}.json").read_text()))
+        report = json.loads((pytester.path / f"seed{seed}.json").read_text())
         counts.append(report["tests"]["test_shared.py::test_watches_the_shared_function"]["recompiles"]["count"])
     assert counts == [1, 1]
     assert main(["compare", str(pytester.path / "seed6.json"), str(pytester.path / "seed1.json")]) == 0

@@ -11,7 +11,6 @@ import torch
 
 from pytest_cudagraph.plugin.environment import ENV_FIELDS
 from pytest_cudagraph.records.report import SCHEMA, build_report, write_report
-from pytest_cudagraph.records.stored_once import report_as_read
 
 # Tiny tests: Dynamo with backend="eager" (no Inductor compile), plugin markers with
 # no torch work, a GPU test that skips on this CPU runner, and a test that does not
@@ -59,7 +58,7 @@ def _no_duplicate_keys(pairs):
 
 
 def read_report(path):
-    return report_as_read(json.loads(path.read_text(), object_pairs_hook=_no_duplicate_keys))
+    return json.loads(path.read_text(), object_pairs_hook=_no_duplicate_keys)
 
 
 def test_report_env_hook_records_and_terminal_summary(pytester):

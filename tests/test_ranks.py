@@ -29,7 +29,6 @@ from pytest_cudagraph.ranks import RanksFailed, gpu_shortfall, run_ranks
 from pytest_cudagraph.ranks.launch import RANK_ENV_DEFAULTS, rank_environment
 from pytest_cudagraph.ranks.stacks import default_library_dirs, describe_waiting, main_thread_frames
 from pytest_cudagraph.records.report import SCHEMA, validate_report
-from pytest_cudagraph.records.stored_once import report_as_read
 
 # --------------------------------------------------------------------------
 # bodies (imported by name in the rank processes)
@@ -448,7 +447,7 @@ def test_fixture_runs_gloo_ranks_skips_nccl_and_reports(pytester):
     out = result.stdout.str()
     assert "rank 1 of 2 failed: RuntimeError: rank 1 cannot go on" in out
     assert out.count("needs --cudagraph") >= 2
-    tests = report_as_read(json.loads(report.read_text()))["tests"]
+    tests = json.loads(report.read_text())["tests"]
     ranks = tests["test_user.py::test_gloo"]["ranks"]
     assert ranks["outcome"] == "passed" and ranks["world_size"] == 2
     assert [r["agreement_checks"] for r in ranks["per_rank"]] == [1, 1]

@@ -15,7 +15,6 @@ import sys
 
 import pytest
 
-from pytest_cudagraph.records.stored_once import report_as_read
 from pytest_cudagraph.tools.cli import main as cli_main
 
 # Four plugin tests that do no torch work, one of which can crash, fail or be interrupted.
@@ -71,7 +70,7 @@ def run(pytester: pytest.Pytester, *args: str, how: str = "") -> subprocess.Comp
 
 
 def report_of(pytester: pytest.Pytester, name: str = "new.json") -> dict:
-    return report_as_read(json.loads((pytester.path / name).read_text()))
+    return json.loads((pytester.path / name).read_text())
 
 
 @pytest.fixture

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 import pytest
 from xdist_output import workers_by_test
 
-from pytest_cudagraph.records.stored_once import report_as_read
 from pytest_cudagraph.render.summary import summary_row
 
 MODULES = 10
@@ -367,7 +366,7 @@ def _no_duplicate_keys(pairs):
 
 
 def read_report(path) -> dict:
-    return report_as_read(json.loads(path.read_text(), object_pairs_hook=_no_duplicate_keys))
+    return json.loads(path.read_text(), object_pairs_hook=_no_duplicate_keys)
 
 
 def without_durations(value):

@@ -16,7 +16,6 @@ import torch._dynamo
 
 from pytest_cudagraph.compile.compile_time import watch_compile_time
 from pytest_cudagraph.compile.recompiles import watch_recompiles
-from pytest_cudagraph.records.stored_once import report_as_read
 
 
 def deprecate_kwarg(old_name):
@@ -139,6 +138,6 @@ def test_the_terminal_and_the_report_name_the_decorated_forward(pytester: pytest
         [r".*recompile 1 of 1: Block\.forward \(test_deco\.py:16\), called from test_deco\.py"]
     )
     assert "wrapper (test_deco.py" not in result.stdout.str()
-    record = report_as_read(json.loads((pytester.path / "r.json").read_text()))["tests"]["test_deco.py::test_shapes"]
+    record = json.loads((pytester.path / "r.json").read_text())["tests"]["test_deco.py::test_shapes"]
     assert "Block.forward (test_deco.py:16)" in json.dumps(record)
     assert "wrapper (test_deco.py" not in json.dumps(record)

@@ -45,7 +45,7 @@ def _add_command_line_options(group: pytest.OptionGroup) -> None:
         "--cudagraph-report",
         metavar="PATH",
         default=None,
-        help="write the run's JSON report (schema pytest-cudagraph/2) to PATH.",
+        help="write the run's JSON report (schema pytest-cudagraph/3) to PATH; a PATH ending in .gz is written gzip-compressed.",
     )
     group.addoption(
         "--cudagraph-baseline",

@@ -10,18 +10,23 @@ and /dev/zero never ends.
 from __future__ import annotations
 
 import errno
+import gzip
 import os
 import re
 import stat
 import tempfile
 import time
+import zlib
 from pathlib import Path
 
 from ..errors import ReportError
 
+# the first two bytes of every gzip file
+GZIP_MAGIC = b"\x1f\x8b"
 
-def write_text_atomically(path: str | os.PathLike[str], text: str) -> Path:
-    """Write ``text`` to ``path`` so that no reader ever sees half of it; return ``path``.
+
+def write_text_atomically(path: str | os.PathLike[str], text: str | bytes) -> Path:
+    """Write ``text`` (or bytes, as they are) to ``path`` so that no reader ever sees half of it; return ``path``.
 
     - A regular file, or a path that does not exist yet, is replaced atomically: a
       temporary sibling, fsync, ``os.replace``.
@@ -36,10 +41,11 @@ def write_text_atomically(path: str | os.PathLike[str], text: str) -> Path:
     a successful write (never those of a writer still running).
     """
     path = Path(path)
+    data = text.encode("utf-8") if isinstance(text, str) else text
     if _written_in_place(path):
-        _write_into(path, text)
+        _write_into(path, data)
     else:
-        _replace_atomically(_link_target(path), text)
+        _replace_atomically(_link_target(path), data)
     return path
 
 
@@ -76,7 +82,7 @@ def _link_target(path: Path) -> Path:
     return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 
-def _write_into(path: Path, text: str) -> None:
+def _write_into(path: Path, data: bytes) -> None:
     # O_APPEND: a descriptor's file (stdout redirected to a file) keeps what was written before;
     # devices and FIFOs ignore it.  No O_CREAT: the path exists, and a race must not make a new file.
     # O_NONBLOCK for the open only: a FIFO nobody reads would block the end of the run for ever;
@@ -90,18 +96,18 @@ def _write_into(path: Path, text: str) -> None:
         raise
     if hasattr(os, "set_blocking"):
         os.set_blocking(fd, True)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
 
 
-def _replace_atomically(target: Path, text: str) -> None:
+def _replace_atomically(target: Path, data: bytes) -> None:
     parent = target.parent
     # the writer's pid and host in the name: a later write can tell a dead writer's leftover from a live one's
     prefix = f".{target.name}.{os.getpid()}@{_HOST}."
     fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         # mkstemp creates 0600; a report is an ordinary artefact, so honour the umask
@@ -271,6 +277,21 @@ def read_regular_bytes(path: str | os.PathLike[str], *, limit: int | None = None
     return data
 
 
+def gzip_bytes(text: str) -> bytes:
+    """``text`` gzip-compressed, with no time or name in the header: the same text gives the same bytes."""
+    return gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0)
+
+
+def _decompressed(data: bytes, path: Path) -> bytes:
+    try:
+        return gzip.decompress(data)
+    except (OSError, EOFError, zlib.error):
+        raise ReportError(
+            f"report {path} is a gzip file that cannot be decompressed (it may be truncated); "
+            f"write it again with --cudagraph-report"
+        ) from None
+
+
 def _not_a_regular_file(path: Path, mode: int) -> ReportError:
     if stat.S_ISDIR(mode):
         return ReportError(f"report {path} is a directory; give the path of a JSON report file")
@@ -281,9 +302,16 @@ def _not_a_regular_file(path: Path, mode: int) -> ReportError:
 
 
 def read_regular_text(path: Path) -> str:
-    """The file's text; a FIFO would block and /dev/zero never ends, so only a regular file is read."""
+    """The file's text; a FIFO would block and /dev/zero never ends, so only a regular file is read.
+
+    A gzip file (told by its first bytes, whatever its name: ``--cudagraph-report=r.json.gz``) is
+    decompressed first.
+    """
     try:
-        return read_regular_bytes(path).decode("utf-8")
+        data = read_regular_bytes(path)
+        if data[:2] == GZIP_MAGIC:
+            data = _decompressed(data, path)
+        return data.decode("utf-8")
     except FileRefused as exc:
         raise _not_a_regular_file(path, exc.mode or 0) from None
     except FileNotFoundError:

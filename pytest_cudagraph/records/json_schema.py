@@ -14,7 +14,7 @@ import msgspec
 from .schema import Report
 
 # a name, not an address: the schema is printed by `pytest-cudagraph schema`, not served anywhere
-SCHEMA_ID = "urn:pytest-cudagraph:report:2"
+SCHEMA_ID = "urn:pytest-cudagraph:report:3"
 
 
 def report_json_schema() -> dict[str, Any]:
@@ -25,7 +25,7 @@ def report_json_schema() -> dict[str, Any]:
         "$id": SCHEMA_ID,
         "title": "pytest-cudagraph report",
         "description": (
-            "A report written by pytest --cudagraph-report (schema pytest-cudagraph/2). "
+            "A report written by pytest --cudagraph-report (schema pytest-cudagraph/3). "
             "Every field but schema, tests and a record's outcome is optional; fields not named are allowed."
         ),
         **schema,

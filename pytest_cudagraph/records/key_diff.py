@@ -2,9 +2,9 @@
 
 A report records, per test, every FX-graph and AOTAutograd cache lookup
 (``cache_keys.lookups``) with its key and the components torch hashed into it,
-``{name: [hash12, readable value or null]}``.  Components every lookup of a layer
-shares sit once in the report's ``cache_components[layer]``; a lookup's whole set
-is that table with its own ``components`` over it.  Two runs' lookups of one test
+``{name: [hash12, readable value or null]}``.  Components every lookup of the run
+shares sit once in the report's ``cache_components``; a lookup's whole set is
+that table with its own ``components`` over it.  Two runs' lookups of one test
 are paired by (layer, pass, graph), then, for those left over, by the hash of
 their ``gm`` component (the graph's code); each pair's components are compared by
 hash, name by name, a name present on one side only being a difference too::
@@ -84,9 +84,32 @@ def _components(value: Mapping[str, list[str | None]] | None) -> dict[str, tuple
 
 
 def shared_components(report: LoadedReport | Mapping[str, Any]) -> dict[str, dict[str, tuple[str | None, str | None]]]:
-    """``cache_components`` per layer: what every lookup of that layer in the run shares."""
-    tables = given(typed_report(report).report.cache_components) or {}
-    return {layer: _components(table) or {} for layer, table in tables.items()}
+    """Per keyed layer, the components every lookup of that layer in the run shares.
+
+    The run's ``cache_components`` (what every lookup shares, of either layer), and
+    what every lookup of the layer holds alike among its own (``fx_kwargs[...]``
+    for the FX graphs): a difference in either is one of the whole run.
+    """
+    typed = typed_report(report)
+    table = _components(given(typed.report.cache_components)) or {}
+    alike: dict[str, dict[str, tuple[str | None, str | None]]] = {}
+    for record in typed.tests.values():
+        for lookup in lookups_of(record):
+            if lookup.own is None:
+                continue
+            if lookup.layer not in alike:
+                alike[lookup.layer] = {name: pair for name, pair in lookup.own.items() if pair[0] is not None}
+            else:
+                held = alike[lookup.layer]
+                alike[lookup.layer] = {
+                    name: held[name] for name in held if _same_hash(lookup.own.get(name), held[name])
+                }
+    layers = [layer for layer in KEYED_LAYERS if layer in alike or table]
+    return {layer: dict(sorted({**table, **alike.get(layer, {})}.items())) for layer in layers}
+
+
+def _same_hash(one: tuple[str | None, str | None] | None, other: tuple[str | None, str | None]) -> bool:
+    return one is not None and one[0] is not None and one[0] == other[0]
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errors import ReportError
 from .files import read_regular_text
-from .stored_once import report_as_read
+from .older_schemas import report_as_current
 from .validate import short, validate_report
 
 
@@ -33,17 +33,16 @@ def load_report(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def read_report_data(path: str | os.PathLike[str]) -> tuple[Any, str, str]:
-    """(the report's JSON, parsed strictly and spelled out; its text; its name in errors), not yet checked.
+    """(the report's JSON, parsed strictly; its text; its name in errors), not yet checked.
 
-    Spelled out: the file stores each fact once, and its readers find each where
-    they look for it (``stored_once.report_as_read``; an older schema is brought up).
+    A file of an older schema is brought up to the current one (``older_schemas.report_as_current``).
     """
     path = Path(path)
     text = read_regular_text(path)
     if not text or text.isspace():
         raise ReportError(f"report {path} is empty; write it again with --cudagraph-report")
     with collector_paused():
-        return report_as_read(_parse_json(text, path)), text, str(path)
+        return report_as_current(_parse_json(text, path)), text, str(path)
 
 
 @contextlib.contextmanager

@@ -1,10 +1,10 @@
 """The run report: its schema, building it from the records, and the names readers and writers use.
 
-The report is JSON with a versioned schema (``"schema": "pytest-cudagraph/2"``) so
+The report is JSON with a versioned schema (``"schema": "pytest-cudagraph/3"``) so
 that ``pytest-cudagraph compare`` can refuse a file it does not understand instead
 of comparing the wrong fields::
 
-    {"schema": "pytest-cudagraph/2",
+    {"schema": "pytest-cudagraph/3",
      "created": "2025-01-31T12:00:00+00:00",
      "env": {"torch": "2.13.0", "triton": "3.5.0", "cuda": "12.8", "gpu": "NVIDIA H200",
              "python": "3.11.9", "platform": "Linux-...", "plugin": "0.1.0",
@@ -12,8 +12,7 @@ of comparing the wrong fields::
      "tests": {"tests/test_model.py::test_decode": {"outcome": "passed", "recompiles": {...},
                                                     "caches": {...}, "graphs": {...},
                                                     "cache_keys": {"lookups": [...], "note": "..."}}},
-     "cache_components": {"fxgraph": {"inductor_config[max_autotune]": ["esstihe2xq4a", "False"], ...},
-                          "aot_autograd": {...}},
+     "cache_components": {"inductor_config[max_autotune]": ["esstihe2xq4a", "False"], ...},
      "summary": {"tests": 1, "outcomes": {"passed": 1}, "recompiles": 0, ...,
                  "exitstatus": 0, "complete": true, "incomplete_reasons": [], "not_run": [],
                  "not_run_count": 0, "deselected": 0, "selection": {"-k": "decode"},
@@ -37,9 +36,10 @@ hash, readable value or null]``, and ``components`` is null where torch gave non
 (``note`` says why).  ``detail``, ``bypass_reason``, ``explained`` (why a miss
 missed) and ``compared_with`` (``"the cold pass"``, ``"an earlier run (<time>,
 torch <version>)"``) are there when they apply.  The components every lookup of
-a layer shares (same name and hash; some 600 ``inductor_config`` entries) are
-stored once, in the top-level ``cache_components``, and each lookup keeps only
-the rest: ``full_components(report, lookup)`` gives the whole set.
+the run shares (same name and hash; some 600 ``inductor_config`` entries) are
+kept once, in the top-level ``cache_components`` (the run's table), and each
+lookup keeps only the rest: ``cache_components.full_components(report, lookup)``
+gives the whole set.
 
 ``summary.shard`` is there when pytest-split ran one group of a split suite; a
 report merged from such shards (``shards.merge_shard_reports``) has ``merged`` and
@@ -69,12 +69,12 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ReportError
+from .cache_components import factor_cache_components
 from .cold_warm import passes_apart
-from .files import FileRefused, check_report_path_writable, read_regular_bytes, write_text_atomically
+from .files import FileRefused, check_report_path_writable, gzip_bytes, read_regular_bytes, write_text_atomically
 from .json_values import as_int, json_safe
 from .load import collector_paused, load_report
 from .progress import NOT_RUN_LIMIT
-from .stored_once import report_as_stored
 from .validate import MAX_DEPTH, SCHEMA, Malformed, check_numbers, check_types, validate_report
 from .worker_records import encode_worker_records, merge_runs_of_one_test, merge_worker_records
 
@@ -165,114 +165,6 @@ def _with_passes_apart(record: Mapping[str, Any]) -> dict[str, Any]:
     if passes is not None:
         passes.pop("tests")
         out["cache_passes"] = passes
-    return out
-
-
-# ----------------------------------------------------------------------------
-# cache keys: the components every lookup of a run shares are stored once
-# ----------------------------------------------------------------------------
-
-
-def factor_cache_components(records: dict[str, dict[str, Any]]) -> dict[str, dict[str, list[Any]]]:
-    """Move the cache-key components every lookup of a layer shares out of ``records``; return them per layer.
-
-    A lookup's ``components`` (``{name: [hash12, value-or-null]}``) is either a
-    mapping or null (torch gave none: a bypass, or a version that leaves them out).
-    Per layer, the names whose hash is the same in every lookup with components
-    (some 600 ``inductor_config[...]`` entries) go into the returned table, which
-    build_report writes as the report's ``cache_components``; each lookup keeps only
-    the rest, so a lookup that shares everything keeps ``{}``.  full_components puts
-    a lookup's whole set back together.  An empty mapping is turned into null first
-    (it holds nothing, and after factoring ``{}`` means "all shared").
-
-    ``records`` is changed in place: the records whose ``cache_keys`` section is
-    rewritten get their own copies of that section, never a caller's dicts.
-    Records that are already factored must be expanded first (see expand_cache_components).
-    """
-    sections = {}
-    by_layer: dict[str, list[dict[str, Any]]] = {}
-    for nodeid, record in records.items():
-        section = record.get("cache_keys")
-        if not isinstance(section, Mapping) or not isinstance(section.get("lookups"), list):
-            continue
-        lookups = []
-        for lookup in section["lookups"]:
-            if isinstance(lookup, Mapping):
-                lookup = dict(lookup)
-                components = lookup.get("components")
-                if isinstance(components, Mapping) and components:
-                    by_layer.setdefault(str(lookup.get("layer")), []).append(lookup)
-                elif isinstance(components, Mapping):
-                    lookup["components"] = None
-            lookups.append(lookup)
-        sections[nodeid] = {**section, "lookups": lookups}
-    shared: dict[str, dict[str, list[Any]]] = {}
-    for layer, lookups in by_layer.items():
-        first, *rest = lookups
-        common = {name: list(pair) for name, pair in first["components"].items() if _component_hash(pair) is not None}
-        for lookup in rest:
-            components = lookup["components"]
-            common = {
-                name: pair
-                for name, pair in common.items()
-                if name in components and _component_hash(components[name]) == pair[0]
-            }
-            if not common:
-                break
-        if not common:
-            continue
-        shared[layer] = dict(sorted(common.items()))
-        for lookup in lookups:
-            lookup["components"] = {name: pair for name, pair in lookup["components"].items() if name not in common}
-    for nodeid, section in sections.items():
-        records[nodeid]["cache_keys"] = section
-    return shared
-
-
-def _component_hash(pair: Any) -> str | None:
-    return pair[0] if isinstance(pair, (list, tuple)) and pair and isinstance(pair[0], str) else None
-
-
-def full_components(report: Mapping[str, Any], lookup: Mapping[str, Any]) -> dict[str, list[Any]] | None:
-    """A lookup's whole set of components, ``{name: [hash12, value-or-null]}``: the run's shared ones and its own.
-
-    None when the lookup has none (a bypass, or a torch that gives none: see the
-    record's ``note``).  ``report`` is the report the lookup comes from (its
-    ``cache_components``); a report without that table (an older plugin, or a report
-    built before factoring) gives the lookup's own components.  Example::
-
-        for lookup in report["tests"][nodeid]["cache_keys"]["lookups"]:
-            components = full_components(report, lookup)
-    """
-    own = lookup.get("components")
-    if not isinstance(own, Mapping):
-        return None
-    tables = report.get("cache_components")
-    shared = tables.get(str(lookup.get("layer"))) if isinstance(tables, Mapping) else None
-    return {**(shared if isinstance(shared, Mapping) else {}), **own}
-
-
-def expand_cache_components(report: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The report's test records with every lookup's components whole again (the report is not changed).
-
-    For building a new report out of old ones (merging shard reports): build_report
-    factors the records again, over all of them.
-    """
-    tests = report.get("tests")
-    if not isinstance(tests, Mapping):
-        return {}
-    out = {}
-    for nodeid, record in tests.items():
-        section = record.get("cache_keys") if isinstance(record, Mapping) else None
-        if isinstance(section, Mapping) and isinstance(section.get("lookups"), list):
-            lookups = [
-                {**lookup, "components": full_components(report, lookup)}
-                if isinstance(lookup, Mapping) and isinstance(lookup.get("components"), Mapping)
-                else lookup
-                for lookup in section["lookups"]
-            ]
-            record = {**record, "cache_keys": {**section, "lookups": lookups}}
-        out[nodeid] = record
     return out
 
 
@@ -409,18 +301,38 @@ def _run_facts(run: Mapping[str, Any], totals: Mapping[str, Any]) -> dict[str, A
 
 
 def dumps_report(report: Mapping[str, Any]) -> str:
-    """The report's file: each fact stored once (``stored_once``), which reading the file spells out again."""
-    return json.dumps(report_as_stored(json_safe(report)), indent=2, allow_nan=False) + "\n"
+    """The report's file: the report as it is, one line per top-level field and per entry of a table.
+
+    ``tests``, ``cache_components`` and ``durations`` (and every other top-level
+    mapping) hold one entry per line, each written compactly: a test's record is
+    one line, so the file stays small and ``grep`` finds a test's record whole;
+    ``jq .`` prints it indented.
+    """
+    safe = json_safe(report)
+    lines = []
+    for name, value in safe.items():
+        if isinstance(value, Mapping) and value:
+            entries = ",\n".join(f"    {_compact(key)}: {_compact(item)}" for key, item in value.items())
+            lines.append(f"  {_compact(name)}: {{\n{entries}\n  }}")
+        else:
+            lines.append(f"  {_compact(name)}: {_compact(value)}")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), allow_nan=False)
 
 
 def write_report(path: str | os.PathLike[str], report: Mapping[str, Any]) -> Path:
-    """Write ``report`` to ``path`` as write_text_atomically does.
+    """Write ``report`` to ``path`` as write_text_atomically does; gzip-compressed where the name ends in ``.gz``.
 
     If anything fails (serialising, a full disk), an existing report at ``path`` is
     left as it was, no temporary file stays behind, and the error propagates.
     """
     # serialise first: a value that cannot be written must not even create a file
-    return write_text_atomically(Path(path), dumps_report(report))
+    text = dumps_report(report)
+    path = Path(path)
+    return write_text_atomically(path, gzip_bytes(text) if path.name.endswith(".gz") else text)
 
 
 def _run_facts_type() -> Any:
@@ -446,9 +358,6 @@ __all__ = [
     "collector_paused",
     "dumps_report",
     "encode_worker_records",
-    "expand_cache_components",
-    "factor_cache_components",
-    "full_components",
     "json_safe",
     "limit_hit_count",
     "load_report",

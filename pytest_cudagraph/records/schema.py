@@ -1,6 +1,6 @@
 """The report's one definition: typed sections, from which validation and the published JSON Schema derive.
 
-Every section of a report (``pytest-cudagraph/2``) is a ``msgspec.Struct`` here.
+Every section of a report (``pytest-cudagraph/3``) is a ``msgspec.Struct`` here.
 ``validate.py`` checks a loaded report against these types, and
 ``pytest-cudagraph schema`` prints the JSON Schema generated from them, so a CI
 dashboard validates reports with any standard validator.
@@ -701,20 +701,16 @@ class FixtureSetup(Section):
 class Report(Section):
     """A pytest-cudagraph report (``--cudagraph-report``)."""
 
-    # a pytest-cudagraph/1 file (an older plugin's) is read as /2 (stored_once.report_as_read)
-    schema: Literal["pytest-cudagraph/2"]
+    # a pytest-cudagraph/1 or /2 file (an older plugin's) is read as /3 (older_schemas.report_as_current)
+    schema: Literal["pytest-cudagraph/3"]
     tests: dict[str, TestRecord]
     created: Text | UnsetType = UNSET
     env: Scalars | UnsetType = UNSET
-    # per layer, the cache-key components every lookup of the run shares (report.factor_cache_components);
-    # a lookup's own components then lack them, and full_components puts them back
-    cache_components: dict[str, Components] | UnsetType = UNSET
-    # in the file: the components every layer's table holds alike, stored once (stored_once.py); reading the
-    # file puts them back into each layer's cache_components
-    cache_components_all_layers: Components | UnsetType = UNSET
+    # the run's table: the cache-key components every lookup of the run shares (cache_components.py); a
+    # lookup's own components lack them, and its whole set is this table with its own over it
+    cache_components: Components | UnsetType = UNSET
     summary: Summary | UnsetType = UNSET
-    # seconds per node id of every test that finished, for pytest-split; the file holds only what no record's
-    # duration_s gives (null: a record's test that did not finish), and reading it puts the rest back
-    durations: dict[str, Seconds | Null] | UnsetType = UNSET
+    # seconds per node id of every test that finished, for pytest-split
+    durations: dict[str, Seconds] | UnsetType = UNSET
     # what wider-scoped fixtures compiled, kept out of the tests they were set up for
     fixture_setups: list[FixtureSetup] | UnsetType = UNSET

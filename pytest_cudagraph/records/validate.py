@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ReportError
 from .json_values import is_text
-from .stored_once import SCHEMA_V2
+from .older_schemas import SCHEMA_V3
 
 if TYPE_CHECKING:
     from .schema import Report
 
-# the schema this pytest-cudagraph writes and reads (a /1 file is read as /2: records/stored_once)
-SCHEMA = SCHEMA_V2
+# the schema this pytest-cudagraph writes and reads (a /1 or /2 file is read as /3: records/older_schemas)
+SCHEMA = SCHEMA_V3
 # Deeper than this, a report is not one this plugin wrote (its deepest field is 7 levels down).
 MAX_DEPTH = 64
 # compare and show do their arithmetic in floats: a larger integer is no measurement

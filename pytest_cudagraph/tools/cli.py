@@ -415,7 +415,7 @@ def _schema(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         write_text_atomically(out, text)
     except OSError as exc:
         return _fail(_cannot_write(out, exc), stderr)
-    _write(stdout, f"wrote {out}: the JSON Schema of pytest-cudagraph/2 reports\n")
+    _write(stdout, f"wrote {out}: the JSON Schema of pytest-cudagraph/3 reports\n")
     return EXIT_OK
 
 

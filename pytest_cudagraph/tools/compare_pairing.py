@@ -148,7 +148,7 @@ def _with_derived_sections(record: Mapping[str, Any]) -> Mapping[str, Any]:
     A field an older report lacks is not a change: ``cache_passes`` (the cold and
     warm passes counted apart) is what the passes under ``extra`` give, and a
     ``pytest-cudagraph/1`` report of a plugin before it holds the passes only.
-    Reading a ``/2`` file puts it back likewise (``stored_once``).
+    Reading a ``/2`` file puts it back likewise (``records/older_schemas.py``).
     """
     if "cache_passes" in record:
         return record

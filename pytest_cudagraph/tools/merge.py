@@ -29,8 +29,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ReportError
+from ..records.cache_components import expand_cache_components
 from ..records.loaded import LoadedReport, given, section_or_empty, typed_report
-from ..records.report import build_report, expand_cache_components
+from ..records.report import build_report
 from ..records.schema import Shard as ShardSection
 from ..records.schema import Summary
 from ..render.plain_text import clip_nodeid
