@@ -89,11 +89,13 @@ from ..envvars import CHILD_PASS_ENV, environment_set
 from ..errors import MisuseError, UsageProblem
 from . import keys as cache_keys
 from .arguments import PassArguments
+from .bundle_cycle import BundleCycle, run_bundle_cycle
 from .cache_root import CacheRoot, ensure_private_dir
 from .child import (
     child_environment,
     child_pass,
     importable_name,
+    pass_from_output,
     resolve_importable,
     write_pass_output,
 )
@@ -118,6 +120,7 @@ from .sweep_factors import Factor
 from .warm_start import ColdWarm, format_failure, refuse_if_caches_disabled, warm_pass_problems
 
 __all__ = [
+    "BundleCycle",
     "CHILD_PASS_ENV",
     "DEFAULT_SEED",
     "EXPECT_CACHE_FIGURES",
@@ -197,6 +200,7 @@ class CacheProbe:
         # every cold_warm(), portable() and relocate() pair, and every sweep(), in order, for the report
         self._pairs: list[ColdWarm] = []
         self._sweeps: list[SweepResult] = []
+        self._bundle_cycles: list[BundleCycle] = []
         self._subdirs = 0
         self._last_pair_dir: Path | None = None
         # how many passes of each name this probe ran (their labels: cold, cold-2, ...)
@@ -443,6 +447,33 @@ class CacheProbe:
         self._sweeps.append(run_sweep(self, fn, args, factors, **{"seed": DEFAULT_SEED, **options}))
         return self._sweeps[-1]
 
+    def bundle_cycle(
+        self,
+        fn: Callable[..., Any] | str,
+        *args: Any,
+        extend: Any = None,
+        strict: bool = False,
+        mode: str = "subprocess",
+        seed: int = DEFAULT_SEED,
+    ) -> BundleCycle:
+        """Save a bundle cold, load it fresh and extend it, save again, load that fresh (``bundle_cycle``).
+
+        ``extend``: a second module-level function (called with ``args``) or a tuple
+        of new arguments for ``fn``.  ``.check()`` fails when a load misses, outputs
+        differ from the cold run's, or the second bundle lacks an artifact the first
+        held (torch's own omission of loaded artifacts nothing hit only with
+        ``strict=True``; otherwise ``.notes()`` says so and how to save the union).
+        """
+        self._require_active("bundle_cycle")
+        cycle = run_bundle_cycle(self, fn, args, extend, strict, mode, seed)
+        self._bundle_cycles.append(cycle)
+        return cycle
+
+    @property
+    def bundle_cycles(self) -> tuple[BundleCycle, ...]:
+        """Every ``bundle_cycle()`` this probe ran, in order."""
+        return tuple(self._bundle_cycles)
+
     @property
     def sweeps(self) -> tuple[SweepResult, ...]:
         """Every ``sweep()`` this probe ran, in order."""
@@ -461,6 +492,15 @@ class CacheProbe:
         __tracebackhide__ = True
         label = self._next_label(name)
         result = child_pass(cmd, out_path=out_path, what=what, env=env, cwd=cwd, label=label, name=name)
+        cache_keys.deliver_lookups(result.lookups)
+        self._passes.append(result)
+        return result
+
+    def read_child_pass(self, out_path: Path, *, what: str, cmd: list[str], name: str) -> PassResult:
+        """A further pass the last child wrote to ``out_path`` (``bundle_cycle``'s children run two), kept alike."""
+        __tracebackhide__ = True
+        label = self._next_label(name)
+        result = pass_from_output(out_path, what=what, cmd=cmd, label=label, name=name, launched_at=time.time())
         cache_keys.deliver_lookups(result.lookups)
         self._passes.append(result)
         return result
