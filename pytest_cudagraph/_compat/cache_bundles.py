@@ -128,7 +128,8 @@ def precompile(fn: Any, *args: Any) -> tuple[str, bytes]:
     """``torch.compiler.precompile(fn, *args)``: the self-contained Python source and its cache."""
     import torch
 
-    return torch.compiler.precompile(fn, *args)  # type: ignore[attr-defined]
+    python_code, cache = torch.compiler.precompile(fn, *args)  # type: ignore[attr-defined]
+    return str(python_code), bytes(cache)
 
 
 def load_precompiled(python_code: str, cache: bytes) -> Any:

@@ -6,6 +6,7 @@ runs the pass; the spec and the result's file are ``child``'s.
 
 from __future__ import annotations
 
+import functools
 import sys
 import traceback
 from pathlib import Path
@@ -65,8 +66,8 @@ def main(argv: list[str]) -> int:
                     compat.clear_in_memory_compile_caches()
                     compat.load_cache_artifacts(Path(options["--load-artifacts"][0]).read_bytes())
                 for current in specs:
-                    fn, args = resolve_importable(current["target"]), current["args"]
-                    result = probe.run_pass("warm", lambda fn=fn, args=args: fn(*args), current["seed"], directory)
+                    call = functools.partial(resolve_importable(current["target"]), *current["args"])
+                    result = probe.run_pass("warm", call, current["seed"], directory)
                     write_pass_output(current["out"], result)
     except BaseException:
         write_pass_output(current["out"], None, error=traceback.format_exc(limit=-8))

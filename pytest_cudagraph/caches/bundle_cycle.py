@@ -34,17 +34,14 @@ from typing import Any
 from .. import _compat as compat
 from ..errors import InvariantViolation, MisuseError
 from ..render.plain_text import format_bytes
-from .child import callable_label, child_pass_command, importable_name
+from .child import SAVE_ARTIFACTS_OPTION, THEN_OPTION, callable_label, child_pass_command, importable_name
 from .pass_steps import PassSteps
-from .portable import refuse_unless_portable, source_pass_and_artifacts
+from .portable import LOAD_ARTIFACTS_OPTION, refuse_unless_portable, source_pass_and_artifacts
 from .results import PassResult
 from .warm_start import warm_pass_problems
 
 BUNDLE_CYCLE_CALL = "compile_cache.bundle_cycle()"
 BUNDLE_CYCLE_MODES = ("subprocess",)
-# the child's options: a second pass after the first (its spec), and where to save the bundle after both
-THEN_OPTION = "--then"
-SAVE_ARTIFACTS_OPTION = "--save-artifacts"
 # a layer in words, one artifact and several
 LAYER_WORDS = {
     "fxgraph": ("FX graph", "FX graphs"),
@@ -324,7 +321,7 @@ def _interpreter(
     then_cmd, then_out, _ = child_pass_command(
         then_target, then_args, seed, directory, BUNDLE_CYCLE_CALL, stem="then-pass"
     )
-    cmd += ["--load-artifacts", str(bundle), THEN_OPTION, then_cmd[-1]]
+    cmd += [LOAD_ARTIFACTS_OPTION, str(bundle), THEN_OPTION, then_cmd[-1]]
     if save_to is not None:
         cmd += [SAVE_ARTIFACTS_OPTION, str(save_to)]
     first = probe.run_child_pass(

@@ -27,6 +27,10 @@ from . import keys as cache_keys
 from .readings import cache_environment
 from .results import CacheStats, PassResult, plain_counters, to_cpu
 
+# the child's options: a second pass after the first (its spec), and where to save the Mega-Cache after both
+THEN_OPTION = "--then"
+SAVE_ARTIFACTS_OPTION = "--save-artifacts"
+
 # ----------------------------------------------------------------------------
 # importable callables and the child interpreter
 # ----------------------------------------------------------------------------

@@ -103,6 +103,7 @@ from .cold_warm import cold_warm_target, run_cold_warm
 from .keys import CacheLookup, MissExplanation
 from .outputs import cold_warm_differences
 from .portable import PortablePair, run_portable
+from .precompiled import PrecompiledCheck, run_precompiled
 from .readings import DEFAULT_SEED, CacheMeter, Reading, absolute_counters, cache_environment, seeded_rngs
 from .relocate import RelocatedPair, run_relocate
 from .results import (
@@ -133,6 +134,7 @@ __all__ = [
     "MissExplanation",
     "PassResult",
     "PortablePair",
+    "PrecompiledCheck",
     "ProbeResult",
     "RelocatedPair",
     "SweepResult",
@@ -201,6 +203,7 @@ class CacheProbe:
         self._pairs: list[ColdWarm] = []
         self._sweeps: list[SweepResult] = []
         self._bundle_cycles: list[BundleCycle] = []
+        self._precompiled: list[PrecompiledCheck] = []
         self._subdirs = 0
         self._last_pair_dir: Path | None = None
         # how many passes of each name this probe ran (their labels: cold, cold-2, ...)
@@ -469,10 +472,28 @@ class CacheProbe:
         self._bundle_cycles.append(cycle)
         return cycle
 
+    def precompiled(self, fn: Callable[..., Any], *args: Any, seed: int = DEFAULT_SEED) -> PrecompiledCheck:
+        """``torch.compiler.precompile(fn, *args)`` loaded in a fresh interpreter and checked (``precompiled``).
+
+        ``.check()`` fails when the load compiled a graph, its output differs from
+        eager, or a changed input shape or dtype gives a wrong answer instead of
+        torch's PrecompileError.  On a torch without precompile (before 2.14) it
+        raises MisuseError naming the version.
+        """
+        self._require_active("precompiled")
+        check = run_precompiled(self, fn, args, seed)
+        self._precompiled.append(check)
+        return check
+
     @property
     def bundle_cycles(self) -> tuple[BundleCycle, ...]:
         """Every ``bundle_cycle()`` this probe ran, in order."""
         return tuple(self._bundle_cycles)
+
+    @property
+    def precompiled_checks(self) -> tuple[PrecompiledCheck, ...]:
+        """Every ``precompiled()`` this probe ran, in order."""
+        return tuple(self._precompiled)
 
     @property
     def sweeps(self) -> tuple[SweepResult, ...]:
