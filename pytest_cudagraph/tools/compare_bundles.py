@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ..records.schema import BundleCycle, TestRecord
 from ..render.bundle_text import typed_list
+from ..render.plain_text import count_noun
 from .compare_rules import Flag
 
 __all__ = ["bundle_rules"]
@@ -48,12 +49,13 @@ def bundle_rules(base: TestRecord, new: TestRecord, flag: Flag) -> None:
             if now < count:
                 flag(
                     "cache-miss",
-                    f"{label}: the {bundle} bundle holds {now} {layer} artifacts, {count} before",
+                    f"{label}: the {bundle} bundle holds {count_noun(now, layer + ' artifact')}, {count} before",
                     f"bundle_cycle.{bundle}.{layer}",
                 )
         if _lost(cycle) > _lost(before):
             flag(
                 "cache-miss",
-                f"{label}: the second bundle lacks {_lost(cycle)} artifacts the first held, {_lost(before)} before",
+                f"{label}: the second bundle lacks {count_noun(_lost(cycle), 'artifact')} the first held, "
+                f"{_lost(before)} before",
                 "bundle_cycle.lost",
             )
