@@ -35,11 +35,12 @@ def test_docs_hold_test_modules():
     assert len(BLOCKS) >= 3, "the quickstart's examples should be runnable test modules"
 
 
-# a block that compiles with Inductor cold and warm, or spawns rank processes, takes seconds: it runs
-# with the slow tests
+# a block that compiles with Inductor cold and warm, runs a bundle's cycle through fresh interpreters, or
+# spawns rank processes, takes seconds: it runs with the slow tests
+SLOW_BLOCK_WORDS = ("@pytest.mark.compile_cache", "cudagraph_ranks", ".bundle_cycle(")
 BLOCK_PARAMS = [
     pytest.param(*block.values, marks=pytest.mark.slow, id=block.id)
-    if "@pytest.mark.compile_cache" in block.values[2] or "cudagraph_ranks" in block.values[2]
+    if any(word in block.values[2] for word in SLOW_BLOCK_WORDS)
     else block
     for block in BLOCKS
 ]
