@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from test_portable_gpu import mlp_step  # importable by name: the cycle's fresh interpreters import it
 
 from pytest_cudagraph import _compat as compat
 from pytest_cudagraph.caches.probe import cache_probe
@@ -25,16 +26,6 @@ pytestmark = [
         not compat.has_portable_cache_artifacts(), reason=str(compat.portable_cache_artifacts_missing())
     ),
 ]
-
-
-def mlp_step(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor):
-    """A small MLP, forward and backward: pointwise, reduction and matmul epilogues go through Triton."""
-    w1 = w1.detach().requires_grad_(True)
-    w2 = w2.detach().requires_grad_(True)
-    compiled = torch.compile(lambda a, b, c: (torch.nn.functional.gelu(a @ b) @ c).softmax(-1).square().sum())
-    loss = compiled(x, w1, w2)
-    loss.backward()
-    return loss.detach(), w1.grad, w2.grad
 
 
 def test_a_bundle_with_triton_kernels_round_trips_and_counts_them_per_bundle():
