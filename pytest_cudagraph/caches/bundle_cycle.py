@@ -34,7 +34,15 @@ from typing import Any
 from .. import _compat as compat
 from ..errors import InvariantViolation, MisuseError
 from ..render.plain_text import format_bytes
-from .child import SAVE_ARTIFACTS_OPTION, THEN_OPTION, callable_label, child_pass_command, importable_name
+from .arguments import PassArguments
+from .child import (
+    SAVE_ARTIFACTS_OPTION,
+    THEN_OPTION,
+    callable_label,
+    child_pass_command,
+    importable_name,
+    resolve_importable,
+)
 from .pass_steps import PassSteps
 from .portable import LOAD_ARTIFACTS_OPTION, refuse_unless_portable, source_pass_and_artifacts
 from .results import PassResult
@@ -349,14 +357,15 @@ def run_bundle_cycle(
         )
     refuse_unless_portable()
     target = importable_name(fn, BUNDLE_CYCLE_CALL)
-    extend_target, extend_args, extend_label = _extend_target(target, args, extend)
-    from .child import resolve_importable
-
+    # each pass runs on a copy of the arguments as given: a step that writes into them leaves the next alone
+    arguments = PassArguments(args)
+    extend_target, extend_args, extend_label = _extend_target(target, arguments.fresh(), extend)
     call_fn = fn if callable(fn) else resolve_importable(target, BUNDLE_CYCLE_CALL)
     cold_dir = probe.new_pass_directory("bundle-cold")
     cold, first_blob = source_pass_and_artifacts(
-        lambda: probe.run_pass("cold", lambda: call_fn(*args), seed, cold_dir), fn
+        lambda: probe.run_pass_on_copy("cold", call_fn, arguments, seed, cold_dir), fn, BUNDLE_CYCLE_CALL
     )
+    args = arguments.fresh()
     first_path = cold_dir / "first.bundle"
     first_path.write_bytes(first_blob)
     second_path = cold_dir / "second.bundle"
