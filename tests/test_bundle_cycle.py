@@ -26,8 +26,10 @@ from pytest_cudagraph.caches.probe import cache_probe
 from pytest_cudagraph.caches.results import CacheStats, PassResult
 from pytest_cudagraph.errors import InvariantViolation, MisuseError
 from pytest_cudagraph.records import schema
+from pytest_cudagraph.records.load import load_report
 from pytest_cudagraph.records.report import build_report
 from pytest_cudagraph.render.bundle_text import bundle_cycle_lines, bundles_html
+from pytest_cudagraph.render.record_text import detail_lines
 from pytest_cudagraph.tools.compare import compare_reports
 
 needs_bundles = pytest.mark.skipif(
@@ -252,3 +254,27 @@ def test_precompiled_artifacts_load_without_a_compile_and_refuse_a_changed_shape
     assert check.outcome("shape")["outcome"] == "PrecompileError"
     assert check.outcome("dtype")["outcome"] == "PrecompileError"
     assert msgspec.convert(check.to_json(), schema.Precompiled).passed is True
+
+
+@needs_bundles
+@pytest.mark.slow
+def test_the_fixtures_cycle_goes_into_the_report_and_show_prints_it(pytester: pytest.Pytester):
+    pytester.makepyfile(
+        test_ship="""
+        import torch
+
+        def scaled_sin(x):
+            return torch.compile(lambda a: torch.sin(a) * 2 + 1)(x)
+
+        def test_cycle(compile_cache):
+            compile_cache.bundle_cycle(scaled_sin, torch.arange(8.0), extend=(torch.arange(12.0),)).check()
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--cudagraph-report=run.json")
+    result.assert_outcomes(passed=1)
+    (record,) = load_report(pytester.path / "run.json")["tests"].values()
+    (cycle,) = record["bundle_cycle"]
+    assert cycle["passed"] is True and cycle["bundles"]["second"]["layers"]["fxgraph"]["count"] == 2
+    assert set(cycle["steps"]) == {"cold", "reload", "extend", "second_load", "second_extend"}
+    shown = "\n".join(detail_lines(load_report(pytester.path / "run.json")))
+    assert "bundle cycle of scaled_sin, extended by scaled_sin on new arguments" in shown
