@@ -25,7 +25,7 @@ from pytest_cudagraph.caches.keys import CacheLookup
 from pytest_cudagraph.caches.probe import cache_probe
 from pytest_cudagraph.caches.results import CacheStats, PassResult
 from pytest_cudagraph.errors import InvariantViolation, MisuseError
-from pytest_cudagraph.records import schema
+from pytest_cudagraph.records import bundle_schema as schema
 from pytest_cudagraph.records.load import load_report
 from pytest_cudagraph.records.report import build_report
 from pytest_cudagraph.render.bundle_text import bundle_cycle_lines, bundles_html

@@ -89,7 +89,7 @@ from ..envvars import CHILD_PASS_ENV, environment_set
 from ..errors import MisuseError, UsageProblem
 from . import keys as cache_keys
 from .arguments import PassArguments
-from .bundle_cycle import BundleCycle, run_bundle_cycle
+from .bundle_cycle import BundleCycle
 from .cache_root import CacheRoot, ensure_private_dir
 from .child import (
     child_environment,
@@ -103,7 +103,7 @@ from .cold_warm import cold_warm_target, run_cold_warm
 from .keys import CacheLookup, MissExplanation
 from .outputs import cold_warm_differences
 from .portable import PortablePair, run_portable
-from .precompiled import PrecompiledCheck, run_precompiled
+from .precompiled import PrecompiledCheck
 from .readings import DEFAULT_SEED, CacheMeter, Reading, absolute_counters, cache_environment, seeded_rngs
 from .relocate import RelocatedPair, run_relocate
 from .results import (
@@ -116,6 +116,7 @@ from .results import (
     detached_copy,
     sum_stats,
 )
+from .shipped import ShippedCacheChecks
 from .sweep import SweepResult, run_sweep
 from .sweep_factors import Factor
 from .warm_start import ColdWarm, format_failure, refuse_if_caches_disabled, warm_pass_problems
@@ -177,7 +178,7 @@ def probe_directory(root: CacheRoot | Path | None, name: str, given: Path | None
 # ----------------------------------------------------------------------------
 
 
-class CacheProbe:
+class CacheProbe(ShippedCacheChecks):
     """An isolated compile-cache directory and the per-layer counters while it is active.
 
     Use ``cache_probe()`` (or the ``compile_cache`` fixture).  On entry it points
@@ -202,8 +203,6 @@ class CacheProbe:
         # every cold_warm(), portable() and relocate() pair, and every sweep(), in order, for the report
         self._pairs: list[ColdWarm] = []
         self._sweeps: list[SweepResult] = []
-        self._bundle_cycles: list[BundleCycle] = []
-        self._precompiled: list[PrecompiledCheck] = []
         self._subdirs = 0
         self._last_pair_dir: Path | None = None
         # how many passes of each name this probe ran (their labels: cold, cold-2, ...)
@@ -450,51 +449,6 @@ class CacheProbe:
         self._sweeps.append(run_sweep(self, fn, args, factors, **{"seed": DEFAULT_SEED, **options}))
         return self._sweeps[-1]
 
-    def bundle_cycle(
-        self,
-        fn: Callable[..., Any] | str,
-        *args: Any,
-        extend: Any = None,
-        strict: bool = False,
-        mode: str = "subprocess",
-        seed: int = DEFAULT_SEED,
-    ) -> BundleCycle:
-        """Save a bundle cold, load it fresh and extend it, save again, load that fresh (``bundle_cycle``).
-
-        ``extend``: a second module-level function (called with ``args``) or a tuple
-        of new arguments for ``fn``.  ``.check()`` fails when a load misses, outputs
-        differ from the cold run's, or the second bundle lacks an artifact the first
-        held (torch's own omission of loaded artifacts nothing hit only with
-        ``strict=True``; otherwise ``.notes()`` says so and how to save the union).
-        """
-        self._require_active("bundle_cycle")
-        cycle = run_bundle_cycle(self, fn, args, extend, strict, mode, seed)
-        self._bundle_cycles.append(cycle)
-        return cycle
-
-    def precompiled(self, fn: Callable[..., Any], *args: Any, seed: int = DEFAULT_SEED) -> PrecompiledCheck:
-        """``torch.compiler.precompile(fn, *args)`` loaded in a fresh interpreter and checked (``precompiled``).
-
-        ``.check()`` fails when the load compiled a graph, its output differs from
-        eager, or a changed input shape or dtype gives a wrong answer instead of
-        torch's PrecompileError.  On a torch without precompile (before 2.14) it
-        raises MisuseError naming the version.
-        """
-        self._require_active("precompiled")
-        check = run_precompiled(self, fn, args, seed)
-        self._precompiled.append(check)
-        return check
-
-    @property
-    def bundle_cycles(self) -> tuple[BundleCycle, ...]:
-        """Every ``bundle_cycle()`` this probe ran, in order."""
-        return tuple(self._bundle_cycles)
-
-    @property
-    def precompiled_checks(self) -> tuple[PrecompiledCheck, ...]:
-        """Every ``precompiled()`` this probe ran, in order."""
-        return tuple(self._precompiled)
-
     @property
     def sweeps(self) -> tuple[SweepResult, ...]:
         """Every ``sweep()`` this probe ran, in order."""
@@ -518,8 +472,7 @@ class CacheProbe:
         return result
 
     def read_child_pass(self, out_path: Path, *, what: str, cmd: list[str], name: str) -> PassResult:
-        """A further pass the last child wrote to ``out_path`` (``bundle_cycle``'s children run two), kept alike."""
-        __tracebackhide__ = True
+        """A further pass the last child wrote (``bundle_cycle``'s children run two), kept as ``run_child_pass``'s."""
         label = self._next_label(name)
         result = pass_from_output(out_path, what=what, cmd=cmd, label=label, name=name, launched_at=time.time())
         cache_keys.deliver_lookups(result.lookups)

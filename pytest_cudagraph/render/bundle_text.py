@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from ..records.schema import BundleCycle, BundleStep, CacheLayer, Caches, Precompiled
+from ..records.bundle_schema import BundleCycle, BundleStep, Precompiled, StepCounters
 from .html_parts import escape, rows_table
 from .plain_text import format_bytes, format_table
 
@@ -65,16 +65,16 @@ def _bundle_rows(cycle: BundleCycle) -> list[list[str]]:
 
 
 def _step_text(name: str, step: BundleStep) -> str:
-    stats = step.stats if isinstance(step.stats, Caches) else None
+    stats = step.stats if isinstance(step.stats, StepCounters) else None
     parts = []
     for layer in ("fxgraph", "aot_autograd", "triton"):
         counters = getattr(stats, layer, None)
-        if not isinstance(counters, CacheLayer):
+        if not isinstance(counters, dict):
             continue
         moved = [
-            f"{counter} {getattr(counters, counter)}"
+            f"{counter} {counters[counter]}"
             for counter in ("hit", "miss", "saved", "compiled", "loaded")
-            if isinstance(getattr(counters, counter), int) and getattr(counters, counter)
+            if counters.get(counter)
         ]
         if moved:
             parts.append(f"{layer} {', '.join(moved)}")

@@ -10,7 +10,8 @@ Plain data: no torch, no pytest.
 
 from __future__ import annotations
 
-from ..records.schema import BundleCycle, TestRecord
+from ..records.bundle_schema import BundleCycle
+from ..records.schema import TestRecord
 from ..render.bundle_text import typed_list
 from ..render.plain_text import count_noun
 from .compare_rules import Flag
