@@ -35,10 +35,13 @@ def test_docs_hold_test_modules():
     assert len(BLOCKS) >= 3, "the quickstart's examples should be runnable test modules"
 
 
-# a block that compiles with Inductor (the compile_cache marker or fixture), or spawns rank processes,
-# takes seconds: it runs alone, with the slow tests
+# a block that compiles with Inductor (the compile_cache marker or fixture), runs a bundle's cycle through fresh
+# interpreters, or spawns rank processes, takes seconds: it runs alone, with the slow tests
+SLOW_BLOCK_WORDS = ("compile_cache", "cudagraph_ranks", ".bundle_cycle(")
+
+
 def _slow(source: str) -> bool:
-    return "compile_cache" in source or "cudagraph_ranks" in source
+    return any(word in source for word in SLOW_BLOCK_WORDS)
 
 
 SLOW_BLOCKS = [

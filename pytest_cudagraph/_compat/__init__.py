@@ -22,6 +22,8 @@ every run, and a run that uses no plugin feature imports none of them.
   torch's cache counter names, entries written, bypass reasons, Triton's
   compile listener and kernel directories, portable artifacts, config forwarded
   to a child interpreter;
+- ``cache_bundles``: Mega-Cache bundles read section by section as a load reads them, what a
+  save re-records after a load, ``torch.compiler.precompile`` and its loader;
 - ``cache_lookups``: every cache lookup's key and components, and what a torch
   version leaves out of them;
 - ``cache_factors``: what a cache sweep varies (Inductor config entries by name,
@@ -56,6 +58,18 @@ import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the names as they are defined, for type checkers; at run time they load on first use
+    from .cache_bundles import (
+        BUNDLE_LAYERS,
+        TRITON_LAYER,
+        bundle_rerecording,
+        bundle_sections,
+        load_precompiled,
+        loaded_sections,
+        precompile,
+        precompile_error_class,
+        precompile_missing,
+        torch_version,
+    )
     from .cache_factors import (
         DEFAULT_SWEEP_CONFIGS,
         INDUCTOR_CONFIG_NAME,
@@ -240,6 +254,17 @@ if TYPE_CHECKING:  # the names as they are defined, for type checkers; at run ti
 
 # each capability -> the submodule that defines it
 _CAPABILITIES = {
+    # cache_bundles
+    "BUNDLE_LAYERS": "cache_bundles",
+    "TRITON_LAYER": "cache_bundles",
+    "bundle_rerecording": "cache_bundles",
+    "bundle_sections": "cache_bundles",
+    "load_precompiled": "cache_bundles",
+    "loaded_sections": "cache_bundles",
+    "precompile": "cache_bundles",
+    "precompile_error_class": "cache_bundles",
+    "precompile_missing": "cache_bundles",
+    "torch_version": "cache_bundles",
     # cache_layers
     "CACHE_KEY_CONFIG_MODULES": "cache_layers",
     "CUSTOM_GRAPH_PASS_CLASS": "cache_layers",
@@ -407,6 +432,16 @@ _CAPABILITIES = {
 }
 
 __all__ = [
+    "BUNDLE_LAYERS",
+    "TRITON_LAYER",
+    "bundle_rerecording",
+    "bundle_sections",
+    "load_precompiled",
+    "loaded_sections",
+    "precompile",
+    "precompile_error_class",
+    "precompile_missing",
+    "torch_version",
     "COMPILE_METRIC_CAPABILITIES",
     "CompilationMetricsTap",
     "compile_metric_columns_missing",

@@ -6,7 +6,9 @@
   warm-start invariant and its message), ``outputs`` (the cold/warm comparison of
   outputs), ``child`` (the warm pass in a fresh interpreter, ``python -m
   pytest_cudagraph.caches SPEC``) and ``portable`` (portable cache artifacts, moved
-  in this or a fresh interpreter);
+  in this or a fresh interpreter), ``bundle_cycle`` (a bundle saved, loaded, extended,
+  saved again and loaded again: ``BundleCycle``) and ``precompiled``
+  (``torch.compiler.precompile`` artifacts loaded in a fresh interpreter: ``PrecompiledCheck``);
 - ``sweep`` (false hits: does the key change with each factor?), ``sweep_factors``
   (``Factor`` and the default factors) and ``relocate`` (a warm start after the
   cache, the working directory, HOME and TMPDIR moved): ``CacheProbe.sweep()`` and
@@ -27,7 +29,17 @@ import importlib
 from pathlib import Path
 
 # where the probe's names live: ``probe`` re-exports the public ones; the rest are found in its parts
-_PROBE_MODULES = ("probe", "results", "readings", "warm_start", "outputs", "child", "portable")
+_PROBE_MODULES = (
+    "probe",
+    "results",
+    "readings",
+    "warm_start",
+    "outputs",
+    "child",
+    "portable",
+    "bundle_cycle",
+    "precompiled",
+)
 
 
 def __getattr__(name: str):

@@ -6,6 +6,7 @@ runs the pass; the spec and the result's file are ``child``'s.
 
 from __future__ import annotations
 
+import functools
 import sys
 import traceback
 from pathlib import Path
@@ -34,13 +35,17 @@ def _import_from_file(module_name: str, path: str, package_path: str | None = No
 
 
 def main(argv: list[str]) -> int:
-    """``python -m pytest_cudagraph.caches SPEC [--module NAME FILE [--package-path DIR]] [--load-artifacts FILE]``.
+    """``python -m pytest_cudagraph.caches SPEC [--module NAME FILE [--package-path DIR]] [--load-artifacts FILE]
+    [--then SPEC2] [--save-artifacts FILE]``.
 
     One warm pass.  ``--module``: the function's module is imported from FILE
     (before the spec, whose arguments may refer to its classes), a package's
     submodules from DIR (``--package-path``); ``--load-artifacts``: the Mega-Cache
     artifacts in FILE are loaded into the cache directory before the pass
-    (``portable(mode="subprocess")``).  The pass's results go to SPEC's out.
+    (``portable(mode="subprocess")``).  ``--then``: a second pass, of SPEC2, after
+    the first in the same interpreter and cache; ``--save-artifacts``: after the
+    passes, the process's Mega-Cache artifacts are saved to FILE, as a service saves
+    its bundle (``bundle_cycle``).  Each pass's results go to its spec's out.
     """
     import torch
 
@@ -51,19 +56,24 @@ def main(argv: list[str]) -> int:
         options[rest[0]], rest = rest[1 : 1 + count], rest[1 + count :]
     if "--module" in options:
         _import_from_file(*options["--module"], *options.get("--package-path", ()))
-    spec = torch.load(argv[0], weights_only=False)  # our own file, in the probe's private directory
+    specs = [torch.load(path, weights_only=False) for path in (argv[0], *options.get("--then", ()))]
+    directory = Path(specs[0]["cache_dir"])  # our own files, in the probe's private directory
+    current = specs[0]
     try:
-        fn = resolve_importable(spec["target"])
-        with compat.applied_compile_config(spec.get("config") or {}):
-            with cache_probe(directory=Path(spec["cache_dir"])) as probe:
+        with compat.applied_compile_config(specs[0].get("config") or {}):
+            with cache_probe(directory=directory) as probe:
                 if "--load-artifacts" in options:
                     compat.clear_in_memory_compile_caches()
                     compat.load_cache_artifacts(Path(options["--load-artifacts"][0]).read_bytes())
-                result = probe.run_pass("warm", lambda: fn(*spec["args"]), spec["seed"], Path(spec["cache_dir"]))
+                for current in specs:
+                    call = functools.partial(resolve_importable(current["target"]), *current["args"])
+                    result = probe.run_pass("warm", call, current["seed"], directory)
+                    write_pass_output(current["out"], result)
     except BaseException:
-        write_pass_output(spec["out"], None, error=traceback.format_exc(limit=-8))
+        write_pass_output(current["out"], None, error=traceback.format_exc(limit=-8))
         return 1
-    write_pass_output(spec["out"], result)
+    if "--save-artifacts" in options:
+        Path(options["--save-artifacts"][0]).write_bytes(compat.save_cache_artifacts() or b"")
     return 0
 
 

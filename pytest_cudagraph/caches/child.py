@@ -27,6 +27,10 @@ from . import keys as cache_keys
 from .readings import cache_environment
 from .results import CacheStats, PassResult, plain_counters, to_cpu
 
+# the child's options: a second pass after the first (its spec), and where to save the Mega-Cache after both
+THEN_OPTION = "--then"
+SAVE_ARTIFACTS_OPTION = "--save-artifacts"
+
 # ----------------------------------------------------------------------------
 # importable callables and the child interpreter
 # ----------------------------------------------------------------------------
@@ -93,17 +97,23 @@ def child_environment(directory: Path) -> dict[str, str]:
 
 
 def child_pass_command(
-    target: str, args: tuple, seed: int, directory: Path, call: str = "compile_cache.cold_warm(mode='subprocess')"
+    target: str,
+    args: tuple,
+    seed: int,
+    directory: Path,
+    call: str = "compile_cache.cold_warm(mode='subprocess')",
+    stem: str = "warm-pass",
 ) -> tuple[list[str], Path, dict[str, str]]:
     """Save the spec of a warm pass of ``target(*args)`` in ``directory``: the command, its out path and env.
 
-    The spec holds ``args`` as they are now.  Raises MisuseError, naming ``call``,
-    when the arguments cannot be saved for the child interpreter.
+    The spec holds ``args`` as they are now; ``stem`` names its files (a second pass
+    of the same child, ``bundle_cycle``'s, has its own).  Raises MisuseError, naming
+    ``call``, when the arguments cannot be saved for the child interpreter.
     """
     import torch
 
-    spec_path = directory / "warm-pass.spec.pt"
-    out_path = directory / "warm-pass.out.pt"
+    spec_path = directory / f"{stem}.spec.pt"
+    out_path = directory / f"{stem}.out.pt"
     try:
         torch.save(
             {
@@ -137,12 +147,40 @@ def child_pass(
     __tracebackhide__ = True
     launched_at = time.time()
     proc = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
+    return pass_from_output(
+        out_path,
+        what=what,
+        cmd=cmd,
+        label=label,
+        name=name,
+        launched_at=launched_at,
+        exit_code=proc.returncode,
+        output=proc.stdout + proc.stderr,
+    )
+
+
+def pass_from_output(
+    out_path: Path,
+    *,
+    what: str,
+    cmd: list[str],
+    label: str,
+    name: str,
+    launched_at: float,
+    exit_code: int | None = None,
+    output: str = "",
+) -> PassResult:
+    """The pass a child interpreter wrote to ``out_path`` (``write_pass_output``), its lookups as ``label``.
+
+    Raises InvariantViolation with the child's last lines when it wrote no result or an error.
+    """
+    __tracebackhide__ = True
     payload = _read_child_output(out_path)
     if payload is None or payload.get("error"):
-        detail = (payload or {}).get("error") or _tail(proc.stdout + proc.stderr)
+        detail = (payload or {}).get("error") or _tail(output)
         raise InvariantViolation(
             f"compile_cache: the warm pass of {what} in a fresh interpreter did not finish (exit code "
-            f"{proc.returncode}); its last lines:\n{_indent(detail)}\nrerun it alone with: {' '.join(cmd)}"
+            f"{exit_code}); its last lines:\n{_indent(detail)}\nrerun it alone with: {' '.join(cmd)}"
         )
     return PassResult(
         name=name,

@@ -90,7 +90,9 @@ def refuse_unless_portable() -> None:
     refuse_if_caches_disabled("portable()")
 
 
-def source_pass_and_artifacts(run_source: Callable[[], PassResult], fn: Any) -> tuple[PassResult, bytes]:
+def source_pass_and_artifacts(
+    run_source: Callable[[], PassResult], fn: Any, call: str = PORTABLE_CALL
+) -> tuple[PassResult, bytes]:
     """Run the source pass recording only its own mega-cache artifacts; the pass and the saved artifacts.
 
     Raises InvariantViolation when torch saved nothing (``fn`` compiled nothing with
@@ -101,7 +103,7 @@ def source_pass_and_artifacts(run_source: Callable[[], PassResult], fn: Any) -> 
         blob = compat.save_cache_artifacts()
     if blob is None:
         raise InvariantViolation(
-            f"compile_cache.portable(): torch.compiler.save_cache_artifacts() returned nothing after running "
+            f"{call}: torch.compiler.save_cache_artifacts() returned nothing after running "
             f"{callable_label(fn)}; the function compiled nothing with Inductor, or every graph bypassed the cache"
         )
     return source, blob

@@ -89,11 +89,13 @@ from ..envvars import CHILD_PASS_ENV, environment_set
 from ..errors import MisuseError, UsageProblem
 from . import keys as cache_keys
 from .arguments import PassArguments
+from .bundle_cycle import BundleCycle
 from .cache_root import CacheRoot, ensure_private_dir
 from .child import (
     child_environment,
     child_pass,
     importable_name,
+    pass_from_output,
     resolve_importable,
     write_pass_output,
 )
@@ -101,6 +103,7 @@ from .cold_warm import cold_warm_target, run_cold_warm
 from .keys import CacheLookup, MissExplanation
 from .outputs import cold_warm_differences
 from .portable import PortablePair, run_portable
+from .precompiled import PrecompiledCheck
 from .readings import DEFAULT_SEED, CacheMeter, Reading, absolute_counters, cache_environment, seeded_rngs
 from .relocate import RelocatedPair, run_relocate
 from .results import (
@@ -113,11 +116,13 @@ from .results import (
     detached_copy,
     sum_stats,
 )
+from .shipped import ShippedCacheChecks
 from .sweep import SweepResult, run_sweep
 from .sweep_factors import Factor
 from .warm_start import ColdWarm, format_failure, refuse_if_caches_disabled, warm_pass_problems
 
 __all__ = [
+    "BundleCycle",
     "CHILD_PASS_ENV",
     "DEFAULT_SEED",
     "EXPECT_CACHE_FIGURES",
@@ -130,6 +135,7 @@ __all__ = [
     "MissExplanation",
     "PassResult",
     "PortablePair",
+    "PrecompiledCheck",
     "ProbeResult",
     "RelocatedPair",
     "SweepResult",
@@ -172,7 +178,7 @@ def probe_directory(root: CacheRoot | Path | None, name: str, given: Path | None
 # ----------------------------------------------------------------------------
 
 
-class CacheProbe:
+class CacheProbe(ShippedCacheChecks):
     """An isolated compile-cache directory and the per-layer counters while it is active.
 
     Use ``cache_probe()`` (or the ``compile_cache`` fixture).  On entry it points
@@ -461,6 +467,14 @@ class CacheProbe:
         __tracebackhide__ = True
         label = self._next_label(name)
         result = child_pass(cmd, out_path=out_path, what=what, env=env, cwd=cwd, label=label, name=name)
+        cache_keys.deliver_lookups(result.lookups)
+        self._passes.append(result)
+        return result
+
+    def read_child_pass(self, out_path: Path, *, what: str, cmd: list[str], name: str) -> PassResult:
+        """A further pass the last child wrote (``bundle_cycle``'s children run two), kept as ``run_child_pass``'s."""
+        label = self._next_label(name)
+        result = pass_from_output(out_path, what=what, cmd=cmd, label=label, name=name, launched_at=time.time())
         cache_keys.deliver_lookups(result.lookups)
         self._passes.append(result)
         return result

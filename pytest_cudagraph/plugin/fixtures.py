@@ -131,6 +131,13 @@ def compile_cache(request: pytest.FixtureRequest) -> Iterator[Any]:
         from ..caches.sweep import SweepsSection
 
         record.set("cache_sweeps", SweepsSection(probe.sweeps))  # records.schema.CacheSweep each
+    if probe.bundle_cycles or probe.precompiled_checks:
+        from ..records.record import JsonList
+
+        if probe.bundle_cycles:
+            record.set("bundle_cycle", JsonList(probe.bundle_cycles))  # records.schema.BundleCycle each
+        if probe.precompiled_checks:
+            record.set("precompiled", JsonList(probe.precompiled_checks))  # records.schema.Precompiled each
 
 
 @pytest.fixture

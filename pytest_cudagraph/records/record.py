@@ -47,6 +47,16 @@ class JsonSection(Protocol):
     def to_json(self) -> dict[str, Any] | list[dict[str, Any]]: ...
 
 
+class JsonList:
+    """A section that is a list of results (``bundle_cycle``, ``precompiled``): each one's ``to_json()``, in order."""
+
+    def __init__(self, results: Any):
+        self.results = tuple(results)
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [result.to_json() for result in self.results]
+
+
 class TestRecord:
     """Accumulates one test's results; sections follow the report schema."""
 

@@ -28,6 +28,7 @@ from typing import Any, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from .bundle_schema import BundleCycle, Precompiled
 from .fields import (
     Components,
     Count,
@@ -618,6 +619,8 @@ class TestRecord(Section):
     cache_passes: CachePasses | UnsetType = UNSET
     cache_keys: CacheKeys | UnsetType = UNSET
     cache_sweeps: list[CacheSweep] | UnsetType = UNSET
+    bundle_cycle: list[BundleCycle] | UnsetType = UNSET
+    precompiled: list[Precompiled] | UnsetType = UNSET
     graphs: Graphs | UnsetType = UNSET
     piecewise: Piecewise | UnsetType = UNSET
     reduce_overhead: ReduceOverhead | UnsetType = UNSET

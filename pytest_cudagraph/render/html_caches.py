@@ -15,6 +15,7 @@ from ..records.key_diff import lookups_of
 from ..records.loaded import RecordRead, given
 from ..records.report import as_int
 from ..records.schema import TestRecord
+from .bundle_text import bundles_html
 from .html_parts import escape, json_block, kv_table, nonzero_counters, reasons_list, value_html
 from .key_text import lookup_why, prominent
 from .record_text import section
@@ -164,7 +165,7 @@ def caches_html(read: RecordRead) -> str:
     caches = section(record, "caches")
     if not pairs:
         table = counters_table(caches)
-        return ("<h3>Compile caches</h3>" + table if table else "") + sweeps_html(record)
+        return ("<h3>Compile caches</h3>" + table if table else "") + sweeps_html(record) + bundles_html(record)
     parts = ["<h3>Compile caches: cold and warm passes</h3>"]
     for pair in pairs:
         parts.append(pass_pair_html(pair))
@@ -174,7 +175,7 @@ def caches_html(read: RecordRead) -> str:
             "<details><summary>The test's whole-life counters (cold and warm passes added up)</summary>"
             f"{whole}</details>"
         )
-    return "".join(parts) + sweeps_html(record)
+    return "".join(parts) + sweeps_html(record) + bundles_html(record)
 
 
 def sweeps_html(record: Any) -> str:

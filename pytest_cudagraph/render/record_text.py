@@ -594,6 +594,11 @@ def _record_lines(typed: TestRecord, record: Mapping[str, Any], width: int) -> l
         from .sweep_text import sweep_lines
 
         lines += [line for sweep in typed.cache_sweeps for line in sweep_lines(sweep)]
+    if isinstance(typed.bundle_cycle, list) or isinstance(typed.precompiled, list):
+        from .bundle_text import bundle_cycle_lines, precompiled_lines
+
+        lines += [line for cycle in typed.bundle_cycle or [] for line in bundle_cycle_lines(cycle)]
+        lines += [line for check in typed.precompiled or [] for line in precompiled_lines(check)]
     return lines
 
 

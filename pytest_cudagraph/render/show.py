@@ -251,7 +251,7 @@ _DRAWN = (
     "compile_time",
     "extra",
 )
-_SWEEPS = ("cache_sweeps",)  # drawn by html_caches.caches_html
+_SWEEPS = ("cache_sweeps", "bundle_cycle", "precompiled")  # drawn by html_caches.caches_html
 
 
 def _test_html(nodeid: str, anchor: str, read: RecordRead, env: Mapping[str, Any]) -> str:

@@ -120,17 +120,6 @@ def sweep_failure_text(sweep: CacheSweep) -> str:
 
 def sweeps_of(value: Any) -> list[CacheSweep]:
     """A record's ``cache_sweeps`` (dicts, or typed already) as typed sweeps; an entry of another shape is left out."""
-    import msgspec
+    from .bundle_text import typed_list
 
-    if not isinstance(value, list):
-        return []
-    out = []
-    for entry in value:
-        if isinstance(entry, CacheSweep):  # a typed record's own
-            out.append(entry)
-            continue
-        try:
-            out.append(msgspec.convert(entry, CacheSweep))
-        except msgspec.ValidationError:
-            continue
-    return out
+    return typed_list(value, CacheSweep)

@@ -25,7 +25,9 @@ rule                regressed when, for a test in both reports
                     caches a run shares (``start`` ``shared``: torch's own location,
                     ``--cudagraph-cache-dir``), whose contents at a test's start depend on
                     earlier runs and tests, only a lookup that hit and now misses with a key
-                    changed in a component of its own counts (a note counts the rest)
+                    changed in a component of its own counts (a note counts the rest); a
+                    ``bundle_cycle`` bundle holds fewer artifacts of a layer than the base run's,
+                    or its second bundle lost more of the first's
 ``graphs``          more CUDA graphs were captured (``graphs.captured``, piecewise too)
 ``pool``            the graph pool grew by more than ``pool_threshold`` (default 10 %) and by
                     more than one 2 MiB allocator segment

@@ -23,6 +23,7 @@ from ..records.record import CACHE_START_EMPTY, CACHE_START_SHARED
 from ..records.report import as_int
 from ..records.schema import CacheLayer, Caches, GraphBreaks, TestRecord
 from ..render.plain_text import clip, count_noun, format_bytes
+from .compare_bundles import bundle_rules
 from .compare_costs import instruction_rule, memory_rule, time_rules
 from .compare_noise import both_released, keyed_set_data, unpaired_set_notes, within_noise
 from .compare_pairing import paired_sets, table_changes
@@ -57,6 +58,7 @@ def compare_test(
         flag("skipped", _skipped_message(b.outcome, given(n.skip_reason), rules), "outcome")
     _recompile_rules(filled(b.recompiles), filled(n.recompiles), flag)
     _cache_rules(b, n, keys, flag)
+    bundle_rules(b, n, flag)
     if not _graph_set_rules(base, new, limits, flag):  # one set, or sets that do not all pair up: overall figures
         _graph_rules(b.graphs, n.graphs, b.piecewise, n.piecewise, limits, flag)
         memory_rule(base.data, new.data, limits, flag)
