@@ -318,17 +318,7 @@ class ObservedGraphs:
 
     def own_bytes(self) -> list[tuple[int | None, int | None]]:
         """Each capture's ``(size, bytes it grew its pool by)``, the workspace blocks it allocated set apart."""
-        workspace = self.workspace
-        seen: set[int] = set()
-        out = []
-        for capture in self.captures:
-            if capture.failed is not None:
-                continue
-            fresh = sum(b.size for b in capture.live_after if b.address in workspace and b.address not in seen)
-            seen.update(b.address for b in capture.live_after if b.address in workspace)
-            growth = capture.growth_bytes
-            out.append((capture.size, None if growth is None else max(growth - fresh, 0)))
-        return out
+        return own_bytes_of(self)
 
     @property
     def largest_graph_bytes(self) -> int | None:
@@ -338,20 +328,7 @@ class ObservedGraphs:
 
     def score_estimate(self, estimate_bytes: int, within: float = 0.10) -> EstimateScore:
         """The engine's graph-memory estimate against ``pool_peak_bytes`` (see ``observe_scores``)."""
-        measured = self.pool_peak_bytes
-        if measured is None:
-            raise ValueError("the pools' bytes were not read")
-        summed = sum_over_sizes(self.own_bytes())  # the workspace counted once, as in the measured peak
-        return EstimateScore(
-            estimate_bytes=int(estimate_bytes),
-            measured_bytes=measured,
-            workspace_bytes=self.workspace_bytes,
-            largest_graph_bytes=self.largest_graph_bytes,
-            sum_over_sizes_bytes=None if summed is None else summed + self.workspace_bytes,
-            graphs=len([c for c in self.captures if c.failed is None]),
-            pools=len(self.pools),
-            within=float(within),
-        )
+        return estimate_score(self, estimate_bytes, within)
 
     @property
     def sizes(self) -> list[int]:
@@ -555,45 +532,83 @@ class ObservedGraphs:
 
     # -- the report ----------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
-        workspace = self.workspace
-        behind = [c.behind_allocator_bytes for c in self.captures]
-        seconds = [c.capture_s for c in self.captures if c.capture_s is not None]
-        kept = self.kept_alive()
-        alive_pools = dict.fromkeys(c.pool for c in self.alive_at_end)
-        out: dict[str, Any] = {
-            "hooks": self.hooks,
-            "captured": len(self.captures),
-            "failed": len(self.failed),
-            "replays": sum(c.replays for c in self.captures),
-            "never_replayed": len(self.never_replayed),
-            "pools": len(self.pools),
-            "pool_bytes": self.total_pool_bytes,
-            "kept_alive_bytes": sum(b.size for _, _, blocks in kept for b in blocks),
-            "behind_allocator_bytes": None if not behind or None in behind else sum(b for b in behind if b is not None),
-            "capture_s": round(sum(seconds), 6),
-            "alive_at_end": len(self.alive_at_end),
-            "alive_pool_bytes": sum(self.pool_bytes_now(p) or 0 for p in alive_pools),
-            "sizes": self.sizes,
-            "causes": [rule for rule, _ in self.causes],
-            "passed": self.passed,
-            "sites": [_site_json(self, site) for site in self.sites()],
-            "graphs": _graphs_json(self.captures, workspace),
-        }
-        if self.options.expect_sizes is not None:
-            out["expected_sizes"] = list(self.options.expect_sizes)
-            out["missing_sizes"] = self.missing_sizes
-        out["pool_peak_bytes"] = self.pool_peak_bytes
-        out["workspace_bytes"] = self.workspace_bytes
-        out["largest_graph_bytes"] = self.largest_graph_bytes
-        if self.estimates:
-            out["estimates"] = [score.to_json() for score in self.estimates]
-        if self.coverage:
-            out["coverage"] = [cover.to_json() for cover in self.coverage]
-        if self.errors:
-            out["errors"] = list(self.errors)
-        if self.shared_device:
-            out["outside_unreliable"] = self.shared_device
-        return out
+        return observed_graphs_json(self)
+
+
+def own_bytes_of(result: ObservedGraphs) -> list[tuple[int | None, int | None]]:
+    """Each capture's ``(size, bytes it grew its pool by)``, the workspace blocks it allocated set apart."""
+    workspace = result.workspace
+    seen: set[int] = set()
+    out = []
+    for capture in result.captures:
+        if capture.failed is not None:
+            continue
+        fresh = sum(b.size for b in capture.live_after if b.address in workspace and b.address not in seen)
+        seen.update(b.address for b in capture.live_after if b.address in workspace)
+        growth = capture.growth_bytes
+        out.append((capture.size, None if growth is None else max(growth - fresh, 0)))
+    return out
+
+
+def estimate_score(result: ObservedGraphs, estimate_bytes: int, within: float) -> EstimateScore:
+    """``estimate_bytes`` against what ``result``'s graphs hold; ValueError where a pool's bytes were not read."""
+    measured = result.pool_peak_bytes
+    if measured is None:
+        raise ValueError("the pools' bytes were not read")
+    summed = sum_over_sizes(result.own_bytes())  # the workspace counted once, as in the measured peak
+    return EstimateScore(
+        estimate_bytes=int(estimate_bytes),
+        measured_bytes=measured,
+        workspace_bytes=result.workspace_bytes,
+        largest_graph_bytes=result.largest_graph_bytes,
+        sum_over_sizes_bytes=None if summed is None else summed + result.workspace_bytes,
+        graphs=len([c for c in result.captures if c.failed is None]),
+        pools=len(result.pools),
+        within=float(within),
+    )
+
+
+def observed_graphs_json(result: ObservedGraphs) -> dict[str, Any]:
+    """The report's ``observed_graphs`` section."""
+    workspace = result.workspace
+    behind = [c.behind_allocator_bytes for c in result.captures]
+    seconds = [c.capture_s for c in result.captures if c.capture_s is not None]
+    kept = result.kept_alive()
+    alive_pools = dict.fromkeys(c.pool for c in result.alive_at_end)
+    out: dict[str, Any] = {
+        "hooks": result.hooks,
+        "captured": len(result.captures),
+        "failed": len(result.failed),
+        "replays": sum(c.replays for c in result.captures),
+        "never_replayed": len(result.never_replayed),
+        "pools": len(result.pools),
+        "pool_bytes": result.total_pool_bytes,
+        "kept_alive_bytes": sum(b.size for _, _, blocks in kept for b in blocks),
+        "behind_allocator_bytes": None if not behind or None in behind else sum(b for b in behind if b is not None),
+        "capture_s": round(sum(seconds), 6),
+        "alive_at_end": len(result.alive_at_end),
+        "alive_pool_bytes": sum(result.pool_bytes_now(p) or 0 for p in alive_pools),
+        "sizes": result.sizes,
+        "causes": [rule for rule, _ in result.causes],
+        "passed": result.passed,
+        "sites": [_site_json(result, site) for site in result.sites()],
+        "graphs": _graphs_json(result.captures, workspace),
+    }
+    if result.options.expect_sizes is not None:
+        out["expected_sizes"] = list(result.options.expect_sizes)
+        out["missing_sizes"] = result.missing_sizes
+    out["pool_peak_bytes"] = result.pool_peak_bytes
+    out["workspace_bytes"] = result.workspace_bytes
+    out["largest_graph_bytes"] = result.largest_graph_bytes
+    if result.estimates:
+        out["estimates"] = [score.to_json() for score in result.estimates]
+    if result.coverage:
+        out["coverage"] = [cover.to_json() for cover in result.coverage]
+    if result.errors:
+        out["errors"] = list(result.errors)
+    if result.shared_device:
+        out["outside_unreliable"] = result.shared_device
+    return out
 
 
 def _site_json(result: ObservedGraphs, site: ObservedSite) -> dict[str, Any]:

@@ -29,6 +29,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from .bundle_schema import BundleCycle, Precompiled
+from .engine_score_schema import CoverageSection, EstimateScoreSection
 from .fields import (
     Components,
     Count,
@@ -386,33 +387,6 @@ class ObservedSite(Section):
     replays: Count | UnsetType = UNSET
     behind_allocator_bytes: Measure | UnsetType = UNSET
     capture_s: Measure | UnsetType = UNSET
-
-
-class EstimateScoreSection(Section):
-    """``check_estimate()``: the engine's graph-memory estimate against what its graphs hold."""
-
-    estimate_bytes: Measure | UnsetType = UNSET
-    measured_bytes: Measure | UnsetType = UNSET
-    # estimate / measured; null for a nonzero estimate of graphs that hold nothing
-    ratio: Measure | Null | UnsetType = UNSET
-    within: Measure | UnsetType = UNSET
-    passed: Flag | UnsetType = UNSET
-    workspace_bytes: Measure | UnsetType = UNSET
-    largest_graph_bytes: Measure | Null | UnsetType = UNSET
-    sum_over_sizes_bytes: Measure | Null | UnsetType = UNSET
-
-
-class CoverageSection(Section):
-    """``check_coverage()``: which batches replayed a graph, and the padding of each."""
-
-    batches: Count | UnsetType = UNSET
-    replay_ratio: Measure | UnsetType = UNSET
-    eager_batches: Sizes | UnsetType = UNSET
-    max_padding: Count | Null | UnsetType = UNSET
-    over_padded: Sizes | UnsetType = UNSET
-    passed: Flag | UnsetType = UNSET
-    # batch (as a string) -> rows padded, null where the replayed graph's size is not known
-    padding: dict[str, Count | None] | UnsetType = UNSET
 
 
 class ObservedGraphs(Section):
