@@ -33,6 +33,12 @@ from pytest_cudagraph.records.record import TestRecord
 from pytest_cudagraph.strategies import capture_sizes
 
 
+@pytest.fixture(autouse=True)
+def wide_terminal(monkeypatch):
+    """The runs' failure lines whole: the plugin fits them to the terminal, 80 columns where pytest sees none."""
+    monkeypatch.setenv("COLUMNS", "250")
+
+
 @settings(deadline=None, max_examples=6)
 @given(
     layers=st.integers(min_value=1, max_value=3),

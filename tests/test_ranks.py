@@ -35,6 +35,12 @@ from pytest_cudagraph.records.report import SCHEMA, validate_report
 # --------------------------------------------------------------------------
 
 
+@pytest.fixture(autouse=True)
+def wide_terminal(monkeypatch):
+    """The runs' failure lines whole: the plugin fits them to the terminal, 80 columns where pytest sees none."""
+    monkeypatch.setenv("COLUMNS", "250")
+
+
 def sum_and_agree(rank, n):
     t = torch.full((n,), float(rank.rank + 1))
     dist.all_reduce(t)
