@@ -3,6 +3,8 @@
 import os
 import warnings
 
+import pytest
+
 # Imported once here so that in-process pytester runs, which drop every module
 # they import, never re-import torch: its C extension cannot be loaded twice.
 import torch  # noqa: F401
@@ -37,3 +39,9 @@ def pytest_collection_modifyitems(config, items):
     if slow:
         config.hook.pytest_deselected(items=slow)
         items[:] = [item for item in items if item.get_closest_marker("slow") is None]
+
+
+@pytest.fixture
+def wide_terminal(monkeypatch):
+    """Child runs print failure lines whole: the plugin fits them to the terminal, 80 columns where pytest sees none."""
+    monkeypatch.setenv("COLUMNS", "250")

@@ -32,11 +32,8 @@ from pytest_cudagraph.plugin.handles import PiecewiseFixture
 from pytest_cudagraph.records.record import TestRecord
 from pytest_cudagraph.strategies import capture_sizes
 
-
-@pytest.fixture(autouse=True)
-def wide_terminal(monkeypatch):
-    """The runs' failure lines whole: the plugin fits them to the terminal, 80 columns where pytest sees none."""
-    monkeypatch.setenv("COLUMNS", "250")
+# the runs' failure lines whole: the plugin fits them to the terminal (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("wide_terminal")
 
 
 @settings(deadline=None, max_examples=6)

@@ -13,12 +13,9 @@ import re
 
 import pytest
 
-
 # torch 2.6 prints a tensor argument's guard source as L['x'], 2.8+ as x
-@pytest.fixture(autouse=True)
-def wide_terminal(monkeypatch):
-    """The runs' failure lines whole: the plugin fits them to the terminal, 80 columns where pytest sees none."""
-    monkeypatch.setenv("COLUMNS", "250")
+# the runs' failure lines whole: the plugin fits them to the terminal (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("wide_terminal")
 
 
 X = r"(?:L\['x'\]|x)"

@@ -11,14 +11,11 @@ import re
 
 import pytest
 
-
 # Dynamo names a tensor argument by its guard source: 2.6 writes the frame-locals
 # lookup (``tensor 'L['tokens']'``), 2.8+ the bare name (``tensor 'tokens'``).  The
 # plugin reports reasons verbatim, so both spellings are correct output.
-@pytest.fixture(autouse=True)
-def wide_terminal(monkeypatch):
-    """The runs' failure lines whole: the plugin fits them to the terminal, 80 columns where pytest sees none."""
-    monkeypatch.setenv("COLUMNS", "250")
+# the runs' failure lines whole: the plugin fits them to the terminal (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("wide_terminal")
 
 
 TOKENS_DTYPE_MISMATCH = r"tensor '(?:L\['tokens'\]|tokens)' dtype mismatch"

@@ -35,10 +35,8 @@ from pytest_cudagraph.records.report import SCHEMA, validate_report
 # --------------------------------------------------------------------------
 
 
-@pytest.fixture(autouse=True)
-def wide_terminal(monkeypatch):
-    """The runs' failure lines whole: the plugin fits them to the terminal, 80 columns where pytest sees none."""
-    monkeypatch.setenv("COLUMNS", "250")
+# the runs' failure lines whole: the plugin fits them to the terminal (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("wide_terminal")
 
 
 def sum_and_agree(rank, n):
