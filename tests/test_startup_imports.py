@@ -129,7 +129,8 @@ def registered_hooks(args: list[str], cwd: Path) -> dict[str, list[str]]:
 
 
 # the plugin's hooks in a run that uses no feature: at start-up, once per module or class collected, once after
-# collection, and the test's record around each phase (a test that imports torch in its body still gets one)
+# collection, once as the test loop starts (whether the run ran test bodies at all), and the test's record around
+# each phase (a test that imports torch in its body still gets one)
 FEATURELESS_HOOKS = {
     "cudagraph": [
         "pytest_addhooks",
@@ -148,6 +149,7 @@ FEATURELESS_HOOKS = {
     "cudagraph-run-so-far": ["pytest_collectreport", "pytest_deselected", "pytest_runtest_logreport"],
     "cudagraph-fixtures": [],
     "cudagraph-state-isolation": ["pytest_fixture_setup", "pytest_runtest_call", "pytest_runtest_teardown"],
+    "cudagraph-ran-no-test": ["pytest_runtestloop"],
 }
 
 

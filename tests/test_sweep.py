@@ -313,6 +313,7 @@ def test_default_factors(compile_cache):
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("wide_terminal")  # the key component's line is read whole
 @pytest.mark.skipif(compat.custom_graph_pass_missing() is not None, reason=str(compat.custom_graph_pass_missing()))
 def test_a_pass_whose_uuid_leaves_out_its_setting_is_a_false_hit_and_torch_keys_on_the_defaults(pytester):
     pytester.makepyfile(test_passes=PASSES)

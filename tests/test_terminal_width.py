@@ -181,7 +181,9 @@ def _columns(section: list[str]) -> dict[str, list[str]]:
 
 
 @pytest.mark.slow  # a subprocess-heavy run: the README's test command stays under 5 minutes
-def test_the_terminal_section_fits_120_columns_and_shows_no_empty_column(pytester):
+def test_the_terminal_section_fits_120_columns_and_shows_no_empty_column(pytester, monkeypatch):
+    # a 120-column terminal: the section fits the terminal's width (80 columns where the child sees none)
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
     pytester.makepyfile(test_long_rows=LONG_ROWS)
     report = pytester.path / "run.json"
     result = pytester.runpytest_subprocess(f"--cudagraph-report={report}", "-p", "no:randomly")

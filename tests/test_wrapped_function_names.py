@@ -128,6 +128,7 @@ def test_shapes():
 
 
 @pytest.mark.slow  # a subprocess-heavy run: the README's test command stays under 5 minutes
+@pytest.mark.usefixtures("wide_terminal")  # the recompile's call site is read as one line
 def test_the_terminal_and_the_report_name_the_decorated_forward(pytester: pytest.Pytester):
     torch.compile(lambda x: x + 1, backend="eager")(torch.ones(1))  # load the lazily imported compile stack
     torch._dynamo.reset()
