@@ -7,7 +7,7 @@ import pytest
 
 # Imported once here so that in-process pytester runs, which drop every module
 # they import, never re-import torch: its C extension cannot be loaded twice.
-import torch  # noqa: F401
+import torch
 
 # ... and so is the compile stack: an in-process run that first imports Inductor would drop
 # its modules at the end, and importing them again fails (torch 2.11: "Artifact of
@@ -21,9 +21,20 @@ with warnings.catch_warnings():
 # The suite itself runs in random order (pytest-randomly), so no verdict may depend
 # on which test ran first.  The small suites generated inside tests are a different
 # matter: several put a "remember the state" test before a "check it is back" one
-# on purpose, so pytester runs (in-process and subprocess both read this variable)
-# keep their files' order.
-os.environ["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} -p no:randomly".strip()
+# on purpose, so the runs this suite starts keep their files' order.  A child that
+# reads the variable below does (a subprocess of a plain test); pytester deletes it
+# (its runs must not see the outer run's options), so the fixture below sets it again
+# for the pytester runs.  A run that passes "-p randomly" still shuffles: the
+# command line's -p comes after this variable's.
+NO_RANDOM_ORDER = f"{os.environ.get('PYTEST_ADDOPTS', '')} -p no:randomly".strip()
+os.environ["PYTEST_ADDOPTS"] = NO_RANDOM_ORDER
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytest's pytester, whose runs (in-process and subprocess) keep their files' order."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", NO_RANDOM_ORDER)
+    return pytester
 
 
 def pytest_collection_modifyitems(config, items):
@@ -39,6 +50,19 @@ def pytest_collection_modifyitems(config, items):
     if slow:
         config.hook.pytest_deselected(items=slow)
         items[:] = [item for item in items if item.get_closest_marker("slow") is None]
+
+
+@pytest.fixture(scope="module")
+def dynamo_modules_loaded() -> None:
+    """Load every module a Dynamo compile imports lazily, before in-process runs that compile.
+
+    pytester's in-process runs drop the modules they imported, and a second import of
+    torch's compile stack fails (its registries refuse duplicates).
+    """
+    import torch._dynamo.testing  # noqa: F401
+
+    torch.compile(lambda x: x + 1, backend="eager")(torch.ones(1))
+    torch._dynamo.reset()
 
 
 @pytest.fixture

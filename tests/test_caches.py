@@ -2,7 +2,8 @@
 
 The FX-graph and AOTAutograd caches are real on the CPU, so these tests compile for
 real.  A cold CPU compile costs seconds, so one forward+backward function is run
-cold/warm once per mode (module-scoped) and inspected by several tests.
+cold/warm once per mode (module-scoped) and inspected by several tests; under
+xdist the in-process pair is run once for all the workers (``inprocess_run``).
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ import contextlib
 import contextvars
 import logging
 import os
+import pickle
 
 import pytest
 import torch
 import torch._functorch.config  # LAYER_FLAGS: torch 2.6 loads it only on first compile (2.8+ with Inductor's config)
 import torch._inductor.config
+from filelock import FileLock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -47,14 +50,33 @@ def inputs():
     return torch.randn(4, 8, generator=gen), torch.randn(8, 8, generator=gen)
 
 
-@pytest.fixture(scope="module")
-def inprocess_run(inputs):
-    """One cold/warm pair in this interpreter, then the same cache moved (portable)."""
+def _inprocess_pair(inputs):
     with cache_probe() as probe:
         pair = probe.cold_warm(train_step, *inputs)
         moved = probe.portable(train_step, *inputs) if compat.has_portable_cache_artifacts() else None
         whole = probe.result()
     return pair, moved, whole
+
+
+@pytest.fixture(scope="module")
+def inprocess_run(request, tmp_path_factory, inputs):
+    """One cold/warm pair in one interpreter, then the same cache moved (portable).
+
+    Under xdist this module's tests are spread over the workers, and each worker would
+    set this fixture up again: a second cold compile that shows nothing more.  The
+    first worker to need it runs it and leaves the result for the others, under the
+    run's own temporary root (the workers' roots' parent, made for this run).  Nothing
+    read from it is about which process ran it (``subprocess_run`` is, and is not shared).
+    """
+    if not hasattr(request.config, "workerinput"):  # no xdist worker: nobody to share with
+        return _inprocess_pair(inputs)
+    shared = tmp_path_factory.getbasetemp().parent / "test_caches-inprocess_run.pickle"
+    with FileLock(f"{shared}.lock"):
+        if shared.is_file():
+            return pickle.loads(shared.read_bytes())
+        result = _inprocess_pair(inputs)
+        shared.write_bytes(pickle.dumps(result))
+    return result
 
 
 @pytest.fixture(scope="module")

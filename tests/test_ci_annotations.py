@@ -193,20 +193,6 @@ def test_annotations_only_under_github_unless_asked_for(pytester, monkeypatch):
     assert len(lines) == 4
 
 
-@pytest.fixture
-def dynamo_modules_loaded():
-    """Load every module a Dynamo compile imports lazily, before an in-process run compiles.
-
-    pytester's in-process runs drop the modules they imported, and a second import of torch's
-    compile stack fails (its registries refuse duplicates), as tests/test_plugin_recompiles.py says.
-    """
-    import torch
-    import torch._dynamo.testing  # noqa: F401
-
-    torch.compile(lambda x: x + 1, backend="eager")(torch.ones(1))
-    torch._dynamo.reset()
-
-
 def test_a_recompile_check_points_at_the_call_site(dynamo_modules_loaded, pytester, monkeypatch):
     """A real recompile (the eager backend): the marker's and the watch's failures point at the line that called."""
     monkeypatch.setenv("GITHUB_ACTIONS", "true")

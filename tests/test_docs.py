@@ -3,9 +3,16 @@
 A block is a test module when its first line is a comment naming a test file
 (``# test_something.py``) or its fence says ``title="test_something.py"``.  On a
 machine without a GPU its ``cudagraph`` tests skip; everything else must pass.
+
+Without ``--cudagraph`` each quick block runs alone in this process (torch is
+imported already; they compile with the eager backend only).  With it, the
+blocks capture graphs on the GPU, and all the quick ones run together in one
+child interpreter; the slow blocks, which compile with Inductor or start other
+interpreters, are child runs each.
 """
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,6 +63,11 @@ def _gpu_args(config: pytest.Config) -> list[str]:
     return ["--cudagraph"] if config.getoption("cudagraph") else []
 
 
+def _summary_lines(output_lines: list[str], filename: str) -> list[str]:
+    """The -rA lines of one block file."""
+    return [line for line in output_lines if (match := SUMMARY_LINE.match(line)) and match[2] == filename]
+
+
 def _check_block_outcomes(lines: list[str], output: str) -> None:
     """A block's summary lines: nothing failed, at least one test ran or skipped, each skip for want of a GPU."""
     assert lines, output
@@ -67,12 +79,11 @@ def _check_block_outcomes(lines: list[str], output: str) -> None:
 
 @pytest.fixture(scope="module")
 def quick_blocks_run(request, tmp_path_factory) -> tuple[dict[str, list[str]], str]:
-    """Every quick block in one child pytest: one interpreter imports torch for all of them, not one each.
+    """Every quick block in one child pytest, under --cudagraph: one interpreter imports torch for all of them.
 
     Returns each block file's summary lines and the whole output.
     """
     import subprocess
-    import sys
 
     directory = tmp_path_factory.mktemp("doc_blocks")
     for block in QUICK_BLOCKS:
@@ -94,17 +105,25 @@ def quick_blocks_run(request, tmp_path_factory) -> tuple[dict[str, list[str]], s
 
 
 @pytest.mark.parametrize("page, filename, source", QUICK_BLOCKS)
-def test_doc_block_runs(quick_blocks_run, page, filename, source):
-    lines, output = quick_blocks_run
-    _check_block_outcomes(lines.get(filename, []), output)
+def test_doc_block_runs(request, dynamo_modules_loaded, pytester, monkeypatch, page, filename, source):
+    if request.config.getoption("cudagraph"):
+        # the blocks capture graphs on the GPU: in a child interpreter, one for all the quick blocks
+        lines, output = request.getfixturevalue("quick_blocks_run")
+        _check_block_outcomes(lines.get(filename, []), output)
+        return
+    # in this process: without --cudagraph the blocks' graph tests skip, and the rest compile with the eager backend.
+    # A module of this suite of the block's name, imported here, would stand in the block's way while it runs.
+    monkeypatch.delitem(sys.modules, filename[:-3], raising=False)
+    pytester.makepyfile(**{filename[:-3]: source})
+    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "-rA", "--color=no")
+    _check_block_outcomes(_summary_lines(result.stdout.lines, filename), result.stdout.str())
 
 
 @pytest.mark.parametrize("page, filename, source", SLOW_BLOCKS)
 def test_slow_doc_block_runs(pytester, request, page, filename, source):
     pytester.makepyfile(**{filename[:-3]: source})
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rA", "--color=no", *_gpu_args(request.config))
-    lines = [line for line in result.stdout.lines if (match := SUMMARY_LINE.match(line)) and match[2] == filename]
-    _check_block_outcomes(lines, result.stdout.str())
+    _check_block_outcomes(_summary_lines(result.stdout.lines, filename), result.stdout.str())
 
 
 def test_docs_site_builds_without_warnings(tmp_path):
@@ -112,7 +131,6 @@ def test_docs_site_builds_without_warnings(tmp_path):
     # mkdocs comes with the "test" extra; a GPU runner with a fixed environment may lack it
     pytest.importorskip("mkdocs", reason="building the docs needs mkdocs (pip install -e '.[test]')")
     import subprocess
-    import sys
 
     root = DOCS.parent
     result = subprocess.run(
@@ -134,7 +152,6 @@ def test_the_strict_docs_build_fails_on_links_that_break_on_the_site_or_on_githu
     pytest.importorskip("mkdocs", reason="building the docs needs mkdocs (pip install -e '.[test]')")
     import shutil
     import subprocess
-    import sys
 
     docs = tmp_path / "docs"
     (docs / "examples").mkdir(parents=True)

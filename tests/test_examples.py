@@ -2,7 +2,10 @@
 
 ``docs/examples_failing`` shows users what each failure looks like; these tests
 keep those messages true.  The GPU cases skip here with their reason and are run
-on a GPU machine with ``--cudagraph``.
+on a GPU machine with ``--cudagraph``.  The runs that compile with the eager backend
+only, or compile nothing (the GPU cases without the flag), are in this process;
+those that compile with Inductor or capture graphs on the GPU are fresh pytest
+subprocesses.
 """
 
 import re
@@ -15,9 +18,10 @@ from pytest_cudagraph import _compat as compat
 FAILING = Path(__file__).resolve().parent.parent / "docs" / "examples_failing"
 
 
-def run_example(pytester, name, *args):
+def run_example(pytester, name, *args, in_process=False):
     pytester.syspathinsert(FAILING)
-    result = pytester.runpytest_subprocess(str(FAILING / name), "-p", "no:cacheprovider", "-rs", *args)
+    run = pytester.runpytest if in_process else pytester.runpytest_subprocess
+    result = run(str(FAILING / name), "-p", "no:cacheprovider", "-rs", *args)
     return result, result.stdout.str()
 
 
@@ -30,31 +34,19 @@ GPU_CASES = {
 }
 
 
-@pytest.fixture(scope="module")
-def gpu_cases_without_the_flag(pytester_module_path):
-    """The GPU case files in one child pytest without --cudagraph: one interpreter imports torch for all four.
+@pytest.fixture
+def gpu_cases_without_the_flag(pytester):
+    """The GPU case files in one pytest run without --cudagraph, in this process: every test skips, nothing compiles.
 
     Returns the output and, per file, its lines that say a test skipped.
     """
-    import subprocess
-    import sys
-
-    result = subprocess.run(
-        [sys.executable, "-m", "pytest", *(str(FAILING / name) for name in GPU_CASES)]
-        + ["-p", "no:cacheprovider", "-p", "no:randomly", "-rs", "--color=no", f"--rootdir={pytester_module_path}"],
-        cwd=pytester_module_path,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    result = pytester.runpytest(
+        *(str(FAILING / name) for name in GPU_CASES),
+        *("-p", "no:cacheprovider", "-p", "no:randomly", "-rs", "--color=no", f"--rootdir={pytester.path}"),
     )
-    out = result.stdout + result.stderr
+    out = result.stdout.str() + result.stderr.str()
     skips = {name: [line for line in out.splitlines() if name in line and "SKIPPED" in line] for name in GPU_CASES}
     return out, skips
-
-
-@pytest.fixture(scope="module")
-def pytester_module_path(tmp_path_factory):
-    return tmp_path_factory.mktemp("gpu_cases")
 
 
 def skipped_count(lines: list[str]) -> int:
@@ -72,8 +64,10 @@ def test_the_gpu_cases_skip_without_the_gpu_flag_all_and_only_for_it(gpu_cases_w
         assert all("needs --cudagraph" in line for line in skips[name]), skips[name]
 
 
-def test_broken_recompile_cases_fail_with_guard_reasons(pytester):
-    result, out = run_example(pytester, "test_recompiles_broken.py")
+def test_broken_recompile_cases_fail_with_guard_reasons(dynamo_modules_loaded, wide_terminal, pytester):
+    # in this process: the cases compile with the eager backend only.  Its lines whole (wide_terminal): the
+    # limit's name below is read in the plugin's own message (a child's output held torch's log line too)
+    result, out = run_example(pytester, "test_recompiles_broken.py", in_process=True)
     result.assert_outcomes(failed=3)
     assert "recompiled 1 time (max 0): " in out
     # guards as Dynamo prints them: torch 2.6 names an argument L['x'], 2.8+ plain x

@@ -13,6 +13,9 @@ import re
 
 import pytest
 
+# in-process runs that compile (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("dynamo_modules_loaded")
+
 TRACE = "torch.__trace"
 
 FAILING_RECOMPILE = """
@@ -41,15 +44,6 @@ def test_caplog_holds_no_trace_records(caplog):
 # pytest before 9.2 attaches its capture handlers to the root logger only: torch's
 # trace logger never propagates there, so no run floods and the control has nothing to show.
 PYTEST_ATTACHES_TO_NON_PROPAGATING_LOGGERS = pytest.version_tuple[:2] >= (9, 2)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def dynamo_modules_loaded():
-    """Load what a Dynamo compile imports lazily, once, before the in-process runs drop modules."""
-    import torch
-
-    torch.compile(lambda x: x + 1, backend="eager")(torch.ones(1))
-    torch._dynamo.reset()
 
 
 @pytest.mark.parametrize(

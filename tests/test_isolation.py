@@ -1,15 +1,29 @@
 """Global torch state is put back after every test that uses the plugin (isolation.py).
 
 Each generated suite has a test that changes one kind of state through a plugin
-feature, then a plain test that checks the state is as it was before.  The suites
-run in a subprocess so that no state leaks into this process either way.
+feature, then a plain test that checks the state is as it was before.  The
+generated suite compares the state with what it was in the same run (its first
+test remembers it), so a leak shows whichever process it runs in.  The slow runs,
+which compile and change every kind of state at once, are subprocesses, so that
+no state leaks into this process either way.  The quick ones run in this process
+(each would cost a fresh interpreter importing torch otherwise), under
+``this_process_state_kept``, which puts back afterwards whatever a suite left
+changed here: the plain test's leak on purpose, or any leak of a plugin that
+stopped restoring (which the suite's own check reports first).
 """
 
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Iterator
 
 import pytest
+import torch
+import torch._dynamo.config
+import torch._functorch.config
+import torch._inductor.config
+from torch._dynamo import eval_frame
 
 # Runs first in every generated module: remembers the state the later check compares with.
 STATE_PROBE = """
@@ -87,6 +101,35 @@ FEATURES = {
 }
 
 
+# what the quick suites below may change in this interpreter, each put back after their in-process run
+CONFIGS = (torch._dynamo.config, torch._inductor.config, torch._functorch.config)
+ENVIRONMENT_PREFIXES = ("TORCHINDUCTOR_", "TRITON_")
+
+
+@pytest.fixture
+def this_process_state_kept() -> Iterator[None]:
+    """Put back the torch state an in-process run of a generated suite left changed in this interpreter.
+
+    Written here rather than taken from the plugin, which is what the runs test.
+    """
+    configs = [config.get_config_copy() for config in CONFIGS]
+    stance, dtype, rng = eval_frame._stance, torch.get_default_dtype(), torch.get_rng_state()
+    environment = {name: value for name, value in os.environ.items() if name.startswith(ENVIRONMENT_PREFIXES)}
+    yield
+    for config, before in zip(CONFIGS, configs):
+        for key, value in config.get_config_copy().items():
+            if key in before and value != before[key]:
+                setattr(config, key, before[key])
+    if eval_frame._stance is not stance:
+        eval_frame._set_stance(stance)
+    torch.set_default_dtype(dtype)
+    torch.set_rng_state(rng)
+    for name in [name for name in os.environ if name.startswith(ENVIRONMENT_PREFIXES)]:
+        if name not in environment:
+            del os.environ[name]
+    os.environ.update(environment)
+
+
 def _suite(change: str, feature: str) -> str:
     decorator, signature = FEATURES[feature]
     return STATE_PROBE + f"\n\n{decorator}{signature}\n    {CHANGES[change]}\n" + CHECKS
@@ -117,6 +160,7 @@ def test_every_plugin_feature_restores_all_state_even_when_the_test_fails(pytest
     assert "not restored" not in result.stdout.str()
 
 
+@pytest.mark.usefixtures("this_process_state_kept")
 def test_state_changed_by_a_fixture_of_a_plugin_test_is_back(pytester: pytest.Pytester) -> None:
     source = (
         STATE_PROBE
@@ -132,20 +176,22 @@ def test_state_changed_by_a_fixture_of_a_plugin_test_is_back(pytester: pytest.Py
         + CHECKS
     )
     pytester.makepyfile(test_fixture=source)
-    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider")
+    result = pytester.runpytest("-p", "no:randomly", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=3)
 
 
+@pytest.mark.usefixtures("this_process_state_kept")
 def test_plain_tests_are_not_touched(pytester: pytest.Pytester) -> None:
     # The plugin restores only around its own tests: a plain test's leak stays a leak
     # (the check fails), which shows that the restoring is not done for everyone.
     source = STATE_PROBE + "\n\ndef test_5_changes():\n    torch.set_default_dtype(torch.float64)\n" + CHECKS
     pytester.makepyfile(test_plain=source)
-    result = pytester.runpytest_subprocess("-p", "no:randomly", "-p", "no:cacheprovider")
+    result = pytester.runpytest("-p", "no:randomly", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2, failed=1)
     assert "not restored: ['default_dtype']" in result.stdout.str()
 
 
+@pytest.mark.usefixtures("this_process_state_kept")
 def test_the_report_names_the_settings_a_test_left_changed(pytester: pytest.Pytester) -> None:
     source = (
         STATE_PROBE
@@ -158,13 +204,11 @@ def test_the_report_names_the_settings_a_test_left_changed(pytester: pytest.Pyte
         )
         + CHECKS
     )
-    pytester.makepyfile(test_report=source)
+    pytester.makepyfile(test_left_changed=source)
     report = pytester.path / "report.json"
-    result = pytester.runpytest_subprocess(
-        "-p", "no:randomly", "-p", "no:cacheprovider", f"--cudagraph-report={report}"
-    )
+    result = pytester.runpytest("-p", "no:randomly", "-p", "no:cacheprovider", f"--cudagraph-report={report}")
     result.assert_outcomes(passed=3)
-    record = json.loads(report.read_text())["tests"]["test_report.py::test_5_changes"]
+    record = json.loads(report.read_text())["tests"]["test_left_changed.py::test_5_changes"]
     assert sorted(record["extra"]["restored_after_test"]) == [
         "$TORCHINDUCTOR_FX_GRAPH_CACHE",
         "compile stance",
@@ -211,9 +255,10 @@ def test_marker_test_sees_the_wider_settings_too(float64_module):
 """
 
 
+@pytest.mark.usefixtures("this_process_state_kept")
 def test_settings_of_wider_scoped_fixtures_survive_and_are_not_blamed_on_tests(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_wide=WIDER_FIXTURES)
-    result = pytester.runpytest_subprocess("--cudagraph-report=report.json")
+    result = pytester.runpytest("--cudagraph-report=report.json")
     result.assert_outcomes(passed=4)
     tests = json.loads((pytester.path / "report.json").read_text())["tests"]
     restored = {nodeid: record.get("extra", {}).get("restored_after_test") for nodeid, record in tests.items()}

@@ -191,20 +191,6 @@ def _run(pytester: pytest.Pytester, *args: str, subprocess: bool = False) -> tup
     return result, xml, report
 
 
-@pytest.fixture
-def dynamo_modules_loaded():
-    """Load every module a Dynamo compile imports lazily, before an in-process run compiles.
-
-    pytester's in-process runs drop the modules they imported, and a second import of torch's
-    compile stack fails (its registries refuse duplicates), as tests/test_plugin_recompiles.py says.
-    """
-    import torch
-    import torch._dynamo.testing  # noqa: F401
-
-    torch.compile(lambda x: x + 1, backend="eager")(torch.ones(1))
-    torch._dynamo.reset()
-
-
 @pytest.mark.parametrize("family", ["xunit2", "xunit1", "legacy"])
 def test_each_figure_of_the_report_is_a_property_of_its_testcase(pytester, family):
     _, xml, report = _run(pytester, "-o", f"junit_family={family}")
@@ -243,12 +229,15 @@ def test_owned(record_property):
 """
 
 
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["in-process", "xdist"])
+# Under xdist the worker that ran the test sends its properties and the controller writes the XML.  One
+# test needs one worker (a second would sit idle), and the controller runs in this process: only the
+# worker is a fresh interpreter.
+@pytest.mark.parametrize("workers", [[], ["-n", "1"]], ids=["in-process", "xdist"])
 def test_a_tests_own_cudagraph_property_leaves_the_plugins_properties_in_place(pytester, workers):
     pytester.makepyfile(test_owned=OWN_PROPERTY)
     xml = pytester.path / "junit.xml"
     arguments = ("--cudagraph-report=r.json", f"--junitxml={xml}", "-p", "no:cacheprovider", *workers)
-    result = pytester.runpytest_subprocess(*arguments) if workers else pytester.runpytest(*arguments)
+    result = pytester.runpytest(*arguments)
     result.assert_outcomes(passed=1)
     [properties] = properties_by_testcase(xml).values()
     assert ("cudagraph.owner", "team-a") in properties

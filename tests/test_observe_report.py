@@ -1,5 +1,8 @@
 """Observed graphs in the run's record: the marker's arguments, the report section, its text, page, summary cells
 and compare's rules; and that a run with no observing test imports and patches nothing.
+
+The pytester runs are in-process (torch is already imported by tests/conftest.py), save the one
+that checks what the run imports: only a fresh interpreter shows that (its sys.modules).
 """
 
 from __future__ import annotations
@@ -93,7 +96,7 @@ def test_a_bad_observe_argument_is_a_collection_error_naming_the_test(pytester):
             pass
         """
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest("-p", "no:cacheprovider")
     result.stdout.fnmatch_lines(
         ["*test_engine: @pytest.mark.cudagraph: pool_check=False applies only to observed graphs; add observe=True*"]
     )
@@ -117,7 +120,8 @@ def test_an_observed_test_skips_without_a_gpu_and_leaves_nothing_patched(pyteste
             """
         )
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--cudagraph")
+    # in file order (pytester drops the suite's PYTEST_ADDOPTS): test_after checks what test_engine left
+    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--cudagraph")
     result.assert_outcomes(passed=1, skipped=1)
 
 
@@ -139,7 +143,7 @@ def test_observe_graphs_in_a_failing_test_is_taken_off_for_the_next_test(pyteste
             """
         )
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly")  # in file order, as above
     result.assert_outcomes(passed=1, failed=1)
 
 
@@ -166,6 +170,7 @@ def test_a_run_with_no_observing_test_imports_and_patches_nothing_of_it(pytester
             """
         )
     )
+    # a fresh interpreter: in this one torch and the plugin's modules are already imported
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--cudagraph")
     result.assert_outcomes(passed=1, skipped=1)
 

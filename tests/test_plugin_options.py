@@ -1,10 +1,17 @@
-"""The plugin seen from outside: options, markers, skips, gating, the header, exit codes (bad input: test_bad_input.py)."""
+"""The plugin seen from outside: options, markers, skips, gating, the header, exit codes (bad input: test_bad_input.py).
+
+The pytester runs are in-process (torch is already imported by tests/conftest.py), save those whose
+point is a fresh interpreter: a run with the plugin disabled, and a run that uses none of the plugin's
+features, which must not import torch (one such run serves the three tests that read it).
+"""
 
 import os
 import stat
 import sys
 
 import pytest
+
+CACHE_ENV = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
 
 def test_help_lists_options_and_ini(pytester):
@@ -155,39 +162,62 @@ def test_cache_dir_sets_the_run_cache_environment(pytester):
             assert os.environ["TRITON_CACHE_DIR"] == {str(root / "triton")!r}
         """
     )
-    result = pytester.runpytest_subprocess(f"--cudagraph-cache-dir={root}")
+    environ = {name: os.environ.get(name) for name in CACHE_ENV}
+    result = pytester.runpytest(f"--cudagraph-cache-dir={root}")
     result.assert_outcomes(passed=1)
     assert stat.S_IMODE(root.stat().st_mode) == 0o700
     assert stat.S_IMODE((root / "inductor").stat().st_mode) == 0o700
+    # the run was in this process: the variables are put back at its end
+    assert {name: os.environ.get(name) for name in CACHE_ENV} == environ
 
 
-def test_run_without_plugin_features_leaves_cache_environment_alone(pytester, monkeypatch):
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/user/chosen/inductor")
-    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
-    pytester.makepyfile(
-        """
+# A suite that uses none of the plugin's features, run with a cache directory of the user's in the environment.
+PLAIN_SUITE = {
+    "test_no_torch": """
+        import sys
+
+        def test_plain():
+            assert "torch" not in sys.modules
+        """,
+    "test_cache_env": """
         import os
 
         def test_env():
             assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == "/user/chosen/inductor"
             assert "TRITON_CACHE_DIR" not in os.environ
-        """
-    )
-    result = pytester.runpytest_subprocess()
-    result.assert_outcomes(passed=1)
+        """,
+}
+
+
+@pytest.fixture(scope="module")
+def plain_runs() -> dict[str, pytest.RunResult]:
+    return {}
+
+
+@pytest.fixture
+def plain_run(pytester, monkeypatch, plain_runs) -> pytest.RunResult:
+    """PLAIN_SUITE run in a fresh interpreter (torch is imported in this one), once per module: three tests read it."""
+    if "run" not in plain_runs:
+        monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/user/chosen/inductor")
+        monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
+        pytester.makepyfile(**PLAIN_SUITE)
+        plain_runs["run"] = pytester.runpytest_subprocess("-v", "-p", "no:randomly")
+    return plain_runs["run"]
+
+
+def test_run_without_plugin_features_leaves_cache_environment_alone(plain_run):
+    plain_run.stdout.fnmatch_lines(["test_cache_env.py::test_env PASSED*"])
 
 
 def test_header_names_versions_and_cache_root_when_plugin_is_used(pytester):
     root = pytester.path / "root"
     pytester.makepyfile("def test_plain():\n    pass\n")
-    result = pytester.runpytest_subprocess(f"--cudagraph-cache-dir={root}")
+    result = pytester.runpytest(f"--cudagraph-cache-dir={root}")
     result.stdout.fnmatch_lines([f"cudagraph: torch *, triton *, CUDA *, GPU *, cache root {root}"])
 
 
-def test_no_header_when_plugin_is_unused(pytester):
-    pytester.makepyfile("def test_plain():\n    pass\n")
-    result = pytester.runpytest_subprocess()
-    assert "cudagraph: torch" not in result.stdout.str()
+def test_no_header_when_plugin_is_unused(plain_run):
+    assert "cudagraph: torch" not in plain_run.stdout.str()
 
 
 def test_plugin_import_does_not_import_torch():
@@ -201,14 +231,5 @@ def test_plugin_import_does_not_import_torch():
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
 
-def test_run_without_plugin_features_does_not_import_torch(pytester):
-    pytester.makepyfile(
-        """
-        import sys
-
-        def test_plain():
-            assert "torch" not in sys.modules
-        """
-    )
-    result = pytester.runpytest_subprocess("-p", "no:randomly")
-    result.assert_outcomes(passed=1)
+def test_run_without_plugin_features_does_not_import_torch(plain_run):
+    plain_run.stdout.fnmatch_lines(["test_no_torch.py::test_plain PASSED*"])

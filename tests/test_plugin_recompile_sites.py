@@ -15,7 +15,7 @@ import pytest
 
 # torch 2.6 prints a tensor argument's guard source as L['x'], 2.8+ as x
 # the runs' failure lines whole: the plugin fits them to the terminal (tests/conftest.py)
-pytestmark = pytest.mark.usefixtures("wide_terminal")
+pytestmark = pytest.mark.usefixtures("wide_terminal", "dynamo_modules_loaded")
 
 
 X = r"(?:L\['x'\]|x)"
@@ -28,15 +28,6 @@ def line_of(source: str, text: str) -> int:
 
 
 Y = r"(?:L\['y'\]|y)"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def dynamo_modules_loaded():
-    """Load Dynamo's lazily imported modules before the in-process runs (see test_plugin_recompiles.py)."""
-    import torch
-
-    torch.compile(lambda x: x + 1, backend="eager")(torch.ones(1))
-    torch._dynamo.reset()
 
 
 HELPER_CALL = """

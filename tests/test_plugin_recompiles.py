@@ -15,23 +15,10 @@ import pytest
 # lookup (``tensor 'L['tokens']'``), 2.8+ the bare name (``tensor 'tokens'``).  The
 # plugin reports reasons verbatim, so both spellings are correct output.
 # the runs' failure lines whole: the plugin fits them to the terminal (tests/conftest.py)
-pytestmark = pytest.mark.usefixtures("wide_terminal")
+pytestmark = pytest.mark.usefixtures("wide_terminal", "dynamo_modules_loaded")
 
 
 TOKENS_DTYPE_MISMATCH = r"tensor '(?:L\['tokens'\]|tokens)' dtype mismatch"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def dynamo_modules_loaded():
-    """Load every module a Dynamo compile imports lazily, before the in-process runs.
-
-    pytester's in-process runs drop the modules they imported, and a second
-    import of torch's compile stack fails (its registries refuse duplicates).
-    """
-    import torch._dynamo.testing  # noqa: F401
-
-    torch.compile(lambda tokens: tokens + 1, backend="eager")(torch.ones(1))
-    torch._dynamo.reset()
 
 
 DTYPE_RECOMPILE = """

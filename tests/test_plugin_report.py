@@ -1,16 +1,20 @@
-"""The report, the terminal summary, xdist and the baseline, seen from outside through pytester."""
+"""The report, the terminal summary, xdist and the baseline, seen from outside through pytester.
+
+The runs of the tests not marked slow are in-process: torch is already imported by
+tests/conftest.py and the compiles use backend="eager", so each costs well under a second.
+"""
 
 from __future__ import annotations
 
+import io
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
 
 from pytest_cudagraph.plugin.environment import ENV_FIELDS
 from pytest_cudagraph.records.report import SCHEMA, build_report, write_report
+from pytest_cudagraph.tools.cli import main
 
 # Tiny tests: Dynamo with backend="eager" (no Inductor compile), plugin markers with
 # no torch work, a GPU test that skips on this CPU runner, and a test that does not
@@ -61,7 +65,7 @@ def read_report(path):
     return json.loads(path.read_text(), object_pairs_hook=_no_duplicate_keys)
 
 
-def test_report_env_hook_records_and_terminal_summary(pytester):
+def test_report_env_hook_records_and_terminal_summary(dynamo_modules_loaded, pytester):
     pytester.makeconftest(
         """
         def pytest_cudagraph_update_env(config, env):
@@ -72,7 +76,7 @@ def test_report_env_hook_records_and_terminal_summary(pytester):
     pytester.makepyfile(test_model=TESTS)
     report_path = pytester.path / "out" / "run.json"
     report_path.parent.mkdir()
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--cudagraph-report={report_path}")
+    result = pytester.runpytest("-p", "no:cacheprovider", f"--cudagraph-report={report_path}")
     result.assert_outcomes(passed=3, skipped=1)
 
     report = read_report(report_path)
@@ -108,14 +112,9 @@ def test_report_env_hook_records_and_terminal_summary(pytester):
     assert "graphs" not in header and "fxgraph" not in header
     assert "test_not_using_the_plugin" not in result.stdout.str().split("= cudagraph =")[1]
 
-    # the file the plugin wrote is what `compare` reads
-    same = subprocess.run(
-        [sys.executable, "-m", "pytest_cudagraph", "compare", str(report_path), str(report_path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert same.returncode == 0, same.stderr
+    # the file the plugin wrote is what `compare` reads (its command line: test_cli.py)
+    stdout, stderr = io.StringIO(), io.StringIO()
+    assert main(["compare", str(report_path), str(report_path)], stdout=stdout, stderr=stderr) == 0, stderr.getvalue()
 
 
 @pytest.mark.slow
@@ -235,7 +234,7 @@ def test_baseline_rules_come_from_the_ini(pytester):
 def test_unknown_baseline_rule_in_the_ini_is_a_usage_error(pytester):
     pytester.makepyfile("def test_plain():\n    pass\n")
     pytester.makeini("[pytest]\ncudagraph_baseline_fail_on = recompile,pool\n")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result = pytester.runpytest("-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "ini option cudagraph_baseline_fail_on = 'recompile,pool': unknown rule 'recompile'" in result.stderr.str()
 
@@ -268,7 +267,7 @@ def test_one():
 def test_a_baseline_that_shares_no_test_with_the_run_fails_it_as_nothing_compared(pytester):
     pytester.makepyfile(test_quick=NO_TORCH_WORK)
     baseline = _other_suite_baseline(pytester, [f"test_model.py::test_{n}" for n in range(3)])
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--cudagraph-baseline={baseline}")
+    result = pytester.runpytest("-p", "no:cacheprovider", f"--cudagraph-baseline={baseline}")
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
@@ -287,7 +286,7 @@ def test_a_baseline_most_of_whose_tests_vanished_says_so_and_keeps_the_session_g
     baseline = _other_suite_baseline(
         pytester, ["test_quick.py::test_one", "test_gone.py::test_a", "test_gone.py::test_b"]
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--cudagraph-baseline={baseline}")
+    result = pytester.runpytest("-p", "no:cacheprovider", f"--cudagraph-baseline={baseline}")
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(
         [

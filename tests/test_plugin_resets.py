@@ -16,17 +16,7 @@ import re
 import pytest
 
 # the runs' failure lines whole: the plugin fits them to the terminal (tests/conftest.py)
-pytestmark = pytest.mark.usefixtures("wide_terminal")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def dynamo_modules_loaded():
-    """Load every module a Dynamo compile imports lazily, before the in-process runs (see test_plugin_recompiles)."""
-    import torch
-    import torch._dynamo.testing  # noqa: F401
-
-    torch.compile(lambda tokens: tokens + 1, backend="eager")(torch.ones(1))
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("wide_terminal", "dynamo_modules_loaded")
 
 
 BODIES = """

@@ -84,12 +84,12 @@ def test_the_plugin_writes_a_gz_report_and_compares_with_it_as_a_baseline(pytest
             current_record().set("recompiles", Recompiles())
         """
     )
-    result = pytester.runpytest_subprocess("--cudagraph-report=r.json.gz", "-p", "no:randomly")
+    result = pytester.runpytest("--cudagraph-report=r.json.gz", "-p", "no:randomly")
     result.assert_outcomes(passed=1)
     report = load_report(pytester.path / "r.json.gz")
     [nodeid] = report["tests"]
     assert nodeid.endswith("::test_watched")
     assert report["env"] and report["env"] != ENV_2_13
-    again = pytester.runpytest_subprocess("--cudagraph-baseline=r.json.gz", "-p", "no:randomly")
+    again = pytester.runpytest("--cudagraph-baseline=r.json.gz", "-p", "no:randomly")
     again.assert_outcomes(passed=1)
     assert "no regression" in again.stdout.str()

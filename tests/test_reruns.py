@@ -11,6 +11,9 @@ import json
 
 import pytest
 
+# in-process runs that compile (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("dynamo_modules_loaded")
+
 pytest.importorskip("pytest_rerunfailures")
 
 # Fails its first attempt after one recompile, and passes its second after one recompile.
@@ -29,15 +32,6 @@ def test_flaky():
     double(torch.ones(3))
     assert len(ATTEMPTS) > 1, "the first attempt fails"
 """
-
-
-@pytest.fixture(scope="module", autouse=True)
-def dynamo_modules_loaded():
-    """Load what a Dynamo compile imports lazily before the in-process runs (their imports are dropped after each)."""
-    import torch
-
-    torch.compile(lambda x: x + 1, backend="eager")(torch.ones(1))
-    torch._dynamo.reset()
 
 
 def _record(pytester: pytest.Pytester, name: str) -> dict:
