@@ -21,19 +21,29 @@ with warnings.catch_warnings():
 # The suite itself runs in random order (pytest-randomly), so no verdict may depend
 # on which test ran first.  The small suites generated inside tests are a different
 # matter: several put a "remember the state" test before a "check it is back" one
-# on purpose, so the runs this suite starts keep their files' order.  A child that
-# reads the variable below does (a subprocess of a plain test); pytester deletes it
-# (its runs must not see the outer run's options), so the fixture below sets it again
-# for the pytester runs.  A run that passes "-p randomly" still shuffles: the
-# command line's -p comes after this variable's.
-NO_RANDOM_ORDER = f"{os.environ.get('PYTEST_ADDOPTS', '')} -p no:randomly".strip()
-os.environ["PYTEST_ADDOPTS"] = NO_RANDOM_ORDER
+# on purpose, so the runs this suite starts keep their files' order.  A run that
+# passes "-p randomly" still shuffles: the command line's -p comes after this variable's.
+#
+# And an in-process run started under the `pytest` script of an editable install warns
+# that it cannot rewrite the asserts of pytest_cudagraph, which the outer run imported
+# through the install's own finder, not through pytest's import hook (`python -m pytest`
+# from the checkout imports it from the path, and does not warn).  The warning is about
+# how this suite was started, not about the plugin, and it would be counted in every
+# in-process run's outcomes.
+#
+# A child that reads the variable below gets both (a subprocess of a plain test);
+# pytester deletes it (its runs must not see the outer run's options), so the fixture
+# below sets it again for the pytester runs.
+CHILD_RUN_OPTIONS = " ".join(
+    (os.environ.get("PYTEST_ADDOPTS", ""), "-p no:randomly -W ignore::pytest.PytestAssertRewriteWarning")
+).strip()
+os.environ["PYTEST_ADDOPTS"] = CHILD_RUN_OPTIONS
 
 
 @pytest.fixture
 def pytester(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
-    """pytest's pytester, whose runs (in-process and subprocess) keep their files' order."""
-    monkeypatch.setenv("PYTEST_ADDOPTS", NO_RANDOM_ORDER)
+    """pytest's pytester, whose runs (in-process and subprocess) get CHILD_RUN_OPTIONS."""
+    monkeypatch.setenv("PYTEST_ADDOPTS", CHILD_RUN_OPTIONS)
     return pytester
 
 
