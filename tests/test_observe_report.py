@@ -120,8 +120,8 @@ def test_an_observed_test_skips_without_a_gpu_and_leaves_nothing_patched(pyteste
             """
         )
     )
-    # in file order (pytester drops the suite's PYTEST_ADDOPTS): test_after checks what test_engine left
-    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly", "--cudagraph")
+    # in file order (tests/conftest.py): test_after checks what test_engine left
+    result = pytester.runpytest("-p", "no:cacheprovider", "--cudagraph")
     result.assert_outcomes(passed=1, skipped=1)
 
 
@@ -143,7 +143,7 @@ def test_observe_graphs_in_a_failing_test_is_taken_off_for_the_next_test(pyteste
             """
         )
     )
-    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:randomly")  # in file order, as above
+    result = pytester.runpytest("-p", "no:cacheprovider")  # in file order, as above
     result.assert_outcomes(passed=1, failed=1)
 
 

@@ -190,23 +190,29 @@ PLAIN_SUITE = {
 
 
 @pytest.fixture(scope="module")
-def plain_runs() -> dict[str, pytest.RunResult]:
-    return {}
+def plain_run(tmp_path_factory) -> pytest.LineMatcher:
+    """PLAIN_SUITE run once in a fresh interpreter (torch is imported in this one): three tests read its output."""
+    import subprocess
+    import textwrap
 
-
-@pytest.fixture
-def plain_run(pytester, monkeypatch, plain_runs) -> pytest.RunResult:
-    """PLAIN_SUITE run in a fresh interpreter (torch is imported in this one), once per module: three tests read it."""
-    if "run" not in plain_runs:
-        monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/user/chosen/inductor")
-        monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
-        pytester.makepyfile(**PLAIN_SUITE)
-        plain_runs["run"] = pytester.runpytest_subprocess("-v", "-p", "no:randomly")
-    return plain_runs["run"]
+    directory = tmp_path_factory.mktemp("plain_suite")
+    for name, source in PLAIN_SUITE.items():
+        (directory / f"{name}.py").write_text(textwrap.dedent(source))
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": "/user/chosen/inductor"}
+    env.pop("TRITON_CACHE_DIR", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", f"--rootdir={directory}"],
+        cwd=directory,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    return pytest.LineMatcher((done.stdout + done.stderr).splitlines())
 
 
 def test_run_without_plugin_features_leaves_cache_environment_alone(plain_run):
-    plain_run.stdout.fnmatch_lines(["test_cache_env.py::test_env PASSED*"])
+    plain_run.fnmatch_lines(["test_cache_env.py::test_env PASSED*"])
 
 
 def test_header_names_versions_and_cache_root_when_plugin_is_used(pytester):
@@ -217,7 +223,7 @@ def test_header_names_versions_and_cache_root_when_plugin_is_used(pytester):
 
 
 def test_no_header_when_plugin_is_unused(plain_run):
-    assert "cudagraph: torch" not in plain_run.stdout.str()
+    assert "cudagraph: torch" not in plain_run.str()
 
 
 def test_plugin_import_does_not_import_torch():
@@ -232,4 +238,4 @@ def test_plugin_import_does_not_import_torch():
 
 
 def test_run_without_plugin_features_does_not_import_torch(plain_run):
-    plain_run.stdout.fnmatch_lines(["test_no_torch.py::test_plain PASSED*"])
+    plain_run.fnmatch_lines(["test_no_torch.py::test_plain PASSED*"])
